@@ -1,0 +1,104 @@
+// Element types of checkpoint tensors and activations, with scalar conversions to/from fp32.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <string_view>
+
+namespace mimo {
+
+enum class DType : uint8_t { kF32, kBF16, kF16, kF8E4M3, kU8, kI32, kI64, kCount };
+
+inline constexpr size_t DTypeSize(DType t) {
+  switch (t) {
+    case DType::kF32: return 4;
+    case DType::kBF16: return 2;
+    case DType::kF16: return 2;
+    case DType::kF8E4M3: return 1;
+    case DType::kU8: return 1;
+    case DType::kI32: return 4;
+    case DType::kI64: return 8;
+    default: return 0;
+  }
+}
+
+// Names as safetensors writes them.
+inline constexpr std::string_view DTypeName(DType t) {
+  switch (t) {
+    case DType::kF32: return "F32";
+    case DType::kBF16: return "BF16";
+    case DType::kF16: return "F16";
+    case DType::kF8E4M3: return "F8_E4M3";
+    case DType::kU8: return "U8";
+    case DType::kI32: return "I32";
+    case DType::kI64: return "I64";
+    default: return "?";
+  }
+}
+
+// Returns false for an unknown name.
+inline bool ParseDType(std::string_view s, DType* out) {
+  for (int i = 0; i < static_cast<int>(DType::kCount); ++i) {
+    if (DTypeName(static_cast<DType>(i)) == s) {
+      *out = static_cast<DType>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+inline float BitsToF32(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+inline uint32_t F32ToBits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+inline float BF16ToF32(uint16_t h) { return BitsToF32(static_cast<uint32_t>(h) << 16); }
+
+// Round-to-nearest-even, NaN kept quiet.
+inline uint16_t F32ToBF16(float f) {
+  uint32_t u = F32ToBits(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+inline float F16ToF32(uint16_t h) {
+  uint32_t sign = (h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1fu;
+  uint32_t man = h & 0x3ffu;
+  if (exp == 0) {
+    if (man == 0) return BitsToF32(sign);
+    // subnormal: value = man * 2^-24
+    float v = static_cast<float>(man) * 5.9604644775390625e-8f;
+    return sign ? -v : v;
+  }
+  if (exp == 31) return BitsToF32(sign | 0x7f800000u | (man << 13));
+  return BitsToF32(sign | ((exp + 112u) << 23) | (man << 13));
+}
+
+// float8_e4m3fn (OCP): 1 sign, 4 exponent (bias 7), 3 mantissa; no infinities; S.1111.111 = NaN.
+inline float F8E4M3ToF32(uint8_t b) {
+  uint32_t sign = b >> 7;
+  uint32_t exp = (b >> 3) & 0xfu;
+  uint32_t man = b & 0x7u;
+  float v;
+  if (exp == 0xf && man == 0x7) {
+    v = __builtin_nanf("");
+  } else if (exp == 0) {
+    v = static_cast<float>(man) * 0.001953125f;  // man/8 * 2^-6
+  } else {
+    v = BitsToF32(((exp + 120u) << 23) | (man << 20));
+  }
+  return sign ? -v : v;
+}
+
+// Round-to-nearest-even with saturation to +-448 (how checkpoints are produced).
+uint8_t F32ToF8E4M3(float f);
+
+}  // namespace mimo

@@ -1,0 +1,21 @@
+// Scalar element access for MatrixWeight (used by reference kernels and tests).
+#include "core/matrix_weight.h"
+
+#include "core/check.h"
+
+namespace mimo {
+
+float MatrixWeight::At(int64_t r, int64_t c) const {
+  const int64_t i = r * cols + c;
+  switch (dtype) {
+    case DType::kF32: return static_cast<const float*>(data)[i];
+    case DType::kBF16: return BF16ToF32(static_cast<const uint16_t*>(data)[i]);
+    case DType::kF16: return F16ToF32(static_cast<const uint16_t*>(data)[i]);
+    case DType::kF8E4M3:
+      return F8E4M3ToF32(static_cast<const uint8_t*>(data)[i]) *
+             scale_inv[scale_row[r] * scale_cols + c / block_cols];
+    default: MIMO_ABORT("MatrixWeight::At: unsupported dtype %d", static_cast<int>(dtype));
+  }
+}
+
+}  // namespace mimo

@@ -1,0 +1,35 @@
+// The op API the model calls. Activations are fp32 on CPU; weights come in their stored dtype.
+// Each op dispatches once (kernels/dispatch) to the best ISA that passed its runtime probe;
+// kernels/ref/ holds the scalar reference every optimized version is tested against.
+#pragma once
+
+#include <cstdint>
+
+#include "core/matrix_weight.h"
+#include "core/tensor.h"
+#include "core/thread_pool.h"
+
+namespace mimo {
+
+// y[t, r] = sum_c x[t, c] * W[r, c].   x [T, w.cols], y [T, w.rows]
+void Linear(ExecContext& ctx, const float* x, int64_t T, const MatrixWeight& w, float* y);
+
+// out[t] = (x[t] * rsqrt(mean(x[t]^2) + eps)) * weight.   x, out [T, dim]; weight [dim] F32|BF16|F16
+// (out may alias x)
+void RmsNorm(const float* x, int64_t T, int64_t dim, const TensorView& weight, float eps, float* out);
+
+// NeoX (rotate-half) RoPE on the first rotary_dim dims of every head, in place.
+// x [T, num_heads, head_dim]; positions [T]; inv_freq[i] = theta^(-2i/rotary_dim).
+void RopeNeox(float* x, int64_t T, int num_heads, int head_dim, int rotary_dim, float theta,
+              const int32_t* positions);
+
+// out[i] = silu(gate[i]) * up[i].   gate, up, out [n]  (out may alias gate)
+void SiluMul(const float* gate, const float* up, float* out, int64_t n);
+
+// out[t] = table[ids[t]] as fp32.   table [vocab, dim] F32|BF16|F16; out [T, dim]
+void Embedding(const TensorView& table, const int32_t* ids, int64_t T, float* out);
+
+// Which ISA the dispatcher chose ("avx512", "avx2", "scalar"), for logs and `mimo inspect`.
+const char* KernelIsaName();
+
+}  // namespace mimo

@@ -1,0 +1,123 @@
+// mimo: the command-line entry point. Each subcommand lives in tools/cli/<name>.cc and registers
+// itself with MIMO_CLI_COMMAND.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "cli/command.h"
+
+namespace mimo::cli {
+
+std::vector<Command>& Registry() {
+  static std::vector<Command> r;
+  return r;
+}
+
+bool Args::Parse(int argc, char** argv, const std::vector<std::string>& keys,
+                 const std::vector<std::string>& flags, std::string* error) {
+  auto in = [](const std::vector<std::string>& v, const std::string& k) {
+    for (auto& x : v) if (x == k) return true;
+    return false;
+  };
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a.rfind("--", 0) != 0) {
+      *error = "unexpected argument '" + a + "'";
+      return false;
+    }
+    std::string k = a.substr(2), v;
+    bool has_eq = false;
+    if (auto eq = k.find('='); eq != std::string::npos) {
+      v = k.substr(eq + 1);
+      k = k.substr(0, eq);
+      has_eq = true;
+    }
+    if (in(flags, k)) {
+      values_[k] = has_eq ? v : "1";
+      continue;
+    }
+    if (!in(keys, k)) {
+      *error = "unknown option '--" + k + "'";
+      return false;
+    }
+    if (!has_eq) {
+      if (i + 1 >= argc) {
+        *error = "option '--" + k + "' needs a value";
+        return false;
+      }
+      v = argv[++i];
+    }
+    values_[k] = v;
+  }
+  return true;
+}
+
+std::string Args::Get(const std::string& k, const std::string& def) const {
+  auto it = values_.find(k);
+  return it == values_.end() ? def : it->second;
+}
+long long Args::GetInt(const std::string& k, long long def) const {
+  auto it = values_.find(k);
+  return it == values_.end() ? def : std::atoll(it->second.c_str());
+}
+double Args::GetDouble(const std::string& k, double def) const {
+  auto it = values_.find(k);
+  return it == values_.end() ? def : std::atof(it->second.c_str());
+}
+
+bool ParseIdList(const std::string& spec, std::vector<int>* out, std::string* error) {
+  std::string text = spec;
+  if (!spec.empty() && spec[0] == '@') {
+    std::ifstream f(spec.substr(1));
+    if (!f) {
+      *error = "cannot open ids file '" + spec.substr(1) + "'";
+      return false;
+    }
+    std::stringstream ss;
+    ss << f.rdbuf();
+    text = ss.str();
+  }
+  out->clear();
+  std::string cur;
+  auto flush = [&]() -> bool {
+    if (cur.empty()) return true;
+    char* end = nullptr;
+    long v = std::strtol(cur.c_str(), &end, 10);
+    if (*end != '\0' || v < 0 || v > 0x7fffffff) {
+      *error = "bad token id '" + cur + "'";
+      return false;
+    }
+    out->push_back(static_cast<int>(v));
+    cur.clear();
+    return true;
+  };
+  for (char c : text) {
+    if (c == ',' || c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '[' || c == ']') {
+      if (!flush()) return false;
+    } else {
+      cur += c;
+    }
+  }
+  if (!flush()) return false;
+  if (out->empty()) {
+    *error = "empty id list";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace mimo::cli
+
+int main(int argc, char** argv) {
+  using mimo::cli::Registry;
+  if (argc >= 2) {
+    for (const auto& c : Registry()) {
+      if (std::strcmp(argv[1], c.name) == 0) return c.run(argc - 1, argv + 1);
+    }
+  }
+  std::fprintf(stderr, "usage: mimo <command> [options]\ncommands:\n");
+  for (const auto& c : Registry()) std::fprintf(stderr, "  %-12s %s\n", c.name, c.usage);
+  return argc >= 2 && std::strcmp(argv[1], "--help") == 0 ? 0 : 2;
+}
