@@ -1,0 +1,104 @@
+// ModelConfig: config.json of a MiMo-V2 checkpoint, fields under their Hugging Face names, plus
+// derived per-layer facts (LayerConfig) so the forward pass never re-derives them.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace mimo {
+
+enum class AttentionKind { kFull, kSlidingWindow, kCount };
+enum class FfnKind { kDense, kMoe, kCount };
+
+// Per-layer geometry, resolved from hybrid_layer_pattern / moe_layer_freq.
+struct LayerConfig {
+  AttentionKind attention = AttentionKind::kFull;
+  FfnKind ffn = FfnKind::kDense;
+  int num_attention_heads = 0;
+  int num_key_value_heads = 0;
+  int head_dim = 0;        // Q/K
+  int v_head_dim = 0;      // V
+  int rotary_dim = 0;      // int(head_dim * partial_rotary_factor)
+  float rope_theta = 0.0f;
+  int sliding_window = 0;  // 0 on full layers
+  bool has_sinks = false;  // attention_sink_bias present
+};
+
+struct ModelConfig {
+  // Identity.
+  std::vector<std::string> architectures;
+  std::string model_type;
+
+  // Sizes.
+  int vocab_size = 0;
+  int hidden_size = 0;
+  int intermediate_size = 0;      // dense MLP
+  int moe_intermediate_size = 0;  // per expert
+  int num_hidden_layers = 0;
+  int max_position_embeddings = 0;
+
+  // Attention, full layers.
+  int num_attention_heads = 0;
+  int num_key_value_heads = 0;
+  int head_dim = 0;
+  int v_head_dim = 0;
+  float rope_theta = 10000.0f;
+  float partial_rotary_factor = 1.0f;
+  bool add_full_attention_sink_bias = false;
+
+  // Attention, sliding-window layers (swa_* default to the full-layer value when absent).
+  int swa_num_attention_heads = 0;
+  int swa_num_key_value_heads = 0;
+  int swa_head_dim = 0;
+  int swa_v_head_dim = 0;
+  float swa_rope_theta = 10000.0f;
+  int sliding_window = 0;  // sliding_window, else sliding_window_size
+  bool add_swa_attention_sink_bias = false;
+  std::vector<int> hybrid_layer_pattern;  // [num_hidden_layers]: 1 = SWA, 0 = full
+
+  float attention_value_scale = 1.0f;  // absent -> 1.0
+  bool attention_bias = false;
+  float layernorm_epsilon = 1e-5f;
+  std::string hidden_act = "silu";
+  bool tie_word_embeddings = false;
+
+  // MoE.
+  std::vector<int> moe_layer_freq;  // [num_hidden_layers]: 1 = MoE, 0 = dense (an int k also
+                                    // accepted: every k-th layer, layer 0 dense)
+  int n_routed_experts = 0;
+  int num_experts_per_tok = 0;
+  int n_shared_experts = 0;  // null -> 0
+  int n_group = 1;
+  int topk_group = 1;
+  std::string scoring_func = "sigmoid";
+  std::string topk_method = "noaux_tc";
+  bool norm_topk_prob = true;
+  float routed_scaling_factor = 1.0f;  // null -> 1.0
+
+  // MTP.
+  int num_nextn_predict_layers = 0;  // absent in Flash; the loader counts model.mtp.layers.*
+
+  // FP8.
+  bool fp8 = false;                      // quantization_config.quant_method == "fp8"
+  std::vector<int> weight_block_size;    // [128, 128]
+  std::vector<std::string> ignored_layers;
+
+  // Tokens.
+  std::optional<int> bos_token_id, eos_token_id, pad_token_id;
+
+  // Derived.
+  std::vector<LayerConfig> layers;  // [num_hidden_layers]
+  bool has_asymmetric_kv() const {
+    return head_dim != v_head_dim || swa_head_dim != swa_v_head_dim;
+  }
+  bool IsSlidingLayer(int l) const { return layers[l].attention == AttentionKind::kSlidingWindow; }
+};
+
+// Parses and validates config.json text; errors name the offending field.
+StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text);
+StatusOr<ModelConfig> LoadModelConfig(const std::string& path);
+
+}  // namespace mimo
