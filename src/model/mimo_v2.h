@@ -1,0 +1,70 @@
+// MiMo-V2 (Flash / V2.5 / Pro / V2.6) causal LM forward pass on CPU in fp32 activations:
+// embed -> [RMSNorm, hybrid full/SWA attention, RMSNorm, dense MLP or MoE] x L -> norm -> lm_head,
+// plus the MTP layers for speculative decoding. The architecture lives in this file only.
+// Thread-safety: Forward is not re-entrant (one engine thread); the weights are read-only.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "attention/kv_attention.h"
+#include "core/status.h"
+#include "io/checkpoint.h"
+#include "io/hf_config.h"
+#include "model/weights.h"
+
+namespace mimo {
+
+struct ForwardOutputs {
+  // Rows of the step whose logits are wanted (e.g. the last token of each sequence); empty means
+  // every row. logits [rows, vocab_size].
+  std::vector<int> logit_rows;
+  float* logits = nullptr;
+  // Optional: the residual stream after the last layer, before model.norm (the MTP input).
+  float* prenorm_hidden = nullptr;  // [T, hidden]
+};
+
+class MimoV2Model {
+ public:
+  static StatusOr<std::unique_ptr<MimoV2Model>> Load(const std::string& dir);
+  MimoV2Model(const MimoV2Model&) = delete;
+  MimoV2Model& operator=(const MimoV2Model&) = delete;
+
+  const ModelConfig& config() const { return ckpt_->config(); }
+  const ModelWeights& weights() const { return w_; }
+  int num_mtp_layers() const { return static_cast<int>(w_.mtp.size()); }
+  // KvAttention layer ids: 0..L-1 main layers, L + i for MTP layer i.
+  int mtp_kv_layer(int i) const { return config().num_hidden_layers + i; }
+  // Geometry of every KV layer id (main layers then MTP layers), for cache planning.
+  std::vector<LayerConfig> KvLayerConfigs() const;
+
+  // Runs the main model over the step's tokens [T] (positions from batch.chunks).
+  void Forward(ExecContext& ctx, const StepBatch& batch, const int32_t* tokens, KvAttention& kv,
+               const ForwardOutputs& out);
+
+  // MTP layer i on pairs (hprev_t, token_{t+1}) at position t (spec §3):
+  // u = eh_proj([enorm(embed(token)) | hnorm(hprev)]); block; final_layernorm; shared lm_head.
+  //   hprev [T, hidden]; tokens [T]; logits [T, vocab]; hidden_out [T, hidden] (block output
+  //   before final_layernorm; optional).
+  void MtpForward(ExecContext& ctx, int i, const StepBatch& batch, const float* hprev,
+                  const int32_t* tokens, KvAttention& kv, float* logits, float* hidden_out);
+
+ private:
+  MimoV2Model() = default;
+  void DecoderLayer(ExecContext& ctx, int kv_layer, const LayerConfig& lc, const LayerWeights& w,
+                    const StepBatch& batch, const int32_t* positions, float* x, KvAttention& kv);
+  void Attention(ExecContext& ctx, int kv_layer, const LayerConfig& lc, const AttentionWeights& w,
+                 const StepBatch& batch, const int32_t* positions, const float* h, float* out,
+                 KvAttention& kv);
+  void LmHead(ExecContext& ctx, const float* x, int64_t T, const std::vector<int>& rows,
+              float* logits);
+
+  std::unique_ptr<Checkpoint> ckpt_;
+  ModelWeights w_;
+};
+
+// Positions [T] of the step's rows, from its chunks.
+std::vector<int32_t> StepPositions(const StepBatch& batch);
+
+}  // namespace mimo

@@ -1,0 +1,101 @@
+// MoE routing and expert dispatch (tokens grouped by expert so each expert's weights are read
+// once per step, whatever the number of tokens routed to it).
+#include "model/moe.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "kernels/kernels.h"
+
+namespace mimo {
+
+void MoeRoute(const ModelConfig& cfg, const float* logits, const float* bias, int64_t T,
+              int32_t* experts, float* weights) {
+  const int E = cfg.n_routed_experts, K = cfg.num_experts_per_tok;
+  const int G = std::max(cfg.n_group, 1), per_group = E / G;
+  const float kNegInf = -std::numeric_limits<float>::infinity();
+  std::vector<float> score(E), choice(E), group_score(G);
+  std::vector<int> order(std::max(E, G));
+  for (int64_t t = 0; t < T; ++t) {
+    for (int e = 0; e < E; ++e) {
+      score[e] = 1.0f / (1.0f + std::exp(-logits[t * E + e]));  // sigmoid in fp32
+      choice[e] = score[e] + bias[e];                           // bias: selection only
+    }
+    if (G > 1) {
+      // Group score = sum of the top-2 choices in the group; keep the topk_group best groups.
+      for (int g = 0; g < G; ++g) {
+        float a = kNegInf, b = kNegInf;
+        for (int e = g * per_group; e < (g + 1) * per_group; ++e) {
+          if (choice[e] > a) { b = a; a = choice[e]; } else if (choice[e] > b) { b = choice[e]; }
+        }
+        group_score[g] = per_group >= 2 ? a + b : a;
+      }
+      for (int g = 0; g < G; ++g) order[g] = g;
+      std::stable_sort(order.begin(), order.begin() + G,
+                       [&](int x, int y) { return group_score[x] > group_score[y]; });
+      for (int r = cfg.topk_group; r < G; ++r) {
+        const int g = order[r];
+        for (int e = g * per_group; e < (g + 1) * per_group; ++e) choice[e] = kNegInf;
+      }
+    }
+    for (int e = 0; e < E; ++e) order[e] = e;
+    std::partial_sort(order.begin(), order.begin() + K, order.begin() + E, [&](int x, int y) {
+      return choice[x] > choice[y] || (choice[x] == choice[y] && x < y);
+    });
+    float sum = 0.0f;
+    for (int k = 0; k < K; ++k) {
+      experts[t * K + k] = order[k];
+      weights[t * K + k] = score[order[k]];  // raw sigmoid, without the bias
+      sum += score[order[k]];
+    }
+    for (int k = 0; k < K; ++k) {
+      if (cfg.norm_topk_prob) weights[t * K + k] /= (sum + 1e-20f);
+      weights[t * K + k] *= cfg.routed_scaling_factor;
+    }
+  }
+}
+
+void MlpForward(ExecContext& ctx, const MlpWeights& w, const float* h, int64_t T, float* out) {
+  const int64_t inter = w.gate_proj.rows;
+  std::vector<float> gate(T * inter), up(T * inter);  // [T, intermediate]
+  Linear(ctx, h, T, w.gate_proj, gate.data());
+  Linear(ctx, h, T, w.up_proj, up.data());
+  SiluMul(gate.data(), up.data(), gate.data(), T * inter);
+  Linear(ctx, gate.data(), T, w.down_proj, out);
+}
+
+void MoeForward(ExecContext& ctx, const ModelConfig& cfg, const MoeWeights& w, const float* h,
+                int64_t T, float* out) {
+  const int64_t H = cfg.hidden_size, E = cfg.n_routed_experts, K = cfg.num_experts_per_tok;
+  std::vector<float> logits(T * E);  // [T, E]
+  Linear(ctx, h, T, w.gate, logits.data());
+  std::vector<int32_t> experts(T * K);  // [T, K]
+  std::vector<float> weights(T * K);    // [T, K]
+  MoeRoute(cfg, logits.data(), w.score_bias.data(), T, experts.data(), weights.data());
+
+  // Group (token, weight) pairs by expert.
+  std::vector<std::vector<std::pair<int64_t, float>>> routed(E);
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t k = 0; k < K; ++k) routed[experts[t * K + k]].push_back({t, weights[t * K + k]});
+  }
+  std::fill(out, out + T * H, 0.0f);
+  std::vector<float> xin, yout;  // [n, H] gathered inputs / expert outputs
+  for (int64_t e = 0; e < E; ++e) {
+    const auto& list = routed[e];
+    if (list.empty()) continue;
+    const int64_t n = static_cast<int64_t>(list.size());
+    xin.resize(n * H);
+    yout.resize(n * H);
+    for (int64_t i = 0; i < n; ++i) std::copy(h + list[i].first * H, h + (list[i].first + 1) * H, xin.begin() + i * H);
+    MlpForward(ctx, w.experts[e], xin.data(), n, yout.data());
+    for (int64_t i = 0; i < n; ++i) {
+      float* o = out + list[i].first * H;
+      const float wt = list[i].second;
+      for (int64_t c = 0; c < H; ++c) o[c] += wt * yout[i * H + c];
+    }
+  }
+}
+
+}  // namespace mimo

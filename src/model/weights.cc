@@ -1,0 +1,150 @@
+// BindWeights: the one list of tensors a MiMo-V2 checkpoint must (or may) hold.
+#include "model/weights.h"
+
+#include <set>
+
+#include "core/log.h"
+
+namespace mimo {
+namespace {
+
+// Norm and sink vectors: BF16 in real checkpoints, F32/F16 accepted.
+constexpr std::initializer_list<DType> kVecDTypes = {DType::kBF16, DType::kF32, DType::kF16};
+
+Status BindVector(Checkpoint& ck, const std::string& name, int64_t n, TensorView* out) {
+  MIMO_ASSIGN_OR_RETURN(*out, ck.Get(name, {n}, kVecDTypes));
+  return Status::Ok();
+}
+
+Status BindFloats(Checkpoint& ck, const std::string& name, int64_t n, std::vector<float>* out) {
+  TensorView t;
+  MIMO_RETURN_IF_ERROR(BindVector(ck, name, n, &t));
+  out->resize(n);
+  for (int64_t i = 0; i < n; ++i) {
+    switch (t.dtype) {
+      case DType::kF32: (*out)[i] = t.as<const float>()[i]; break;
+      case DType::kBF16: (*out)[i] = BF16ToF32(t.as<const uint16_t>()[i]); break;
+      default: (*out)[i] = F16ToF32(t.as<const uint16_t>()[i]); break;
+    }
+  }
+  return Status::Ok();
+}
+
+Status BindMlp(Checkpoint& ck, const std::string& p, int64_t hidden, int64_t inter,
+               MlpWeights* w) {
+  MIMO_ASSIGN_OR_RETURN(w->gate_proj, ck.GetLinear(p + "gate_proj", inter, hidden));
+  MIMO_ASSIGN_OR_RETURN(w->up_proj, ck.GetLinear(p + "up_proj", inter, hidden));
+  MIMO_ASSIGN_OR_RETURN(w->down_proj, ck.GetLinear(p + "down_proj", hidden, inter));
+  return Status::Ok();
+}
+
+Status BindAttention(Checkpoint& ck, const std::string& p, const ModelConfig& cfg,
+                     const LayerConfig& lc, AttentionWeights* w) {
+  MIMO_ASSIGN_OR_RETURN(QkvWeights qkv, ck.GetQkv(p, lc));
+  w->q_proj = std::move(qkv.q);
+  w->k_proj = std::move(qkv.k);
+  w->v_proj = std::move(qkv.v);
+  MIMO_ASSIGN_OR_RETURN(w->o_proj, ck.GetLinear(p + "o_proj", cfg.hidden_size,
+                                                int64_t{lc.num_attention_heads} * lc.v_head_dim));
+  if (lc.has_sinks) {
+    MIMO_RETURN_IF_ERROR(BindFloats(ck, p + "attention_sink_bias", lc.num_attention_heads,
+                                    &w->sinks));
+  }
+  return Status::Ok();
+}
+
+// Shared by decoder layers and MTP blocks; `post_norm` differs by name between the two.
+Status BindBlock(Checkpoint& ck, const std::string& p, const ModelConfig& cfg,
+                 const LayerConfig& lc, const std::string& post_norm, LayerWeights* w) {
+  const int64_t H = cfg.hidden_size;
+  MIMO_RETURN_IF_ERROR(BindVector(ck, p + "input_layernorm.weight", H, &w->input_layernorm));
+  MIMO_RETURN_IF_ERROR(BindVector(ck, p + post_norm + ".weight", H, &w->post_attention_layernorm));
+  MIMO_RETURN_IF_ERROR(BindAttention(ck, p + "self_attn.", cfg, lc, &w->attn));
+  if (lc.ffn == FfnKind::kDense) {
+    return BindMlp(ck, p + "mlp.", H, cfg.intermediate_size, &w->mlp);
+  }
+  const int64_t E = cfg.n_routed_experts;
+  MIMO_ASSIGN_OR_RETURN(w->moe.gate, ck.GetLinear(p + "mlp.gate", E, H));
+  MIMO_RETURN_IF_ERROR(
+      BindFloats(ck, p + "mlp.gate.e_score_correction_bias", E, &w->moe.score_bias));
+  w->moe.experts.resize(E);
+  for (int64_t e = 0; e < E; ++e) {
+    MIMO_RETURN_IF_ERROR(BindMlp(ck, p + "mlp.experts." + std::to_string(e) + ".", H,
+                                 cfg.moe_intermediate_size, &w->moe.experts[e]));
+  }
+  return Status::Ok();
+}
+
+int CountMtpLayers(const Checkpoint& ck) {
+  std::set<int> ids;
+  const std::string kPrefix = "model.mtp.layers.";
+  for (const std::string& n : ck.TensorNames()) {
+    if (n.rfind(kPrefix, 0) != 0) continue;
+    ids.insert(std::atoi(n.c_str() + kPrefix.size()));
+  }
+  int count = 0;
+  while (ids.count(count)) ++count;
+  return count;
+}
+
+bool IsLanguageModelTensor(const std::string& n) {
+  for (const char* p : {"model.layers.", "model.embed_tokens.", "model.norm.", "lm_head.",
+                        "model.mtp."}) {
+    if (n.rfind(p, 0) == 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+StatusOr<ModelWeights> BindWeights(Checkpoint& ck, const ModelConfig& cfg) {
+  ModelWeights w;
+  const int64_t H = cfg.hidden_size, V = cfg.vocab_size;
+  MIMO_ASSIGN_OR_RETURN(w.embed_tokens, ck.Get("model.embed_tokens.weight", {V, H}, kVecDTypes));
+  MIMO_RETURN_IF_ERROR(BindVector(ck, "model.norm.weight", H, &w.norm));
+  if (cfg.tie_word_embeddings && !ck.Has("lm_head.weight")) {
+    w.lm_head.dtype = w.embed_tokens.dtype;
+    w.lm_head.rows = V;
+    w.lm_head.cols = H;
+    w.lm_head.data = w.embed_tokens.data;
+  } else {
+    MIMO_ASSIGN_OR_RETURN(w.lm_head, ck.GetLinear("lm_head", V, H));
+  }
+  w.layers.resize(cfg.num_hidden_layers);
+  for (int l = 0; l < cfg.num_hidden_layers; ++l) {
+    MIMO_RETURN_IF_ERROR(BindBlock(ck, "model.layers." + std::to_string(l) + ".", cfg,
+                                   cfg.layers[l], "post_attention_layernorm", &w.layers[l]));
+  }
+
+  // MTP: an SWA block (sinks as on SWA layers) with the dense MLP.
+  LayerConfig& m = w.mtp_layer_config;
+  m.attention = AttentionKind::kSlidingWindow;
+  m.ffn = FfnKind::kDense;
+  m.num_attention_heads = cfg.swa_num_attention_heads;
+  m.num_key_value_heads = cfg.swa_num_key_value_heads;
+  m.head_dim = cfg.swa_head_dim;
+  m.v_head_dim = cfg.swa_v_head_dim;
+  m.rotary_dim = static_cast<int>(cfg.swa_head_dim * cfg.partial_rotary_factor);
+  m.rope_theta = cfg.swa_rope_theta;
+  m.sliding_window = cfg.sliding_window;
+  const int num_mtp = CountMtpLayers(ck);
+  w.mtp.resize(num_mtp);
+  for (int i = 0; i < num_mtp; ++i) {
+    const std::string p = "model.mtp.layers." + std::to_string(i) + ".";
+    MtpLayerWeights& t = w.mtp[i];
+    m.has_sinks = ck.Has(p + "self_attn.attention_sink_bias");
+    MIMO_RETURN_IF_ERROR(BindVector(ck, p + "enorm.weight", H, &t.enorm));
+    MIMO_RETURN_IF_ERROR(BindVector(ck, p + "hnorm.weight", H, &t.hnorm));
+    MIMO_ASSIGN_OR_RETURN(t.eh_proj, ck.GetLinear(p + "eh_proj", H, 2 * H));
+    MIMO_RETURN_IF_ERROR(BindBlock(ck, p, cfg, m, "pre_mlp_layernorm", &t.block));
+    MIMO_RETURN_IF_ERROR(BindVector(ck, p + "final_layernorm.weight", H, &t.final_layernorm));
+  }
+
+  int skipped = 0;
+  for (const std::string& n : ck.TensorNames()) skipped += IsLanguageModelTensor(n) ? 0 : 1;
+  if (skipped) MIMO_LOG_INFO("skipping %d multimodal tensors (not part of the language model)", skipped);
+  if (num_mtp) MIMO_LOG_DEBUG("bound %d MTP layers", num_mtp);
+  return w;
+}
+
+}  // namespace mimo

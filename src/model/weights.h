@@ -1,0 +1,67 @@
+// The weights of a MiMo-V2 checkpoint, bound (not copied) from the mmap'd safetensors.
+// One ForEachTensor-style binder (BindWeights) is the single list of what a checkpoint holds.
+// Ownership: views point into the Checkpoint, which must outlive the weights.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/matrix_weight.h"
+#include "core/status.h"
+#include "core/tensor.h"
+#include "io/checkpoint.h"
+#include "io/hf_config.h"
+
+namespace mimo {
+
+struct AttentionWeights {
+  MatrixWeight q_proj;       // [num_heads * head_dim, hidden]
+  MatrixWeight k_proj;       // [num_kv_heads * head_dim, hidden]
+  MatrixWeight v_proj;       // [num_kv_heads * v_head_dim, hidden]
+  MatrixWeight o_proj;       // [hidden, num_heads * v_head_dim]
+  std::vector<float> sinks;  // [num_heads] attention_sink_bias as fp32; empty without sinks
+};
+
+struct MlpWeights {
+  MatrixWeight gate_proj;  // [intermediate, hidden]
+  MatrixWeight up_proj;    // [intermediate, hidden]
+  MatrixWeight down_proj;  // [hidden, intermediate]
+};
+
+struct MoeWeights {
+  MatrixWeight gate;                    // [n_routed_experts, hidden] (F32 router)
+  std::vector<float> score_bias;        // [n_routed_experts] e_score_correction_bias (selection only)
+  std::vector<MlpWeights> experts;      // [n_routed_experts]
+};
+
+struct LayerWeights {
+  TensorView input_layernorm;           // [hidden]
+  TensorView post_attention_layernorm;  // [hidden] (pre_mlp_layernorm in MTP layers)
+  AttentionWeights attn;
+  MlpWeights mlp;  // dense layers
+  MoeWeights moe;  // MoE layers
+};
+
+// One multi-token-prediction layer (model.mtp.layers.N): an SWA block with a dense MLP.
+struct MtpLayerWeights {
+  TensorView enorm;            // [hidden]
+  TensorView hnorm;            // [hidden]
+  MatrixWeight eh_proj;        // [hidden, 2 * hidden]: input is [enorm(embed) | hnorm(h)]
+  LayerWeights block;          // SWA attention + dense MLP
+  TensorView final_layernorm;  // [hidden]
+};
+
+struct ModelWeights {
+  TensorView embed_tokens;  // [vocab_size, hidden]
+  TensorView norm;          // [hidden]
+  MatrixWeight lm_head;     // [vocab_size, hidden] (the embedding when tie_word_embeddings)
+  std::vector<LayerWeights> layers;   // [num_hidden_layers]
+  std::vector<MtpLayerWeights> mtp;   // [num MTP layers found]
+  LayerConfig mtp_layer_config;       // SWA geometry with a dense FFN
+};
+
+// Binds every tensor the config implies; errors name tensor, file, expected and actual.
+StatusOr<ModelWeights> BindWeights(Checkpoint& ckpt, const ModelConfig& cfg);
+
+}  // namespace mimo
