@@ -1,8 +1,6 @@
 // BindWeights: the one list of tensors a MiMo-V2 checkpoint must (or may) hold.
 #include "model/weights.h"
 
-#include <set>
-
 #include "core/log.h"
 
 namespace mimo {
@@ -40,7 +38,7 @@ Status BindMlp(Checkpoint& ck, const std::string& p, int64_t hidden, int64_t int
 
 Status BindAttention(Checkpoint& ck, const std::string& p, const ModelConfig& cfg,
                      const LayerConfig& lc, AttentionWeights* w) {
-  MIMO_ASSIGN_OR_RETURN(QkvWeights qkv, ck.GetQkv(p, lc));
+  MIMO_ASSIGN_OR_RETURN(QkvWeights qkv, ck.GetQkv(p.substr(0, p.size() - 1), lc, cfg.num_key_value_heads));
   w->q_proj = std::move(qkv.q);
   w->k_proj = std::move(qkv.k);
   w->v_proj = std::move(qkv.v);
@@ -75,26 +73,6 @@ Status BindBlock(Checkpoint& ck, const std::string& p, const ModelConfig& cfg,
   return Status::Ok();
 }
 
-int CountMtpLayers(const Checkpoint& ck) {
-  std::set<int> ids;
-  const std::string kPrefix = "model.mtp.layers.";
-  for (const std::string& n : ck.TensorNames()) {
-    if (n.rfind(kPrefix, 0) != 0) continue;
-    ids.insert(std::atoi(n.c_str() + kPrefix.size()));
-  }
-  int count = 0;
-  while (ids.count(count)) ++count;
-  return count;
-}
-
-bool IsLanguageModelTensor(const std::string& n) {
-  for (const char* p : {"model.layers.", "model.embed_tokens.", "model.norm.", "lm_head.",
-                        "model.mtp."}) {
-    if (n.rfind(p, 0) == 0) return true;
-  }
-  return false;
-}
-
 }  // namespace
 
 StatusOr<ModelWeights> BindWeights(Checkpoint& ck, const ModelConfig& cfg) {
@@ -118,16 +96,8 @@ StatusOr<ModelWeights> BindWeights(Checkpoint& ck, const ModelConfig& cfg) {
 
   // MTP: an SWA block (sinks as on SWA layers) with the dense MLP.
   LayerConfig& m = w.mtp_layer_config;
-  m.attention = AttentionKind::kSlidingWindow;
-  m.ffn = FfnKind::kDense;
-  m.num_attention_heads = cfg.swa_num_attention_heads;
-  m.num_key_value_heads = cfg.swa_num_key_value_heads;
-  m.head_dim = cfg.swa_head_dim;
-  m.v_head_dim = cfg.swa_v_head_dim;
-  m.rotary_dim = static_cast<int>(cfg.swa_head_dim * cfg.partial_rotary_factor);
-  m.rope_theta = cfg.swa_rope_theta;
-  m.sliding_window = cfg.sliding_window;
-  const int num_mtp = CountMtpLayers(ck);
+  m = cfg.mtp_layer;
+  const int num_mtp = ck.NumMtpLayers();
   w.mtp.resize(num_mtp);
   for (int i = 0; i < num_mtp; ++i) {
     const std::string p = "model.mtp.layers." + std::to_string(i) + ".";
@@ -140,9 +110,6 @@ StatusOr<ModelWeights> BindWeights(Checkpoint& ck, const ModelConfig& cfg) {
     MIMO_RETURN_IF_ERROR(BindVector(ck, p + "final_layernorm.weight", H, &t.final_layernorm));
   }
 
-  int skipped = 0;
-  for (const std::string& n : ck.TensorNames()) skipped += IsLanguageModelTensor(n) ? 0 : 1;
-  if (skipped) MIMO_LOG_INFO("skipping %d multimodal tensors (not part of the language model)", skipped);
   if (num_mtp) MIMO_LOG_DEBUG("bound %d MTP layers", num_mtp);
   return w;
 }
