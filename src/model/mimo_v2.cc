@@ -35,6 +35,35 @@ std::vector<LayerConfig> MimoV2Model::KvLayerConfigs() const {
   return out;
 }
 
+namespace {
+double MatrixBytes(const MatrixWeight& w) {
+  double b = static_cast<double>(w.rows) * w.cols * DTypeSize(w.dtype);
+  if (w.dtype == DType::kF8E4M3) b += 4.0 * w.num_scale_rows * w.scale_cols;
+  return b;
+}
+double MlpBytes(const MlpWeights& m) {
+  return MatrixBytes(m.gate_proj) + MatrixBytes(m.up_proj) + MatrixBytes(m.down_proj);
+}
+}  // namespace
+
+double MimoV2Model::ActiveWeightBytesPerToken() const {
+  const ModelConfig& cfg = config();
+  double b = static_cast<double>(cfg.hidden_size) * DTypeSize(w_.embed_tokens.dtype);
+  for (int l = 0; l < cfg.num_hidden_layers; ++l) {
+    const LayerWeights& w = w_.layers[l];
+    b += 2.0 * cfg.hidden_size * DTypeSize(w.input_layernorm.dtype);
+    b += MatrixBytes(w.attn.q_proj) + MatrixBytes(w.attn.k_proj) + MatrixBytes(w.attn.v_proj) +
+         MatrixBytes(w.attn.o_proj);
+    if (cfg.layers[l].ffn == FfnKind::kMoe) {
+      b += MatrixBytes(w.moe.gate);
+      if (!w.moe.experts.empty()) b += cfg.num_experts_per_tok * MlpBytes(w.moe.experts[0]);
+    } else {
+      b += MlpBytes(w.mlp);
+    }
+  }
+  return b + MatrixBytes(w_.lm_head);
+}
+
 // §2.3: q/k/v projections, partial NeoX RoPE, V x attention_value_scale, attention with the
 // layer kind's mask and sinks, o_proj.
 void MimoV2Model::Attention(ExecContext& ctx, int kv_layer, const LayerConfig& lc,

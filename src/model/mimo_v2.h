@@ -39,6 +39,10 @@ class MimoV2Model {
   // Geometry of every KV layer id (main layers then MTP layers), for cache planning.
   std::vector<LayerConfig> KvLayerConfigs() const;
 
+  // Bytes of weights one decode token reads (embedding row, every attention and dense weight,
+  // the router, top-k experts per MoE layer, lm_head): the numerator of the bandwidth roofline.
+  double ActiveWeightBytesPerToken() const;
+
   // Runs the main model over the step's tokens [T] (positions from batch.chunks).
   void Forward(ExecContext& ctx, const StepBatch& batch, const int32_t* tokens, KvAttention& kv,
                const ForwardOutputs& out);

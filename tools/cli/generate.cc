@@ -86,8 +86,12 @@ int RunGenerate(int argc, char** argv) {
                 list.c_str(), tokens.size(), prefill_tps, decode_tps);
   } else {
     std::printf("%s\n", list.c_str());
-    std::fprintf(stderr, "prompt %zu tokens: %.1f tok/s prefill; %zu generated: %.1f tok/s decode\n",
-                 tokens.size(), prefill_tps, output.size(), decode_tps);
+    const double gbps = decode_tps * lm.model->ActiveWeightBytesPerToken() / 1e9;
+    std::fprintf(stderr,
+                 "prompt %zu tokens: %.1f tok/s prefill; %zu generated: %.1f tok/s decode "
+                 "(%.2f GB/s of active weights, %.1f MB/token)\n",
+                 tokens.size(), prefill_tps, output.size(), decode_tps, gbps,
+                 lm.model->ActiveWeightBytesPerToken() / 1e6);
   }
   return 0;
 }
