@@ -91,6 +91,14 @@ struct ModelConfig {
 
   // Derived.
   std::vector<LayerConfig> layers;  // [num_hidden_layers]
+  // Geometry of every MTP layer (model.mtp.layers.N): SWA attention with the swa_* values and
+  // add_swa_attention_sink_bias, dense FFN of intermediate_size (spec section 3).
+  LayerConfig mtp_layer;
+  // Less common keys, kept for completeness (see io/hf_config.cc for how each is used).
+  int hybrid_block_size = 0;         // null/absent -> 0; used only when the pattern list is absent
+  int first_k_dense_replace = -1;    // absent -> -1; used only with an int moe_layer_freq
+  std::vector<int> eos_token_ids;    // eos_token_id as int or list (eos_token_id = first)
+  std::vector<std::string> parse_notes;  // defaults and inferences applied, for logs/inspect
   bool has_asymmetric_kv() const {
     return head_dim != v_head_dim || swa_head_dim != swa_v_head_dim;
   }

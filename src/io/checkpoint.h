@@ -1,0 +1,96 @@
+// Checkpoint: a MiMo-V2 checkpoint directory (config.json + safetensors, single or sharded) opened
+// in place, with typed, shape-checked binding of tensors and FP8 linear weights in every scale
+// layout of spec section 4. Binding errors name the tensor, its file, and expected vs actual.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/matrix_weight.h"
+#include "core/status.h"
+#include "core/tensor.h"
+#include "io/fp8_layout.h"
+#include "io/hf_config.h"
+#include "io/safetensors.h"
+
+namespace mimo {
+
+// Q/K/V projections of one attention block, always split (a fused qkv_proj is de-interleaved).
+struct QkvWeights {
+  MatrixWeight q;                          // [num_attention_heads * head_dim, hidden]
+  MatrixWeight k;                          // [num_key_value_heads * head_dim, hidden]
+  MatrixWeight v;                          // [num_key_value_heads * v_head_dim, hidden]
+  bool fused = false;                      // came from qkv_proj
+  bool fp8 = false;                        // q, k and v are all F8_E4M3
+  Fp8Layout layout = Fp8Layout::kUniform;  // meaningful when fp8
+};
+
+// Owns the config and the mmapped files; views and MatrixWeights it hands out point into the
+// read-only mapping (or into buffers they keep alive themselves) and must not be written.
+// Immutable after Open: const methods are safe from any thread.
+class Checkpoint {
+ public:
+  // Reads dir/config.json and the safetensors files (see SafetensorsSet::OpenDir). Tensors outside
+  // the language model (not model.layers.* / model.embed_tokens.* / model.norm.* / lm_head.* /
+  // model.mtp.*: vision, audio, ... of omni checkpoints) are skipped with one log line.
+  // config().num_nextn_predict_layers is set to the number of model.mtp.layers.N present when the
+  // config does not give it, and lowered to that number when the config claims more.
+  static StatusOr<std::unique_ptr<Checkpoint>> Open(const std::string& dir);
+
+  const ModelConfig& config() const { return config_; }
+  const std::string& dir() const { return dir_; }
+
+  bool Has(const std::string& name) const;
+  // The tensor `name`, checked against `expected` (a dim of -1 matches anything) and `allowed`
+  // dtypes (empty list: any dtype).
+  StatusOr<TensorView> Get(const std::string& name, const Shape& expected,
+                           std::initializer_list<DType> allowed) const;
+  // `prefix`.weight [rows, cols] as F32/BF16/F16, or F8_E4M3 with `prefix`.weight_scale_inv
+  // [ceil(rows/br), ceil(cols/bc)] on the uniform grid (block br x bc from
+  // quantization_config.weight_block_size, default 128 x 128).
+  StatusOr<MatrixWeight> GetLinear(const std::string& prefix, int64_t rows, int64_t cols) const;
+  // q/k/v of `attn_prefix` (e.g. "model.layers.0.self_attn") for a layer of geometry `layer`,
+  // from q_proj/k_proj/v_proj or a fused qkv_proj. TP sections: num_key_value_heads_for_tp
+  // (config().num_key_value_heads for MiMo checkpoints). The FP8 grid is decided from the scale
+  // shapes; a shape that matches no layout is an error listing the layouts tried.
+  StatusOr<QkvWeights> GetQkv(const std::string& attn_prefix, const LayerConfig& layer,
+                              int num_key_value_heads_for_tp) const;
+
+  // Facts for `mimo inspect` and logs.
+  std::vector<std::string> TensorNames() const;  // language-model tensors, sorted
+  const std::vector<std::string>& SkippedTensorNames() const { return skipped_; }
+  std::map<DType, uint64_t> BytesByDType() const;  // over every tensor in the files
+  int NumMtpLayers() const { return num_mtp_layers_found_; }
+  size_t NumFiles() const { return set_->files().size(); }
+  // The FP8 layout of every attention block (main and MTP layers) plus one kUniform count per
+  // other FP8 weight; shape checks only, nothing is copied.
+  StatusOr<std::map<Fp8Layout, int>> Fp8LayoutCounts() const;
+  // Raw lookup (nullptr when absent or skipped).
+  const SafetensorsTensor* FindTensor(const std::string& name) const;
+
+ private:
+  struct QkvPlan;
+  Checkpoint() = default;
+  StatusOr<QkvPlan> PlanQkv(const std::string& attn_prefix, const LayerConfig& layer, int tp) const;
+  StatusOr<QkvWeights> BindFusedQkv(const QkvPlan& plan) const;
+  StatusOr<QkvWeights> BindSectionQkv(const QkvPlan& plan) const;
+  Status CheckTensor(const std::string& name, const Shape& expected,
+                     std::initializer_list<DType> allowed, const SafetensorsTensor** out) const;
+  int64_t block_rows() const;
+  int64_t block_cols() const;
+
+  std::string dir_;
+  ModelConfig config_;
+  std::unique_ptr<SafetensorsSet> set_;
+  std::vector<std::string> skipped_;  // sorted
+  int num_mtp_layers_found_ = 0;
+};
+
+// True for tensor names the language model uses (see Checkpoint::Open).
+bool IsLanguageModelTensor(const std::string& name);
+
+}  // namespace mimo

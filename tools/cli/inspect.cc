@@ -1,0 +1,203 @@
+// `mimo inspect --model DIR [--json]`: what a checkpoint contains (config summary, tensors, bytes
+// by dtype, FP8 layouts, MTP layers, skipped multimodal tensors) without running it.
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "cli/command.h"
+#include "io/checkpoint.h"
+
+namespace mimo::cli {
+namespace {
+
+// Minimal JSON emission (the CLI has no JSON library by design).
+std::string JsonString(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+std::string Num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.7g", v);  // values are float: 7 digits round-trip them
+  return buf;
+}
+
+struct KindSummary {
+  int layers = 0;
+  const LayerConfig* first = nullptr;
+};
+
+std::string AttentionJson(const KindSummary& k) {
+  if (!k.first) return "null";
+  const LayerConfig& l = *k.first;
+  return "{\"layers\": " + std::to_string(k.layers) +
+         ", \"num_attention_heads\": " + std::to_string(l.num_attention_heads) +
+         ", \"num_key_value_heads\": " + std::to_string(l.num_key_value_heads) +
+         ", \"head_dim\": " + std::to_string(l.head_dim) +
+         ", \"v_head_dim\": " + std::to_string(l.v_head_dim) +
+         ", \"rotary_dim\": " + std::to_string(l.rotary_dim) +
+         ", \"rope_theta\": " + Num(l.rope_theta) +
+         ", \"sliding_window\": " + std::to_string(l.sliding_window) +
+         ", \"sinks\": " + (l.has_sinks ? "true" : "false") + "}";
+}
+
+void PrintAttention(const char* what, const KindSummary& k) {
+  if (!k.first) return;
+  const LayerConfig& l = *k.first;
+  std::printf(
+      "%-16s %d layers: %d heads, %d kv heads, head_dim %d, v_head_dim %d, rotary %d, "
+      "theta %g",
+      what, k.layers, l.num_attention_heads, l.num_key_value_heads, l.head_dim, l.v_head_dim,
+      l.rotary_dim, l.rope_theta);
+  if (l.sliding_window) std::printf(", window %d", l.sliding_window);
+  std::printf(", sinks %s\n", l.has_sinks ? "yes" : "no");
+}
+
+std::string HumanBytes(uint64_t b) {
+  char buf[32];
+  if (b >= (1ull << 30))
+    std::snprintf(buf, sizeof(buf), "%.2f GiB", b / double(1ull << 30));
+  else if (b >= (1ull << 20))
+    std::snprintf(buf, sizeof(buf), "%.2f MiB", b / double(1ull << 20));
+  else
+    std::snprintf(buf, sizeof(buf), "%llu B", static_cast<unsigned long long>(b));
+  return buf;
+}
+
+int RunInspect(int argc, char** argv) {
+  Args args;
+  std::string error;
+  if (!args.Parse(argc, argv, {"model"}, {"json"}, &error) || !args.Has("model")) {
+    std::fprintf(stderr, "error: %s\nusage: mimo inspect --model DIR [--json]\n",
+                 error.empty() ? "--model is required" : error.c_str());
+    return 2;
+  }
+  auto opened = Checkpoint::Open(args.Get("model"));
+  if (!opened.ok()) {
+    std::fprintf(stderr, "error: %s\n", opened.status().message().c_str());
+    return 1;
+  }
+  const Checkpoint& ck = **opened;
+  auto layouts = ck.Fp8LayoutCounts();
+  if (!layouts.ok()) {
+    std::fprintf(stderr, "error: %s\n", layouts.status().message().c_str());
+    return 1;
+  }
+  const ModelConfig& c = ck.config();
+  KindSummary full, swa;
+  int moe_layers = 0;
+  for (const LayerConfig& l : c.layers) {
+    KindSummary& k = l.attention == AttentionKind::kFull ? full : swa;
+    if (!k.first) k.first = &l;
+    k.layers++;
+    moe_layers += l.ffn == FfnKind::kMoe;
+  }
+  const std::string arch = c.architectures.empty() ? "" : c.architectures[0];
+  const auto bytes = ck.BytesByDType();
+  const size_t num_tensors = ck.TensorNames().size();
+
+  if (args.Has("json")) {
+    std::string o = "{";
+    o += "\"architecture\": " + JsonString(arch) + ", \"model_type\": " + JsonString(c.model_type);
+    o += ", \"num_hidden_layers\": " + std::to_string(c.num_hidden_layers);
+    o += ", \"hidden_size\": " + std::to_string(c.hidden_size);
+    o += ", \"vocab_size\": " + std::to_string(c.vocab_size);
+    o += ", \"full_attention\": " + AttentionJson(full);
+    o += ", \"sliding_window_attention\": " + AttentionJson(swa);
+    o += ", \"asymmetric_kv\": " + std::string(c.has_asymmetric_kv() ? "true" : "false");
+    o += ", \"moe_layers\": " + std::to_string(moe_layers);
+    o += ", \"dense_layers\": " + std::to_string(c.num_hidden_layers - moe_layers);
+    o += ", \"n_routed_experts\": " + std::to_string(c.n_routed_experts);
+    o += ", \"num_experts_per_tok\": " + std::to_string(c.num_experts_per_tok);
+    o += ", \"n_group\": " + std::to_string(c.n_group);
+    o += ", \"topk_group\": " + std::to_string(c.topk_group);
+    o += ", \"routed_scaling_factor\": " + Num(c.routed_scaling_factor);
+    o += ", \"attention_value_scale\": " + Num(c.attention_value_scale);
+    o += ", \"layernorm_epsilon\": " + Num(c.layernorm_epsilon);
+    o += ", \"fp8\": " + std::string(c.fp8 ? "true" : "false");
+    o += ", \"num_files\": " + std::to_string(ck.NumFiles());
+    o += ", \"num_tensors\": " + std::to_string(num_tensors);
+    o += ", \"num_skipped_multimodal_tensors\": " + std::to_string(ck.SkippedTensorNames().size());
+    o += ", \"mtp_layers\": " + std::to_string(ck.NumMtpLayers());
+    o += ", \"bytes_by_dtype\": {";
+    bool first = true;
+    for (const auto& [dtype, n] : bytes) {
+      o += (first ? "" : ", ") + JsonString(std::string(DTypeName(dtype))) + ": " +
+           std::to_string(n);
+      first = false;
+    }
+    o += "}, \"fp8_layouts\": {";
+    first = true;
+    for (const auto& [layout, n] : *layouts) {
+      o += (first ? "" : ", ") + JsonString(std::string(Fp8LayoutName(layout))) + ": " +
+           std::to_string(n);
+      first = false;
+    }
+    o += "}, \"notes\": [";
+    for (size_t i = 0; i < c.parse_notes.size(); ++i) {
+      o += (i ? ", " : "") + JsonString(c.parse_notes[i]);
+    }
+    o += "]}";
+    std::printf("%s\n", o.c_str());
+    return 0;
+  }
+
+  std::printf("model            %s\n", ck.dir().c_str());
+  std::printf("architecture     %s (%s)\n", arch.c_str(), c.model_type.c_str());
+  std::printf("layers           %d: %d full attention, %d sliding window; %d MoE, %d dense\n",
+              c.num_hidden_layers, full.layers, swa.layers, moe_layers,
+              c.num_hidden_layers - moe_layers);
+  PrintAttention("full attention", full);
+  PrintAttention("sliding window", swa);
+  std::printf("asymmetric KV    %s\n", c.has_asymmetric_kv() ? "yes" : "no");
+  std::printf("sizes            hidden %d, vocab %d, intermediate %d, moe_intermediate %d\n",
+              c.hidden_size, c.vocab_size, c.intermediate_size, c.moe_intermediate_size);
+  std::printf(
+      "experts          %d routed, top-%d, groups %d (keep %d), routed_scaling_factor %g, "
+      "norm_topk_prob %s\n",
+      c.n_routed_experts, c.num_experts_per_tok, c.n_group, c.topk_group, c.routed_scaling_factor,
+      c.norm_topk_prob ? "yes" : "no");
+  std::printf(
+      "norm / values    layernorm_epsilon %g, attention_value_scale %g, tied embeddings "
+      "%s\n",
+      c.layernorm_epsilon, c.attention_value_scale, c.tie_word_embeddings ? "yes" : "no");
+  std::printf("MTP layers       %d\n", ck.NumMtpLayers());
+  std::printf("tensors          %zu in %zu file(s); %zu multimodal tensors skipped\n", num_tensors,
+              ck.NumFiles(), ck.SkippedTensorNames().size());
+  std::printf("bytes by dtype  ");
+  for (const auto& [dtype, n] : bytes) {
+    std::printf(" %s %s;", std::string(DTypeName(dtype)).c_str(), HumanBytes(n).c_str());
+  }
+  std::printf("\n");
+  if (c.fp8) {
+    std::printf("fp8              block %dx%d, %zu ignored layers; layouts:",
+                c.weight_block_size[0], c.weight_block_size[1], c.ignored_layers.size());
+    for (const auto& [layout, n] : *layouts) {
+      std::printf(" %s x%d", std::string(Fp8LayoutName(layout)).c_str(), n);
+    }
+    std::printf("\n");
+  } else {
+    std::printf("fp8              no\n");
+  }
+  for (const std::string& note : c.parse_notes) std::printf("note             %s\n", note.c_str());
+  return 0;
+}
+
+}  // namespace
+
+MIMO_CLI_COMMAND("inspect", "--model DIR [--json]", RunInspect);
+
+}  // namespace mimo::cli
