@@ -1,0 +1,404 @@
+#!/usr/bin/python3
+"""Writes small random MiMo-V2 checkpoints with the real tensor names and config keys.
+
+    make_tiny_model.py --out DIR --variant NAME [--seed S]
+    make_tiny_model.py --list
+
+Variants (see VARIANTS): bf16, f32, bf16-sharded, fp8, fp8-fused, tied, omni. Storage dtypes follow
+the real checkpoints: embed / lm_head / norms / o_proj / sinks / MTP eh_proj in BF16 (F32 in the f32
+variant), the router gate and e_score_correction_bias in F32, projections and experts in FP8 E4M3
+with float32 weight_scale_inv in the fp8 variants.
+
+FP8 grids (spec section 4):
+  * every block-aligned projection: uniform 128x128 grid;
+  * full-attention k_proj/v_proj of `fp8`: the Flash per-TP-section grid (TP = num_key_value_heads):
+    each section [Q_s; K_s; V_s] is quantized as ONE block grid, and its block rows are then split
+    into q / k / v scale rows by where each block starts;
+  * `fp8-fused`: fused qkv_proj = [Q_0|K_0|V_0|Q_1|...] with ceil(section/128) scale rows per section.
+Per-block weight magnitudes (x0.3..x3) and per-block scale headroom (x1..x20) vary strongly, so a
+wrong grid gives visibly wrong logits. This writer has its own safetensors and E4M3 code; the
+reference (mimo_reference.py) parses and dequantises the stored bytes independently.
+"""
+import argparse
+import json
+import os
+import struct
+import sys
+
+import numpy as np
+
+BLOCK = 128
+
+# ----------------------------------------------------------------------------------------------
+# Geometries and variants.
+FLASH_GEOM = dict(  # Flash-shaped: dqk 192 / dv 128 / rotary 64, K|V straddling at 128-blocks
+    vocab_size=512, hidden_size=256, intermediate_size=512, moe_intermediate_size=128,
+    num_hidden_layers=6, hybrid_layer_pattern=[0, 1, 1, 0, 1, 1], moe_layer_freq=[0, 1, 1, 1, 1, 1],
+    num_attention_heads=4, num_key_value_heads=2, head_dim=192, v_head_dim=128,
+    swa_num_attention_heads=4, swa_num_key_value_heads=4, swa_head_dim=192, swa_v_head_dim=128,
+    partial_rotary_factor=0.334, n_routed_experts=8, num_experts_per_tok=2, mtp_layers=1)
+
+SMALL_GEOM = dict(  # dqk 96 / dv 64 / rotary 32
+    vocab_size=640, hidden_size=256, intermediate_size=512, moe_intermediate_size=128,
+    num_hidden_layers=5, hybrid_layer_pattern=[0, 1, 1, 1, 0], moe_layer_freq=[0, 1, 1, 1, 1],
+    num_attention_heads=4, num_key_value_heads=2, head_dim=96, v_head_dim=64,
+    swa_num_attention_heads=4, swa_num_key_value_heads=4, swa_head_dim=96, swa_v_head_dim=64,
+    partial_rotary_factor=0.334, n_routed_experts=8, num_experts_per_tok=2, mtp_layers=2)
+
+VARIANTS = {
+    # Flash-like, single file; group-limited routing; routed_scaling_factor null (= 1.0).
+    "bf16": dict(FLASH_GEOM, dtype="bf16", n_group=2, topk_group=1, routed_scaling_factor=None),
+    # Float32 storage, plain top-k (n_group 1), a real routed_scaling_factor, eps 1e-6, theta 1e6.
+    "f32": dict(SMALL_GEOM, dtype="f32", n_group=1, topk_group=1, routed_scaling_factor=2.5,
+                moe_intermediate_size=64, mtp_layers=1, num_hidden_layers=4,
+                hybrid_layer_pattern=[0, 1, 1, 0], moe_layer_freq=[0, 1, 1, 1],
+                layernorm_epsilon=1e-6, rope_theta=1e6),
+    # Same as bf16 but 3 shards + index, tensors interleaved across shards.
+    "bf16-sharded": dict(FLASH_GEOM, dtype="bf16", n_group=2, topk_group=1,
+                         routed_scaling_factor=None, shards=3, same_model_as="bf16"),
+    # Flash FP8: uniform grid + per-TP-section grid for full-attention k/v; MTP in its own file.
+    "fp8": dict(FLASH_GEOM, dtype="fp8", n_group=2, topk_group=1, routed_scaling_factor=None,
+                mtp_file=True),
+    # V2.5-style fused qkv_proj (full and SWA and MTP), TP = num_key_value_heads = 2; non-aligned
+    # sections (full 544 rows, SWA 704 rows); rope_theta also inside rope_parameters; 3 MTP layers
+    # (fused too) announced by num_nextn_predict_layers (as V2.6 does).
+    "fp8-fused": dict(SMALL_GEOM, dtype="fp8", fused_qkv=True, n_group=2, topk_group=1,
+                      routed_scaling_factor=None, num_attention_heads=8, swa_num_attention_heads=8,
+                      mtp_layers=3, num_nextn_predict_layers=True, num_hidden_layers=4,
+                      hybrid_layer_pattern=[0, 1, 1, 0], moe_layer_freq=[0, 1, 1, 1],
+                      rope_parameters=True, rope_theta=1e7,
+                      architectures=["MiMoV2ForCausalLM"], model_type="mimo_v2",
+                      attention_value_scale=0.612),
+    # tie_word_embeddings (no lm_head tensor), norm_topk_prob false, sinks on full layers too.
+    "tied": dict(SMALL_GEOM, dtype="bf16", tie_word_embeddings=True, n_group=4, topk_group=2,
+                 norm_topk_prob=False, routed_scaling_factor=1.5, add_full_attention_sink_bias=True,
+                 mtp_layers=0, num_hidden_layers=4, hybrid_layer_pattern=[1, 0, 1, 1],
+                 moe_layer_freq=[0, 1, 1, 1], moe_intermediate_size=64),
+    # V2.5 omni-like: extra visual / audio tensors the engine must skip; rope only in rope_parameters.
+    "omni": dict(SMALL_GEOM, dtype="bf16", n_group=1, topk_group=1, routed_scaling_factor=None,
+                 omni=True, rope_parameters="only", mtp_layers=1, num_hidden_layers=3,
+                 hybrid_layer_pattern=[0, 1, 1], moe_layer_freq=[0, 1, 1], moe_intermediate_size=64,
+                 architectures=["MiMoV2ForCausalLM"], model_type="mimo_v2"),
+}
+
+
+# ----------------------------------------------------------------------------------------------
+# Storage encodings (own code, independent of the reference's decoder).
+def _e4m3_positive_table():
+    """Values of codes 0x00..0x7E (all finite non-negative E4M3 values, increasing)."""
+    vals = []
+    for code in range(0x7F):
+        e, m = code >> 3, code & 7
+        vals.append(m / 8.0 * 2.0 ** -6 if e == 0 else (1.0 + m / 8.0) * 2.0 ** (e - 7))
+    return np.array(vals, dtype=np.float64)
+
+
+_E4M3_POS = _e4m3_positive_table()
+
+
+def encode_e4m3(x: np.ndarray) -> np.ndarray:
+    """Round to nearest E4M3 value (ties to the even code), saturating at +-448."""
+    a = np.minimum(np.abs(x.astype(np.float64)), 448.0)
+    hi = np.clip(np.searchsorted(_E4M3_POS, a), 1, 0x7E)
+    lo = hi - 1
+    dlo, dhi = a - _E4M3_POS[lo], _E4M3_POS[hi] - a
+    code = np.where(dlo < dhi, lo, np.where(dhi < dlo, hi, np.where(lo % 2 == 0, lo, hi)))
+    code = code.astype(np.uint8)
+    return np.where(x < 0, code | 0x80, code).astype(np.uint8)
+
+
+def to_bf16_bits(x: np.ndarray) -> np.ndarray:
+    u = x.astype(np.float32).view(np.uint32).astype(np.uint64)
+    r = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
+    return r.astype(np.uint16)
+
+
+def quantize_grid(w: np.ndarray, rng, vary_magnitude=True):
+    """One 128x128 block grid over w [R, K] (a short last block row / column is allowed). Per
+    block: the weights are scaled by g in [0.3, 3] (log-uniform; g = 1 without vary_magnitude) and
+    the scale is amax/448 * f, f in [1, 20], so neighbouring blocks have very different scale_inv.
+    Returns (codes uint8, scale f32)."""
+    R, K = w.shape
+    rb, cb = -(-R // BLOCK), -(-K // BLOCK)
+    codes = np.zeros((R, K), np.uint8)
+    scale = np.zeros((rb, cb), np.float32)
+    for i in range(rb):
+        for j in range(cb):
+            blk = w[i * BLOCK:(i + 1) * BLOCK, j * BLOCK:(j + 1) * BLOCK]
+            if vary_magnitude:
+                blk = blk * np.exp(rng.uniform(np.log(0.3), np.log(3.0)))
+            amax = float(np.abs(blk).max()) if blk.size else 1.0
+            s = np.float32(max(amax, 1e-6) / 448.0 * np.exp(rng.uniform(0.0, np.log(20.0))))
+            scale[i, j] = s
+            codes[i * BLOCK:(i + 1) * BLOCK, j * BLOCK:(j + 1) * BLOCK] = encode_e4m3(blk / float(s))
+    return codes, scale
+
+
+# ----------------------------------------------------------------------------------------------
+class Builder:
+    def __init__(self, spec: dict, seed: int):
+        self.s = spec
+        self.rng = np.random.default_rng(seed)
+        self.tensors = {}  # name -> (dtype, shape, bytes)
+        self.fp8 = spec["dtype"] == "fp8"
+        self.fdt = "F32" if spec["dtype"] == "f32" else "BF16"
+        self.vary_magnitude = True  # per-block weight magnitudes (off in round-trip tests)
+
+    # -- storing ---------------------------------------------------------------------------
+    def put_float(self, name, a, dtype=None):
+        dtype = dtype or self.fdt
+        if dtype == "F32":
+            data = a.astype("<f4").tobytes()
+        else:
+            data = to_bf16_bits(a).astype("<u2").tobytes()
+        self.tensors[name] = (dtype, list(a.shape), data)
+
+    def put_fp8(self, name, codes, scale):
+        self.tensors[name] = ("F8_E4M3", list(codes.shape), codes.tobytes())
+        self.tensors[name + "_scale_inv"] = ("F32", list(scale.shape), scale.astype("<f4").tobytes())
+
+    def put_proj(self, name, w):
+        """A projection: FP8 uniform grid in fp8 variants, else the float dtype."""
+        if self.fp8:
+            self.put_fp8(name, *quantize_grid(w, self.rng, self.vary_magnitude))
+        else:
+            self.put_float(name, w)
+
+    # -- random values ---------------------------------------------------------------------
+    def randn(self, *shape, std=1.0):
+        return self.rng.standard_normal(shape) * std
+
+    def norm_w(self, n):
+        return 1.0 + 0.2 * self.randn(n)
+
+    # -- blocks ----------------------------------------------------------------------------
+    def attention(self, p, sliding, mtp=False):
+        s = self.s
+        H = s["hidden_size"]
+        pre = "swa_" if sliding else ""
+        nh, nkv = s[pre + "num_attention_heads"], s[pre + "num_key_value_heads"]
+        dqk, dv = s[pre + "head_dim"], s[pre + "v_head_dim"]
+        q = self.randn(nh * dqk, H, std=2.0 / np.sqrt(H))  # sharper attention than N(0,1) scores
+        k = self.randn(nkv * dqk, H, std=1.5 / np.sqrt(H))
+        v = self.randn(nkv * dv, H, std=1.0 / np.sqrt(H))
+        tp = s["num_key_value_heads"]
+        if s.get("fused_qkv"):
+            self.fused_qkv(p + "qkv_proj.weight", q, k, v, tp, nh, nkv, dqk, dv)
+        elif self.fp8 and not sliding and not mtp:
+            self.sectioned_qkv(p, q, k, v, tp, nh, nkv, dqk, dv)
+        else:
+            self.put_proj(p + "q_proj.weight", q)
+            self.put_proj(p + "k_proj.weight", k)
+            self.put_proj(p + "v_proj.weight", v)
+        self.put_float(p + "o_proj.weight", self.randn(H, nh * dv, std=1.0 / np.sqrt(nh * dv)))
+        sinks = s.get("add_swa_attention_sink_bias", True) if sliding else \
+            s.get("add_full_attention_sink_bias", False)
+        if sinks:
+            self.put_float(p + "attention_sink_bias", self.rng.uniform(-1.0, 2.5, nh))
+
+    def _sections(self, q, k, v, tp, nh, nkv, dqk, dv):
+        qs, g = (nh // tp) * dqk, nkv // tp
+        return [np.concatenate([q[t * qs:(t + 1) * qs], k[t * g * dqk:(t + 1) * g * dqk],
+                                v[t * g * dv:(t + 1) * g * dv]]) for t in range(tp)]
+
+    def sectioned_qkv(self, p, q, k, v, tp, nh, nkv, dqk, dv):
+        """Flash full attention: each TP section [Q_s;K_s;V_s] is ONE block grid; separate tensors."""
+        qs, g = (nh // tp) * dqk, nkv // tp
+        assert qs % BLOCK == 0, "the Q part of a section must be block-aligned"
+        qc, kc, vc, qsc, ksc, vsc = [], [], [], [], [], []
+        for sec in self._sections(q, k, v, tp, nh, nkv, dqk, dv):
+            codes, scale = quantize_grid(sec, self.rng, self.vary_magnitude)
+            qc.append(codes[:qs])
+            kc.append(codes[qs:qs + g * dqk])
+            vc.append(codes[qs + g * dqk:])
+            starts = np.arange(scale.shape[0]) * BLOCK  # where each block row starts in the section
+            qsc.append(scale[starts < qs])
+            ksc.append(scale[(starts >= qs) & (starts < qs + g * dqk)])
+            vsc.append(scale[starts >= qs + g * dqk])
+        self.put_fp8(p + "q_proj.weight", np.concatenate(qc), np.concatenate(qsc))
+        self.put_fp8(p + "k_proj.weight", np.concatenate(kc), np.concatenate(ksc))
+        self.put_fp8(p + "v_proj.weight", np.concatenate(vc), np.concatenate(vsc))
+
+    def fused_qkv(self, name, q, k, v, tp, nh, nkv, dqk, dv):
+        secs = self._sections(q, k, v, tp, nh, nkv, dqk, dv)
+        if not self.fp8:
+            self.put_float(name, np.concatenate(secs))
+            return
+        parts = [quantize_grid(sec, self.rng, self.vary_magnitude) for sec in secs]
+        self.put_fp8(name, np.concatenate([c for c, _ in parts]), np.concatenate([s for _, s in parts]))
+
+    def dense_mlp(self, p, inter):
+        H = self.s["hidden_size"]
+        self.put_proj(p + "gate_proj.weight", self.randn(inter, H, std=1.0 / np.sqrt(H)))
+        self.put_proj(p + "up_proj.weight", self.randn(inter, H, std=1.0 / np.sqrt(H)))
+        self.put_proj(p + "down_proj.weight", self.randn(H, inter, std=1.0 / np.sqrt(inter)))
+
+    def moe(self, p):
+        s = self.s
+        H, E = s["hidden_size"], s["n_routed_experts"]
+        # Router logits ~ N(0, 1.5^2); the correction bias (+-0.35) is large enough to change the
+        # selected experts for a good share of the tokens.
+        self.put_float(p + "gate.weight", self.randn(E, H, std=1.5 / np.sqrt(H)), "F32")
+        self.put_float(p + "gate.e_score_correction_bias", self.rng.uniform(-0.35, 0.35, E), "F32")
+        for e in range(E):
+            self.dense_mlp(f"{p}experts.{e}.", s["moe_intermediate_size"])
+
+    def build(self):
+        s = self.s
+        H, V = s["hidden_size"], s["vocab_size"]
+        # Tied: the embedding doubles as the head, so keep its logits in the untied range (~3).
+        std = 3.0 / np.sqrt(H) if s.get("tie_word_embeddings") else 1.0
+        self.put_float("model.embed_tokens.weight", self.randn(V, H, std=std))
+        for l in range(s["num_hidden_layers"]):
+            p = f"model.layers.{l}."
+            self.put_float(p + "input_layernorm.weight", self.norm_w(H))
+            self.put_float(p + "post_attention_layernorm.weight", self.norm_w(H))
+            self.attention(p + "self_attn.", s["hybrid_layer_pattern"][l] == 1)
+            if s["moe_layer_freq"][l]:
+                self.moe(p + "mlp.")
+            else:
+                self.dense_mlp(p + "mlp.", s["intermediate_size"])
+        self.put_float("model.norm.weight", self.norm_w(H))
+        if not s.get("tie_word_embeddings"):
+            self.put_float("lm_head.weight", self.randn(V, H, std=3.0 / np.sqrt(H)))
+        for i in range(s["mtp_layers"]):
+            p = f"model.mtp.layers.{i}."
+            self.put_float(p + "enorm.weight", self.norm_w(H))
+            self.put_float(p + "hnorm.weight", self.norm_w(H))
+            self.put_float(p + "eh_proj.weight", self.randn(H, 2 * H, std=1.0 / np.sqrt(2 * H)))
+            self.put_float(p + "input_layernorm.weight", self.norm_w(H))
+            self.attention(p + "self_attn.", True, mtp=True)
+            self.put_float(p + "pre_mlp_layernorm.weight", self.norm_w(H))
+            self.dense_mlp(p + "mlp.", s["intermediate_size"])
+            self.put_float(p + "final_layernorm.weight", self.norm_w(H))
+        if s.get("omni"):
+            self.put_float("visual.patch_embed.proj.weight", self.randn(64, 3, 2, 4, 4), "BF16")
+            self.put_float("visual.blocks.0.attn.qkv.weight", self.randn(192, 64), "BF16")
+            self.put_float("visual.blocks.0.norm1.weight", self.norm_w(64), "BF16")
+            self.put_float("visual.merger.mlp.0.weight", self.randn(H, 256), "BF16")
+            self.put_float("audio_encoder.layers.0.self_attn.q_proj.weight", self.randn(64, 64), "BF16")
+            self.put_float("audio_encoder.conv1.weight", self.randn(64, 16, 3), "F32")
+            self.put_float("speech_embeddings.weight", self.randn(32, H), "BF16")
+        return self.tensors
+
+    def config(self):
+        s = self.s
+        L = s["num_hidden_layers"]
+        cfg = {
+            "architectures": s.get("architectures", ["MiMoV2FlashForCausalLM"]),
+            "model_type": s.get("model_type", "mimo_v2_flash"),
+            "vocab_size": s["vocab_size"], "hidden_size": s["hidden_size"],
+            "intermediate_size": s["intermediate_size"],
+            "moe_intermediate_size": s["moe_intermediate_size"],
+            "num_hidden_layers": L, "max_position_embeddings": 262144,
+            "num_attention_heads": s["num_attention_heads"],
+            "num_key_value_heads": s["num_key_value_heads"],
+            "head_dim": s["head_dim"], "v_head_dim": s["v_head_dim"],
+            "swa_num_attention_heads": s["swa_num_attention_heads"],
+            "swa_num_key_value_heads": s["swa_num_key_value_heads"],
+            "swa_head_dim": s["swa_head_dim"], "swa_v_head_dim": s["swa_v_head_dim"],
+            "hybrid_layer_pattern": s["hybrid_layer_pattern"], "hybrid_block_size": None,
+            "sliding_window": 8, "sliding_window_size": 8, "attention_chunk_size": 8,
+            "rope_theta": s.get("rope_theta", 5000000), "swa_rope_theta": 10000,
+            "partial_rotary_factor": s["partial_rotary_factor"], "rope_scaling": None,
+            "layernorm_epsilon": s.get("layernorm_epsilon", 1e-5), "hidden_act": "silu",
+            "attention_bias": False,
+            "add_swa_attention_sink_bias": True,
+            "add_full_attention_sink_bias": bool(s.get("add_full_attention_sink_bias", False)),
+            "attention_value_scale": s.get("attention_value_scale", 0.707),
+            "tie_word_embeddings": bool(s.get("tie_word_embeddings", False)),
+            "n_routed_experts": s["n_routed_experts"],
+            "num_experts_per_tok": s["num_experts_per_tok"],
+            "moe_layer_freq": s["moe_layer_freq"], "n_shared_experts": None,
+            "n_group": s["n_group"], "topk_group": s["topk_group"],
+            "scoring_func": "sigmoid", "topk_method": "noaux_tc",
+            "norm_topk_prob": bool(s.get("norm_topk_prob", True)),
+            "routed_scaling_factor": s["routed_scaling_factor"],
+            "torch_dtype": "float32" if s["dtype"] == "f32" else "bfloat16",
+            "eos_token_id": 2, "pad_token_id": 0,
+        }
+        if s.get("num_nextn_predict_layers"):
+            cfg["num_nextn_predict_layers"] = s["mtp_layers"]
+        if s.get("rope_parameters"):
+            cfg["rope_parameters"] = {"rope_type": "default", "rope_theta": cfg["rope_theta"],
+                                      "partial_rotary_factor": cfg["partial_rotary_factor"]}
+            if s["rope_parameters"] == "only":
+                del cfg["rope_theta"], cfg["partial_rotary_factor"]
+        if s["dtype"] == "fp8":
+            cfg["quantization_config"] = {
+                "quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
+                "weight_block_size": [BLOCK, BLOCK],
+                "ignored_layers": [f"model.layers.{l}.self_attn.o_proj" for l in range(L)]}
+        if s.get("omni"):
+            cfg["vision_config"] = {"hidden_size": 64, "depth": 1, "patch_size": 4}
+            cfg["audio_config"] = {"d_model": 64, "encoder_layers": 1}
+        return cfg
+
+
+# ----------------------------------------------------------------------------------------------
+def write_safetensors(path, tensors: dict):
+    header, offset, blobs = {"__metadata__": {"format": "pt"}}, 0, []
+    for name in sorted(tensors):
+        dtype, shape, data = tensors[name]
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    hb = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    hb += b" " * (-len(hb) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(hb)))
+        f.write(hb)
+        for b in blobs:
+            f.write(b)
+
+
+def write_checkpoint(out_dir, variant, seed=0):
+    if variant not in VARIANTS:
+        raise SystemExit(f"unknown variant {variant!r}; choose from {', '.join(VARIANTS)}")
+    spec = VARIANTS[variant]
+    os.makedirs(out_dir, exist_ok=True)
+    # bf16-sharded is the bf16 model split over 3 files (same seed), so their logits are equal.
+    base = spec.get("same_model_as", variant)
+    b = Builder(spec, seed * 1000 + sorted(VARIANTS).index(base))
+    tensors = b.build()
+    with open(os.path.join(out_dir, "config.json"), "w") as f:
+        json.dump(b.config(), f, indent=2)
+    shards = spec.get("shards", 1)
+    if shards == 1 and not spec.get("mtp_file"):
+        write_safetensors(os.path.join(out_dir, "model.safetensors"), tensors)
+        return
+    files = {}
+    names = sorted(tensors)
+    for i, n in enumerate(names):
+        if spec.get("mtp_file"):
+            fn = "model_mtp.safetensors" if n.startswith("model.mtp.") else "model.safetensors"
+        else:  # round-robin: a layer's tensors (and a weight's scale) land in different shards
+            fn = f"model-{i % shards + 1:05d}-of-{shards:05d}.safetensors"
+        files.setdefault(fn, {})[n] = tensors[n]
+    for fn, part in files.items():
+        write_safetensors(os.path.join(out_dir, fn), part)
+    weight_map = {n: fn for fn, part in files.items() for n in part}
+    total = sum(len(t[2]) for t in tensors.values())
+    with open(os.path.join(out_dir, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))},
+                  f, indent=2)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out")
+    ap.add_argument("--variant", default="bf16")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--list", action="store_true")
+    a = ap.parse_args(argv)
+    if a.list:
+        print("\n".join(VARIANTS))
+        return 0
+    if not a.out:
+        ap.error("--out is required")
+    write_checkpoint(a.out, a.variant, a.seed)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,62 @@
+"""Shared pytest fixtures for the Python suite (run with /usr/bin/python3 -m pytest tests/python).
+
+* mimo_bin: the CLI under test, $MIMO_BIN or <repo>/build/bin/mimo.
+* checkpoint(variant): a generated tiny MiMo-V2 checkpoint dir (scripts/make_tiny_model.py),
+  written once per session into a session tmp dir.
+* reference(variant): the PyTorch reference (scripts/mimo_reference.py) for that checkpoint, cached.
+"""
+import os
+import sys
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCRIPTS = os.path.join(REPO, "scripts")
+if SCRIPTS not in sys.path:
+    sys.path.insert(0, SCRIPTS)
+
+import make_tiny_model  # noqa: E402
+import mimo_reference  # noqa: E402
+
+VARIANTS = list(make_tiny_model.VARIANTS)
+
+
+@pytest.fixture(scope="session")
+def repo_root():
+    return REPO
+
+
+@pytest.fixture(scope="session")
+def mimo_bin():
+    return os.environ.get("MIMO_BIN", os.path.join(REPO, "build", "bin", "mimo"))
+
+
+@pytest.fixture(scope="session")
+def checkpoints_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("checkpoints")
+
+
+@pytest.fixture(scope="session")
+def checkpoint(checkpoints_dir):
+    made = {}
+
+    def get(variant: str) -> str:
+        if variant not in made:
+            d = str(checkpoints_dir / variant)
+            make_tiny_model.write_checkpoint(d, variant, seed=0)
+            made[variant] = d
+        return made[variant]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def reference(checkpoint):
+    refs = {}
+
+    def get(variant: str) -> "mimo_reference.Reference":
+        if variant not in refs:
+            refs[variant] = mimo_reference.load_reference(checkpoint(variant))
+        return refs[variant]
+
+    return get

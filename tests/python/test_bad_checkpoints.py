@@ -1,0 +1,152 @@
+"""Broken checkpoints: `mimo logits` and `mimo inspect` must exit non-zero (not by a signal) with ONE
+clear error line on stderr that names the problem (tensor, file, dtype or config field)."""
+import json
+import os
+import shutil
+import struct
+import subprocess
+
+import pytest
+
+import make_tiny_model as M
+import mimo_reference as R
+
+
+def _copy(checkpoint, variant, dst):
+    shutil.copytree(checkpoint(variant), dst)
+    return str(dst)
+
+
+def _rewrite(path, edit):
+    """Re-packs a safetensors file after edit(dict name -> [dtype, shape, bytes])."""
+    raw = R.read_safetensors_file(path)
+    tensors = {n: [t.dtype, list(t.shape), t.data] for n, t in raw.items()}
+    edit(tensors)
+    M.write_safetensors(path, {n: tuple(v) for n, v in tensors.items()})
+
+
+def truncated(d):
+    p = os.path.join(d, "model.safetensors")
+    size = os.path.getsize(p)
+    with open(p, "r+b") as f:
+        f.truncate(size * 6 // 10)
+    return ["model.safetensors"]
+
+
+def header_too_long(d):
+    p = os.path.join(d, "model.safetensors")
+    with open(p, "r+b") as f:
+        f.write(struct.pack("<Q", 1 << 40))
+    return ["model.safetensors"]
+
+
+def corrupt_json_header(d):
+    p = os.path.join(d, "model.safetensors")
+    with open(p, "r+b") as f:
+        f.seek(8 + 20)
+        f.write(b"}{\x00\"")
+    return ["model.safetensors"]
+
+
+def wrong_shape(d):
+    name = "model.layers.1.self_attn.q_proj.weight"  # [384, 256] stored as [192, 512]
+
+    def edit(t):
+        assert t[name][1] == [384, 256]
+        t[name][1] = [192, 512]
+    _rewrite(os.path.join(d, "model.safetensors"), edit)
+    return [name, "384", "192"]
+
+
+def missing_tensor(d):
+    name = "model.layers.2.post_attention_layernorm.weight"
+    _rewrite(os.path.join(d, "model.safetensors"), lambda t: t.pop(name))
+    return [name]
+
+
+def unknown_dtype(d):
+    name = "model.norm.weight"
+
+    def edit(t):
+        t[name][0] = "X9"
+    _rewrite(os.path.join(d, "model.safetensors"), edit)
+    return [name, "X9"]
+
+
+def unsupported_fp8_dtype(d):
+    name = "model.layers.1.mlp.experts.0.up_proj.weight"
+
+    def edit(t):
+        assert t[name][0] == "F8_E4M3"
+        t[name][0] = "F8_E5M2"
+    _rewrite(os.path.join(d, "model.safetensors"), edit)
+    return [name, "F8_E5M2"]
+
+
+def missing_shard(d):
+    os.remove(os.path.join(d, "model-00002-of-00003.safetensors"))
+    return ["model-00002-of-00003.safetensors"]
+
+
+def config_missing_hidden_size(d):
+    p = os.path.join(d, "config.json")
+    cfg = json.load(open(p))
+    del cfg["hidden_size"]
+    json.dump(cfg, open(p, "w"))
+    return ["hidden_size"]
+
+
+def config_not_json(d):
+    p = os.path.join(d, "config.json")
+    with open(p, "a") as f:
+        f.write("\n{ this is not json")
+    return ["config.json"]
+
+
+# (breakage, base variant, also checked with `mimo inspect`)
+CASES = [
+    (truncated, "tied", True),
+    (header_too_long, "tied", True),
+    (corrupt_json_header, "tied", True),
+    (wrong_shape, "tied", False),  # a binding error: found when the model is bound, not by inspect
+    (missing_tensor, "tied", False),
+    (unknown_dtype, "tied", True),
+    (unsupported_fp8_dtype, "fp8", True),
+    (missing_shard, "bf16-sharded", True),
+    (config_missing_hidden_size, "tied", True),
+    (config_not_json, "tied", True),
+]
+
+
+def _check_one_clear_error(cmd, needles):
+    env = dict(os.environ, MIMO_LOG_LEVEL="error")
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+    assert p.returncode > 0, (f"{cmd[1]}: exit {p.returncode} (0 = accepted, < 0 = killed by a "
+                              f"signal)\n{p.stderr}")
+    lines = [l for l in p.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1, f"{cmd[1]}: want one error line, got {len(lines)}:\n{p.stderr}"
+    for n in needles:
+        assert n in lines[0], f"{cmd[1]}: error line does not name {n!r}: {lines[0]}"
+    for crash in ("terminate called", "Aborted", "Segmentation", "core dumped", "MIMO_CHECK"):
+        assert crash not in p.stderr
+
+
+@pytest.mark.parametrize("breakage,variant,check_inspect", CASES, ids=[c[0].__name__ for c in CASES])
+def test_bad_checkpoint_gives_one_clear_error(mimo_bin, checkpoint, tmp_path, breakage, variant,
+                                              check_inspect):
+    assert os.path.exists(mimo_bin), f"mimo binary not built: {mimo_bin} (set MIMO_BIN)"
+    d = _copy(checkpoint, variant, tmp_path / "ckpt")
+    needles = breakage(d)
+    _check_one_clear_error([mimo_bin, "logits", "--model", d, "--ids", "1,2,3", "--out",
+                            str(tmp_path / "out.bin"), "--threads", "2"], needles)
+    if check_inspect:
+        _check_one_clear_error([mimo_bin, "inspect", "--model", d], needles)
+
+
+def test_breakages_really_break_the_checkpoint(checkpoint, tmp_path):
+    """The reference's own parser rejects each broken file (the corruptions are real)."""
+    for i, (breakage, variant, _) in enumerate(CASES):
+        d = _copy(checkpoint, variant, tmp_path / f"c{i}")
+        breakage(d)
+        with pytest.raises((ValueError, KeyError, OSError, json.JSONDecodeError, UnicodeDecodeError)):
+            R.load_reference(d).forward([1, 2, 3])
