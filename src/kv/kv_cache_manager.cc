@@ -1,0 +1,175 @@
+// The KV-cache facade: prefix lookup across groups, slot allocation, commit, rewind, free.
+#include "kv/kv_cache_manager.h"
+
+#include <algorithm>
+
+#include "core/check.h"
+
+namespace mimo {
+
+KvCacheManager::KvCacheManager(const KvCacheManagerConfig& config) : config_(config) {
+  MIMO_CHECK(config.block_size > 0, "block size %d", config.block_size);
+  for (const KvCacheGroupConfig& g : config.groups) {
+    if (g.kind == AttentionKind::kSlidingWindow) {
+      groups_.push_back(std::make_unique<SlidingWindowManager>(
+          config.block_size, g.num_blocks, config.enable_prefix_caching, g.sliding_window));
+    } else {
+      groups_.push_back(std::make_unique<FullAttentionManager>(config.block_size, g.num_blocks,
+                                                               config.enable_prefix_caching));
+    }
+  }
+}
+
+KvCacheManager::SeqState& KvCacheManager::State(int seq) {
+  auto it = seqs_.find(seq);
+  MIMO_CHECK(it != seqs_.end(), "unknown sequence %d", seq);
+  return it->second;
+}
+const KvCacheManager::SeqState& KvCacheManager::State(int seq) const {
+  auto it = seqs_.find(seq);
+  MIMO_CHECK(it != seqs_.end(), "unknown sequence %d", seq);
+  return it->second;
+}
+
+int KvCacheManager::ComputeCachedPrefix(std::span<const int32_t> tokens) const {
+  if (!config_.enable_prefix_caching || tokens.size() < 2 || groups_.empty()) return 0;
+  // At most len - 1 tokens so the last one is computed (its logits are needed).
+  const std::vector<uint64_t> hashes =
+      HashFullBlocks(tokens.first(tokens.size() - 1), config_.block_size, config_.cache_salt);
+  // Each group lowers k to its own longest valid hit <= k. Full groups' validity is
+  // downward-closed, so iterating to a fixed point gives a k valid for every group.
+  int k = static_cast<int>(hashes.size());
+  for (bool changed = true; changed && k > 0;) {
+    changed = false;
+    for (const auto& g : groups_) {
+      int k2 = g->MaxCacheHit(hashes, k);
+      if (k2 < k) {
+        k = k2;
+        changed = true;
+      }
+    }
+  }
+  return k * config_.block_size;
+}
+
+StatusOr<int> KvCacheManager::AddSequence(int seq, std::span<const int32_t> tokens) {
+  if (HasSequence(seq)) return InvalidArgument("KV cache: sequence %d already exists", seq);
+  const int hit = ComputeCachedPrefix(tokens);
+  const int k = hit / config_.block_size;
+  SeqState st;
+  st.num_tokens = hit;
+  st.token_ids.assign(tokens.begin(), tokens.begin() + hit);
+  st.block_hashes = HashFullBlocks(st.token_ids, config_.block_size, config_.cache_salt);
+  for (auto& g : groups_) g->AddSequence(seq, g->HitBlocks(st.block_hashes, k));
+  seqs_.emplace(seq, std::move(st));
+  return hit;
+}
+
+std::optional<BlockAllocation> KvCacheManager::AllocateSlots(int seq, int num_new_tokens,
+                                                             int num_lookahead_tokens) {
+  MIMO_CHECK(num_new_tokens >= 0 && num_lookahead_tokens >= 0, "negative token counts");
+  SeqState& st = State(seq);
+  const int first = st.num_tokens;
+  const int total = first + num_new_tokens + num_lookahead_tokens;
+  // Blocks before the window of the first new query are dead whatever happens next: release
+  // them before counting free blocks.
+  for (auto& g : groups_) g->RemoveSkippedBlocks(seq, first);
+  for (auto& g : groups_) {
+    if (g->NumNewBlocksNeeded(seq, total) > g->num_free_blocks()) return std::nullopt;
+  }
+  BlockAllocation a;
+  a.seq_id = seq;
+  a.first_pos = first;
+  a.num_tokens = num_new_tokens + num_lookahead_tokens;
+  for (auto& g : groups_) a.new_blocks.push_back(g->AllocateNewBlocks(seq, total));
+  return a;
+}
+
+void KvCacheManager::HashNewBlocks(int seq, SeqState& st) {
+  if (!config_.enable_prefix_caching) return;
+  const int known = std::min<int>(st.num_tokens, static_cast<int>(st.token_ids.size()));
+  const int full = known / config_.block_size;
+  uint64_t parent = st.block_hashes.empty() ? kRootBlockHash : st.block_hashes.back();
+  for (int b = static_cast<int>(st.block_hashes.size()); b < full; ++b) {
+    std::span<const int32_t> ids(st.token_ids.data() + int64_t{b} * config_.block_size,
+                                 config_.block_size);
+    parent = HashBlockTokens(parent, ids, config_.cache_salt);
+    st.block_hashes.push_back(parent);
+  }
+  for (auto& g : groups_) g->CacheFullBlocks(seq, st.block_hashes, full);
+}
+
+void KvCacheManager::CommitTokens(int seq, int num_new_tokens, std::span<const int32_t> token_ids) {
+  SeqState& st = State(seq);
+  MIMO_CHECK(num_new_tokens >= 0, "negative commit");
+  const int end = st.num_tokens + num_new_tokens;
+  for (const auto& g : groups_) {
+    MIMO_CHECK(static_cast<int64_t>(g->BlockTable(seq).size()) * config_.block_size >= end,
+               "commit of sequence %d to %d tokens beyond its allocated slots", seq, end);
+  }
+  st.num_tokens = end;
+  if (!token_ids.empty()) {
+    MIMO_CHECK(static_cast<int>(token_ids.size()) == num_new_tokens,
+               "commit of %d tokens with %zu ids", num_new_tokens, token_ids.size());
+    RecordTokenIds(seq, token_ids);
+  } else {
+    HashNewBlocks(seq, st);
+  }
+}
+
+void KvCacheManager::RecordTokenIds(int seq, std::span<const int32_t> token_ids) {
+  SeqState& st = State(seq);
+  st.token_ids.insert(st.token_ids.end(), token_ids.begin(), token_ids.end());
+  HashNewBlocks(seq, st);
+}
+
+Status KvCacheManager::Rewind(int seq, int num_tokens) {
+  SeqState& st = State(seq);
+  if (num_tokens > st.num_tokens) {
+    return InvalidArgument("KV cache: sequence %d has %d tokens, cannot rewind forward to %d", seq,
+                           st.num_tokens, num_tokens);
+  }
+  for (const auto& g : groups_) {
+    if (!g->CanServeFrom(seq, num_tokens)) {
+      return InvalidArgument(
+          "KV cache: sequence %d cannot rewind to %d: the sliding window already released keys "
+          "that position needs",
+          seq, num_tokens);
+    }
+  }
+  const int hashed_tokens = static_cast<int>(st.block_hashes.size()) * config_.block_size;
+  if (num_tokens < hashed_tokens) {
+    return InvalidArgument(
+        "KV cache: sequence %d cannot rewind to %d: tokens before %d are in the prefix cache", seq,
+        num_tokens, hashed_tokens);
+  }
+  st.num_tokens = num_tokens;
+  if (static_cast<int>(st.token_ids.size()) > num_tokens) st.token_ids.resize(num_tokens);
+  return Status::Ok();
+}
+
+void KvCacheManager::FreeSequence(int seq) {
+  State(seq);  // checks existence
+  for (auto& g : groups_) g->FreeSequence(seq);
+  seqs_.erase(seq);
+}
+
+int KvCacheManager::num_tokens(int seq) const { return State(seq).num_tokens; }
+
+const std::vector<int32_t>& KvCacheManager::BlockTable(int seq, int group) const {
+  return groups_[group]->BlockTable(seq);
+}
+
+void KvCacheManager::SlotMapping(int seq, int group, int first_pos, int n, int64_t* slots) const {
+  const std::vector<int32_t>& table = BlockTable(seq, group);
+  const int bs = config_.block_size;
+  for (int i = 0; i < n; ++i) {
+    const int pos = first_pos + i;
+    MIMO_CHECK(
+        pos / bs < static_cast<int>(table.size()) && table[pos / bs] != BlockPool::kNullBlock,
+        "sequence %d position %d has no slot in group %d", seq, pos, group);
+    slots[i] = int64_t{table[pos / bs]} * bs + pos % bs;
+  }
+}
+
+}  // namespace mimo

@@ -1,0 +1,103 @@
+// KvCacheManager: the facade the engine (and PagedKvAttention) talks to. It owns one
+// SingleTypeKvManager per KV-cache group (one group per attention kind: full layers share one
+// block table per sequence, sliding-window layers another, each with its own block pool and
+// block count) and keeps per-sequence token counts and content hashes for prefix caching.
+// Not thread-safe; engine thread only.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "core/status.h"
+#include "io/hf_config.h"
+#include "kv/single_type_kv_manager.h"
+
+namespace mimo {
+
+struct KvCacheGroupConfig {
+  AttentionKind kind = AttentionKind::kFull;
+  int sliding_window = 0;  // kSlidingWindow only
+  int num_blocks = 0;      // including the null block
+};
+
+struct KvCacheManagerConfig {
+  int block_size = 16;
+  bool enable_prefix_caching = true;
+  uint64_t cache_salt = 0;  // the `extra` key of every block hash
+  std::vector<KvCacheGroupConfig> groups;
+};
+
+// What AllocateSlots added: per group, the new physical blocks (the rest of the table is
+// unchanged). Plain data for the engine's plan; the manager already owns the blocks.
+struct BlockAllocation {
+  int seq_id = 0;
+  int first_pos = 0;                         // position of the first new token
+  int num_tokens = 0;                        // new + lookahead tokens the slots cover
+  std::vector<std::vector<int>> new_blocks;  // [num_groups][...]
+};
+
+class KvCacheManager {
+ public:
+  explicit KvCacheManager(const KvCacheManagerConfig& config);
+
+  int num_groups() const { return static_cast<int>(groups_.size()); }
+  int block_size() const { return config_.block_size; }
+  const SingleTypeKvManager& group(int g) const { return *groups_[g]; }
+
+  // Prefix caching. The number of leading tokens of `tokens` whose K/V every group can serve
+  // from cached blocks (a multiple of block_size, at most tokens.size() - 1 so at least one token
+  // is computed). Rule: full groups need every block before the hit point P; sliding-window
+  // groups need the blocks holding positions P-W+1 .. P-1 (what the query at P reads). The
+  // longest P satisfying all groups is returned; a full-layer hit whose window blocks were
+  // evicted is shortened to the longest P whose window is still cached.
+  int ComputeCachedPrefix(std::span<const int32_t> tokens) const;
+
+  // Starts a sequence. With `tokens` and prefix caching on, it attaches the cached prefix and
+  // returns its length (the engine starts computing from there); otherwise returns 0.
+  StatusOr<int> AddSequence(int seq, std::span<const int32_t> tokens = {});
+  bool HasSequence(int seq) const { return seqs_.count(seq) > 0; }
+
+  // Ensures slots for positions [num_tokens(seq), num_tokens(seq) + new + lookahead), first
+  // releasing blocks sliding-window groups no longer need (relative to the first new token).
+  // nullopt = no room in some group (nothing allocated; preempt or retry later).
+  std::optional<BlockAllocation> AllocateSlots(int seq, int num_new_tokens,
+                                               int num_lookahead_tokens = 0);
+  // Marks num_new_tokens more tokens as computed (their K/V written). token_ids, when given
+  // (one per new token), are recorded as by RecordTokenIds.
+  void CommitTokens(int seq, int num_new_tokens, std::span<const int32_t> token_ids = {});
+  // Appends the ids of the sequence's next tokens (ids may lag behind computed tokens, e.g.
+  // when KV is written before the sampled token is final). Every block that is both computed
+  // and has known ids is content-hashed into the prefix cache.
+  void RecordTokenIds(int seq, std::span<const int32_t> token_ids);
+  // Forgets computed tokens from num_tokens on (rejected speculative tokens). Fails if that
+  // would reach into hashed blocks, or if a query there would read keys a sliding window
+  // already released.
+  Status Rewind(int seq, int num_tokens);
+  void FreeSequence(int seq);
+
+  int num_tokens(int seq) const;
+  const std::vector<int32_t>& BlockTable(int seq, int group) const;
+  // slots[i] = physical slot of position first_pos + i in `group` (block * block_size + offset).
+  void SlotMapping(int seq, int group, int first_pos, int n, int64_t* slots) const;
+  int num_free_blocks(int group) const { return groups_[group]->num_free_blocks(); }
+
+ private:
+  struct SeqState {
+    int num_tokens = 0;                  // computed tokens (K/V written)
+    std::vector<int32_t> token_ids;      // known ids of tokens [0, token_ids.size())
+    std::vector<uint64_t> block_hashes;  // hashes of full blocks with known ids
+  };
+  SeqState& State(int seq);
+  const SeqState& State(int seq) const;
+  void HashNewBlocks(int seq, SeqState& st);
+
+  KvCacheManagerConfig config_;
+  std::vector<std::unique_ptr<SingleTypeKvManager>> groups_;
+  std::unordered_map<int, SeqState> seqs_;
+};
+
+}  // namespace mimo

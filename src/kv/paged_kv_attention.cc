@@ -1,0 +1,245 @@
+// PagedKvAttention: plan the step's slots once, then per layer write K/V and run the backend.
+#include "kv/paged_kv_attention.h"
+
+#include <set>
+
+#include "core/check.h"
+#include "core/log.h"
+
+namespace mimo {
+
+StatusOr<DType> ParseKvCacheDType(const std::string& s) {
+  if (s == "f32" || s == "fp32" || s == "float32") return DType::kF32;
+  if (s == "bf16" || s == "bfloat16") return DType::kBF16;
+  if (s == "fp8" || s == "fp8_e4m3") return DType::kF8E4M3;
+  return InvalidArgument("unknown KV cache dtype '%s' (expected f32, bf16 or fp8)", s.c_str());
+}
+
+AttentionRequirements LayerAttentionRequirements(const LayerConfig& l, const PagedKvOptions& o) {
+  AttentionRequirements r;
+  r.head_dim = l.head_dim;
+  r.v_head_dim = l.v_head_dim;
+  r.sinks = l.has_sinks;
+  r.sliding_window = l.attention == AttentionKind::kSlidingWindow;
+  r.kv_dtype = o.kv_dtype;
+  r.block_size = o.block_size;
+  r.multi_token_queries = true;  // prefill chunks and speculative verification
+  r.paged = true;
+  return r;
+}
+
+StatusOr<std::vector<LayerBackendChoice>> ResolveLayerBackends(const ModelConfig& config,
+                                                               const PagedKvOptions& opts) {
+  const AttentionBackendRegistry& reg = opts.registry ? *opts.registry : BuiltinAttentionBackends();
+  std::vector<LayerBackendChoice> out;
+  for (int i = 0; i < static_cast<int>(config.layers.size()); ++i) {
+    const LayerConfig& l = config.layers[i];
+    auto choice = reg.Select(LayerAttentionRequirements(l, opts),
+                             {opts.attention_backend, opts.strict_backend});
+    if (!choice.ok()) {
+      return Status(choice.status().code(),
+                    StrFormat("layer %d: %s", i, choice.status().message().c_str()));
+    }
+    out.push_back({i, l.attention, choice->backend, choice->reason, choice->warning});
+  }
+  return out;
+}
+
+StatusOr<std::unique_ptr<PagedKvAttention>> PagedKvAttention::Create(const ModelConfig& config,
+                                                                     const PagedKvOptions& o) {
+  for (const LayerConfig& l : config.layers) {
+    if (l.num_key_value_heads <= 0 || l.head_dim <= 0 || l.v_head_dim <= 0 ||
+        l.num_attention_heads % l.num_key_value_heads != 0) {
+      return InvalidArgument("layer geometry: %d heads, %d kv heads, K %d, V %d",
+                             l.num_attention_heads, l.num_key_value_heads, l.head_dim,
+                             l.v_head_dim);
+    }
+  }
+  MIMO_ASSIGN_OR_RETURN(std::vector<LayerBackendChoice> backends, ResolveLayerBackends(config, o));
+  std::set<std::string> warned;  // one warning per distinct fallback, not one per layer
+  for (const LayerBackendChoice& c : backends) {
+    if (!c.warning.empty() && warned.insert(c.warning).second) {
+      MIMO_LOG_WARN("%s", c.warning.c_str());
+    }
+  }
+  KvMemoryPlanOptions po;
+  po.block_size = o.block_size;
+  po.kv_dtype = o.kv_dtype;
+  po.budget_bytes = o.kv_cache_memory_bytes;
+  if (po.budget_bytes <= 0 && o.kv_cache_memory_fraction > 0) {
+    if (o.kv_cache_memory_fraction > 1) {
+      return InvalidArgument("KV cache memory fraction %g must be in (0, 1]",
+                             o.kv_cache_memory_fraction);
+    }
+    po.budget_bytes = static_cast<int64_t>(o.kv_cache_memory_fraction *
+                                           static_cast<double>(PhysicalMemoryBytes()));
+  }
+  po.max_sequences = o.max_sequences;
+  po.max_context = o.max_context;
+  po.max_chunk_tokens = o.max_chunk_tokens;
+  MIMO_ASSIGN_OR_RETURN(KvMemoryPlan plan, PlanKvMemory(config, po));
+
+  std::unique_ptr<PagedKvAttention> a(new PagedKvAttention());
+  a->config_ = config;
+  a->opts_ = o;
+  a->plan_ = plan;
+  a->backends_ = std::move(backends);
+  // One KV-cache group per (kind, window): layers of a group share block tables.
+  KvCacheManagerConfig mc;
+  mc.block_size = o.block_size;
+  mc.enable_prefix_caching = o.enable_prefix_caching;
+  std::vector<std::pair<AttentionKind, int>> keys;
+  for (const LayerConfig& l : config.layers) {
+    std::pair<AttentionKind, int> key{
+        l.attention, l.attention == AttentionKind::kSlidingWindow ? l.sliding_window : 0};
+    int g = 0;
+    while (g < static_cast<int>(keys.size()) && keys[g] != key) ++g;
+    if (g == static_cast<int>(keys.size())) {
+      keys.push_back(key);
+      const bool swa = key.first == AttentionKind::kSlidingWindow;
+      mc.groups.push_back({key.first, key.second,
+                           static_cast<int>(swa ? plan.num_swa_blocks : plan.num_full_blocks)});
+    }
+    a->layer_group_.push_back(g);
+  }
+  a->manager_ = std::make_unique<KvCacheManager>(mc);
+  KvStorageOptions so;
+  so.dtype = o.kv_dtype;
+  so.fp8_scale_mode = o.fp8_scale_mode;
+  so.fp8_scale = o.fp8_scale;
+  for (size_t i = 0; i < config.layers.size(); ++i) {
+    const LayerConfig& l = config.layers[i];
+    PagedKvLayout layout{mc.groups[a->layer_group_[i]].num_blocks,
+                         o.block_size,
+                         l.num_key_value_heads,
+                         l.head_dim,
+                         l.v_head_dim,
+                         o.kv_dtype};
+    a->storage_.emplace_back(layout, so);
+  }
+  a->layer_done_.assign(config.layers.size(), 0);
+  return a;
+}
+
+bool PagedKvAttention::SameChunks(const StepBatch& batch) const {
+  if (batch.chunks.size() != step_chunks_.size()) return false;
+  for (size_t i = 0; i < batch.chunks.size(); ++i) {
+    const SequenceChunk &a = batch.chunks[i], &b = step_chunks_[i];
+    if (a.seq_id != b.seq_id || a.token_begin != b.token_begin || a.num_tokens != b.num_tokens ||
+        a.start_pos != b.start_pos) {
+      return false;
+    }
+  }
+  return true;
+}
+
+Status PagedKvAttention::PrepareStep(const StepBatch& batch) {
+  // Design: one plan per step. Every layer of the step reuses the same slot mapping and block
+  // tables; a batch seen again after a layer ran is the next step (e.g. the same prompt rerun).
+  bool any_done = false;
+  for (uint8_t d : layer_done_) any_done |= d != 0;
+  if (prepared_ && !any_done && SameChunks(batch)) return Status::Ok();
+  prepared_ = false;
+  std::set<int> seen;
+  int rows = 0;
+  for (const SequenceChunk& c : batch.chunks) {
+    if (!seen.insert(c.seq_id).second) {
+      return InvalidArgument("step batch has sequence %d twice", c.seq_id);
+    }
+    if (c.num_tokens <= 0 || c.start_pos < 0 || c.token_begin < 0 ||
+        c.token_begin + c.num_tokens > batch.num_tokens) {
+      return InvalidArgument("sequence %d: bad chunk (rows %d+%d of %d, start_pos %d)", c.seq_id,
+                             c.token_begin, c.num_tokens, batch.num_tokens, c.start_pos);
+    }
+    rows += c.num_tokens;
+  }
+  if (rows != batch.num_tokens) {
+    return InvalidArgument("step batch: chunks cover %d rows, num_tokens is %d", rows,
+                           batch.num_tokens);
+  }
+  KvCacheManager& m = *manager_;
+  for (const SequenceChunk& c : batch.chunks) {
+    if (m.HasSequence(c.seq_id) && c.start_pos == 0) m.FreeSequence(c.seq_id);  // new prompt
+    if (!m.HasSequence(c.seq_id)) {
+      if (c.start_pos != 0) {
+        return InvalidArgument("sequence %d is not in the KV cache but starts at position %d",
+                               c.seq_id, c.start_pos);
+      }
+      MIMO_RETURN_IF_ERROR(m.AddSequence(c.seq_id).status());
+    }
+    const int cached = m.num_tokens(c.seq_id);
+    if (c.start_pos > cached) {
+      return InvalidArgument("sequence %d: chunk starts at position %d but the cache holds %d",
+                             c.seq_id, c.start_pos, cached);
+    }
+    if (c.start_pos < cached) MIMO_RETURN_IF_ERROR(m.Rewind(c.seq_id, c.start_pos));
+    if (!m.AllocateSlots(c.seq_id, c.num_tokens, 0).has_value()) {
+      return ResourceExhausted(
+          "KV cache full: no room for %d tokens of sequence %d at position %d (free blocks per "
+          "group: full/SWA %d/%d); raise --kv-cache-memory or preempt",
+          c.num_tokens, c.seq_id, c.start_pos, m.num_free_blocks(0),
+          m.num_groups() > 1 ? m.num_free_blocks(1) : 0);
+    }
+    m.CommitTokens(c.seq_id, c.num_tokens);
+  }
+  const int G = m.num_groups();
+  step_slots_.assign(G, std::vector<int64_t>(batch.num_tokens, -1));
+  step_batches_.assign(G, AttentionBatch{});
+  for (int g = 0; g < G; ++g) {
+    step_batches_[g].num_tokens = batch.num_tokens;
+    for (const SequenceChunk& c : batch.chunks) {
+      m.SlotMapping(c.seq_id, g, c.start_pos, c.num_tokens, &step_slots_[g][c.token_begin]);
+      const std::vector<int32_t>& table = m.BlockTable(c.seq_id, g);
+      step_batches_[g].seqs.push_back(
+          {c.token_begin, c.num_tokens, c.start_pos, table.data(), static_cast<int>(table.size())});
+    }
+  }
+  step_chunks_ = batch.chunks;
+  std::fill(layer_done_.begin(), layer_done_.end(), 0);
+  prepared_ = true;
+  return Status::Ok();
+}
+
+void PagedKvAttention::Forward(ExecContext& ctx, int layer, const AttentionGeometry& g,
+                               const StepBatch& batch, const float* q, const float* k,
+                               const float* v, const float* sinks, float* out) {
+  MIMO_CHECK(layer >= 0 && layer < static_cast<int>(storage_.size()), "layer %d", layer);
+  if (!prepared_ || layer_done_[layer] || !SameChunks(batch)) {
+    Status st = PrepareStep(batch);
+    MIMO_CHECK(st.ok(), "%s", st.message().c_str());
+  }
+  KvLayerStorage& s = storage_[layer];
+  MIMO_CHECK(g.num_kv_heads == s.layout().num_kv_heads && g.head_dim == s.layout().head_dim &&
+                 g.v_head_dim == s.layout().v_head_dim,
+             "layer %d geometry (kv heads %d, K %d, V %d) differs from its cache (%d, %d, %d)",
+             layer, g.num_kv_heads, g.head_dim, g.v_head_dim, s.layout().num_kv_heads,
+             s.layout().head_dim, s.layout().v_head_dim);
+  const int group = layer_group_[layer];
+  s.Write(k, v, step_slots_[group].data(), batch.num_tokens);
+  backends_[layer].backend->Run(ctx, g, s.view(), step_batches_[group], q, sinks, out);
+  layer_done_[layer] = 1;
+}
+
+StatusOr<int> PagedKvAttention::AttachCachedPrefix(int seq, std::span<const int32_t> prompt) {
+  if (manager_->HasSequence(seq)) manager_->FreeSequence(seq);
+  prepared_ = false;
+  return manager_->AddSequence(seq, prompt);
+}
+
+void PagedKvAttention::RecordTokenIds(int seq, std::span<const int32_t> token_ids) {
+  manager_->RecordTokenIds(seq, token_ids);
+}
+
+void PagedKvAttention::FreeSequence(int seq) {
+  if (manager_->HasSequence(seq)) manager_->FreeSequence(seq);
+  prepared_ = false;
+}
+
+StatusOr<std::unique_ptr<KvAttention>> MakePagedKvAttention(const ModelConfig& config,
+                                                            const PagedKvOptions& opts) {
+  MIMO_ASSIGN_OR_RETURN(std::unique_ptr<PagedKvAttention> a,
+                        PagedKvAttention::Create(config, opts));
+  return std::unique_ptr<KvAttention>(std::move(a));
+}
+
+}  // namespace mimo
