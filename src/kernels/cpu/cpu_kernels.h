@@ -1,0 +1,24 @@
+// Entry points of the per-ISA translation units (cpu/*_avx2.cc compiled with -mavx2 -mfma -mf16c,
+// cpu/*_avx512.cc with -mavx512{f,bw,vl,dq}). Nothing here may be called before the matching
+// probe in kernels/cpu_features succeeded, except the probe itself (which runs under a SIGILL
+// guard).
+#pragma once
+
+#include "kernels/dispatch.h"
+
+namespace mimo {
+namespace avx2 {
+// Executes a few AVX2/FMA/F16C instructions; returns true (or faults with SIGILL).
+bool ProbeInstructions();
+void FillTable(KernelTable* table);
+void LinearRows(const float* x, int64_t T, const MatrixWeight& w, int64_t row_begin,
+                int64_t row_end, float* y);
+}  // namespace avx2
+
+namespace avx512 {
+bool ProbeInstructions();
+void FillTable(KernelTable* table);
+void LinearRows(const float* x, int64_t T, const MatrixWeight& w, int64_t row_begin,
+                int64_t row_end, float* y);
+}  // namespace avx512
+}  // namespace mimo

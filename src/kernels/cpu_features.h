@@ -1,0 +1,40 @@
+// What the CPU claims (CPUID, XCR0) versus what actually executes: each SIMD level is run once
+// under a SIGILL guard (sigsetjmp/siglongjmp, previous handler restored). Our VMs claim AMX in
+// CPUID but fault on it, so nothing is ever enabled from CPUID alone.
+#pragma once
+
+#include <string>
+
+namespace mimo {
+
+struct CpuFeatures {
+  // CPUID claims.
+  bool cpuid_avx2 = false, cpuid_fma = false, cpuid_f16c = false;
+  bool cpuid_avx512f = false, cpuid_avx512bw = false, cpuid_avx512vl = false,
+       cpuid_avx512dq = false;
+  bool cpuid_amx_tile = false;
+  // OS state-saving enabled in XCR0 (ymm, zmm/opmask, tile data).
+  bool os_ymm = false, os_zmm = false, os_amx = false;
+  // Linux permission request for AMX tile data (arch_prctl ARCH_REQ_XCOMP_PERM) succeeded.
+  bool amx_permission = false;
+  // A probe sequence of the ISA executed without SIGILL (AVX2/AVX-512 only attempted when CPUID
+  // claims them; AMX always attempted, for the report only).
+  bool ran_avx2 = false, ran_avx512 = false, ran_amx = false;
+
+  bool avx2_usable() const { return cpuid_avx2 && cpuid_fma && cpuid_f16c && ran_avx2; }
+  bool avx512_usable() const {
+    return cpuid_avx512f && cpuid_avx512bw && cpuid_avx512vl && cpuid_avx512dq && cpuid_f16c &&
+           cpuid_fma && ran_avx512;
+  }
+};
+
+// Probed once (thread-safe), then cached.
+const CpuFeatures& GetCpuFeatures();
+// Runs fn with SIGILL caught (sigsetjmp/siglongjmp); false if it faulted. The previous SIGILL
+// handler is restored. Serialized by a mutex; fn must not block on other threads.
+bool RunUnderSigillGuard(bool (*fn)());
+
+// Multi-line human-readable report: claimed / OS-enabled / executed, per ISA.
+std::string CpuFeatureReport();
+
+}  // namespace mimo

@@ -1,0 +1,118 @@
+// Builds the per-ISA kernel tables once, from the runtime probe, and picks the active one.
+#include "kernels/dispatch.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "core/log.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu_features.h"
+#include "kernels/ref/ref_kernels.h"
+
+namespace mimo {
+namespace {
+
+struct Tables {
+  KernelTable table[static_cast<int>(Isa::kCount)];
+  bool usable[static_cast<int>(Isa::kCount)] = {};
+  Isa best = Isa::kScalar;
+  Isa active = Isa::kScalar;
+};
+
+Tables BuildTables() {
+  Tables t;
+  KernelTable& s = t.table[static_cast<int>(Isa::kScalar)];
+  s.isa = Isa::kScalar;
+  s.linear_rows = &ref::LinearRows;
+  s.rms_norm = &ref::RmsNorm;
+  s.rope_rotate = &ref::RopeRotate;
+  s.silu_mul = &ref::SiluMul;
+  s.convert_row = &ref::ConvertRow;
+  t.usable[static_cast<int>(Isa::kScalar)] = true;
+
+  const CpuFeatures& f = GetCpuFeatures();
+  if (f.avx2_usable()) {
+    avx2::FillTable(&t.table[static_cast<int>(Isa::kAvx2)]);
+    t.usable[static_cast<int>(Isa::kAvx2)] = true;
+    t.best = Isa::kAvx2;
+  }
+  if (f.avx512_usable()) {
+    avx512::FillTable(&t.table[static_cast<int>(Isa::kAvx512)]);
+    t.usable[static_cast<int>(Isa::kAvx512)] = true;
+    t.best = Isa::kAvx512;
+  }
+  t.active = SelectIsa(t.best, std::getenv("MIMO_ISA"));
+  if (!t.usable[static_cast<int>(t.active)]) t.active = t.best;
+  MIMO_LOG_DEBUG("kernels: using %s (best probed %s)", IsaName(t.active), IsaName(t.best));
+  return t;
+}
+
+const Tables& GetTables() {
+  static std::once_flag once;
+  static Tables tables;
+  std::call_once(once, [] { tables = BuildTables(); });
+  return tables;
+}
+
+}  // namespace
+
+Isa SelectIsa(Isa best_probed, const char* env_value) {
+  if (env_value == nullptr || *env_value == '\0') return best_probed;
+  Isa want;
+  if (!ParseIsa(env_value, &want)) {
+    MIMO_LOG_WARN("MIMO_ISA=%s is not one of scalar|avx2|avx512; using %s", env_value,
+                  IsaName(best_probed));
+    return best_probed;
+  }
+  if (want > best_probed) {
+    MIMO_LOG_WARN("MIMO_ISA=%s is above what this CPU runs; using %s", env_value,
+                  IsaName(best_probed));
+    return best_probed;
+  }
+  return want;
+}
+
+const char* IsaName(Isa isa) {
+  switch (isa) {
+    case Isa::kScalar:
+      return "scalar";
+    case Isa::kAvx2:
+      return "avx2";
+    case Isa::kAvx512:
+      return "avx512";
+    default:
+      return "?";
+  }
+}
+
+bool ParseIsa(const char* name, Isa* out) {
+  for (int i = 0; i < static_cast<int>(Isa::kCount); ++i) {
+    if (std::strcmp(name, IsaName(static_cast<Isa>(i))) == 0) {
+      *out = static_cast<Isa>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+const KernelTable& ActiveKernels() {
+  const Tables& t = GetTables();
+  return t.table[static_cast<int>(t.active)];
+}
+
+const KernelTable* KernelsFor(Isa isa) {
+  const Tables& t = GetTables();
+  const int i = static_cast<int>(isa);
+  return i < static_cast<int>(Isa::kCount) && t.usable[i] ? &t.table[i] : nullptr;
+}
+
+std::vector<Isa> AvailableIsas() {
+  std::vector<Isa> out;
+  for (int i = 0; i < static_cast<int>(Isa::kCount); ++i) {
+    if (KernelsFor(static_cast<Isa>(i)) != nullptr) out.push_back(static_cast<Isa>(i));
+  }
+  return out;
+}
+
+}  // namespace mimo

@@ -1,0 +1,58 @@
+// The kernel dispatch boundary: one KernelTable of function pointers per ISA, filled once at
+// startup. An ISA is usable only if CPUID claims it AND a tiny instruction sequence of it actually
+// ran (kernels/cpu_features). MIMO_ISA=scalar|avx2|avx512 (env) forces a lower level, never a
+// higher one than probed. Thread-safety: all functions are safe to call from any thread.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/matrix_weight.h"
+#include "core/tensor.h"
+
+namespace mimo {
+
+enum class Isa : uint8_t { kScalar, kAvx2, kAvx512, kCount };
+
+const char* IsaName(Isa isa);
+// "scalar" | "avx2" | "avx512" -> false for anything else.
+bool ParseIsa(const char* name, Isa* out);
+
+struct KernelTable {
+  Isa isa = Isa::kScalar;
+
+  // y[t, r] = sum_c x[t, c] * W[r, c] for r in [row_begin, row_end).   x [T, w.cols], y [T, w.rows]
+  void (*linear_rows)(const float* x, int64_t T, const MatrixWeight& w, int64_t row_begin,
+                      int64_t row_end, float* y) = nullptr;
+  // See RmsNorm in kernels.h.
+  void (*rms_norm)(const float* x, int64_t T, int64_t dim, const TensorView& weight, float eps,
+                   float* out) = nullptr;
+  // Rotate-half on the first rotary_dim dims of each head with precomputed angles.
+  // x [T, num_heads, head_dim]; cos, sin [T, rotary_dim / 2]
+  void (*rope_rotate)(float* x, int64_t T, int num_heads, int head_dim, int rotary_dim,
+                      const float* cos, const float* sin) = nullptr;
+  // out = silu(gate) * up.   [n]
+  void (*silu_mul)(const float* gate, const float* up, float* out, int64_t n) = nullptr;
+  // dst[i] = src[i] as fp32 for F32|BF16|F16 src.   [n]
+  void (*convert_row)(const void* src, DType dtype, int64_t n, float* dst) = nullptr;
+};
+
+// The level MIMO_ISA=env_value asks for, clamped to best_probed; nullptr/empty/unknown -> best.
+Isa SelectIsa(Isa best_probed, const char* env_value);
+
+// The table every op in kernels.h uses: the best probed ISA, lowered by MIMO_ISA if set.
+const KernelTable& ActiveKernels();
+// The table of one ISA, or nullptr if that ISA is not compiled in or failed its probe.
+const KernelTable* KernelsFor(Isa isa);
+// Every ISA whose table is usable here, lowest first (always starts with kScalar).
+std::vector<Isa> AvailableIsas();
+
+}  // namespace mimo
+
+namespace mimo {
+struct ExecContext;
+// Linear (kernels.h) on an explicit table, threaded over output rows with ctx.pool. Tests and
+// benchmarks use it to run one ISA; Linear() calls it with ActiveKernels().
+void LinearOn(const KernelTable& k, ExecContext& ctx, const float* x, int64_t T,
+              const MatrixWeight& w, float* y);
+}  // namespace mimo

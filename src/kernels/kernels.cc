@@ -1,0 +1,118 @@
+// The public ops of kernels.h: argument checks, threading, then one call into the active table.
+#include "kernels/kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/check.h"
+#include "kernels/dispatch.h"
+
+namespace mimo {
+namespace {
+
+// Output rows per parallel work item: keeps each thread's rows contiguous and a multiple of the
+// kernels' row blocking.
+constexpr int64_t kRowGranule = 16;
+// Below this many multiply-adds a fork-join costs more than it saves.
+constexpr int64_t kMinParallelWork = 1 << 16;
+
+void CheckMatrixWeight(const MatrixWeight& w) {
+  MIMO_CHECK(w.data != nullptr && w.rows > 0 && w.cols > 0, "Linear: empty weight [%lld, %lld]",
+             static_cast<long long>(w.rows), static_cast<long long>(w.cols));
+  switch (w.dtype) {
+    case DType::kF32:
+    case DType::kBF16:
+    case DType::kF16:
+      return;
+    case DType::kF8E4M3:
+      MIMO_CHECK(w.scale_inv != nullptr && w.block_cols > 0 &&
+                     w.scale_cols * w.block_cols >= w.cols &&
+                     static_cast<int64_t>(w.scale_row.size()) == w.rows,
+                 "Linear: FP8 weight [%lld, %lld] has inconsistent scales (scale_cols %lld, "
+                 "block_cols %lld, scale_row %zu)",
+                 static_cast<long long>(w.rows), static_cast<long long>(w.cols),
+                 static_cast<long long>(w.scale_cols), static_cast<long long>(w.block_cols),
+                 w.scale_row.size());
+      return;
+    default:
+      MIMO_ABORT("Linear: unsupported weight dtype %s", std::string(DTypeName(w.dtype)).c_str());
+  }
+}
+
+}  // namespace
+
+void LinearOn(const KernelTable& k, ExecContext& ctx, const float* x, int64_t T,
+              const MatrixWeight& w, float* y) {
+  CheckMatrixWeight(w);
+  if (T <= 0) return;
+  const int64_t groups = (w.rows + kRowGranule - 1) / kRowGranule;
+  if (ctx.pool == nullptr || ctx.pool->num_threads() == 1 || groups == 1 ||
+      w.rows * w.cols * T < kMinParallelWork) {
+    k.linear_rows(x, T, w, 0, w.rows, y);
+    return;
+  }
+  ctx.pool->ParallelFor(groups, [&](int64_t g0, int64_t g1, int) {
+    k.linear_rows(x, T, w, g0 * kRowGranule, std::min(g1 * kRowGranule, w.rows), y);
+  });
+}
+
+void Linear(ExecContext& ctx, const float* x, int64_t T, const MatrixWeight& w, float* y) {
+  LinearOn(ActiveKernels(), ctx, x, T, w, y);
+}
+
+void RmsNorm(const float* x, int64_t T, int64_t dim, const TensorView& weight, float eps,
+             float* out) {
+  MIMO_CHECK(weight.numel() == dim && (weight.dtype == DType::kF32 ||
+                                       weight.dtype == DType::kBF16 || weight.dtype == DType::kF16),
+             "RmsNorm: weight %s %s does not match dim %lld (F32|BF16|F16)",
+             std::string(DTypeName(weight.dtype)).c_str(), ShapeToString(weight.shape).c_str(),
+             static_cast<long long>(dim));
+  ActiveKernels().rms_norm(x, T, dim, weight, eps, out);
+}
+
+void RopeNeox(float* x, int64_t T, int num_heads, int head_dim, int rotary_dim, float theta,
+              const int32_t* positions) {
+  MIMO_CHECK(rotary_dim > 0 && rotary_dim % 2 == 0 && rotary_dim <= head_dim,
+             "RopeNeox: rotary_dim %d must be even and in (0, head_dim=%d]", rotary_dim, head_dim);
+  const int half = rotary_dim / 2;
+  // Angles in double: at position 3e5 a float product pos * inv_freq is already off by ~1e-2 rad.
+  std::vector<double> inv_freq(half);  // [half]
+  for (int i = 0; i < half; ++i) {
+    inv_freq[i] = std::pow(static_cast<double>(theta), -2.0 * i / rotary_dim);
+  }
+  std::vector<float> cos(T * half), sin(T * half);  // [T, half]
+  for (int64_t t = 0; t < T; ++t) {
+    for (int i = 0; i < half; ++i) {
+      const double angle = static_cast<double>(positions[t]) * inv_freq[i];
+      cos[t * half + i] = static_cast<float>(std::cos(angle));
+      sin[t * half + i] = static_cast<float>(std::sin(angle));
+    }
+  }
+  ActiveKernels().rope_rotate(x, T, num_heads, head_dim, rotary_dim, cos.data(), sin.data());
+}
+
+void SiluMul(const float* gate, const float* up, float* out, int64_t n) {
+  ActiveKernels().silu_mul(gate, up, out, n);
+}
+
+void Embedding(const TensorView& table, const int32_t* ids, int64_t T, float* out) {
+  MIMO_CHECK(table.ndim() == 2 && (table.dtype == DType::kF32 || table.dtype == DType::kBF16 ||
+                                   table.dtype == DType::kF16),
+             "Embedding: table must be [vocab, dim] F32|BF16|F16, got %s %s",
+             std::string(DTypeName(table.dtype)).c_str(), ShapeToString(table.shape).c_str());
+  const int64_t vocab = table.dim(0), dim = table.dim(1);
+  const size_t row_bytes = static_cast<size_t>(dim) * DTypeSize(table.dtype);
+  const KernelTable& k = ActiveKernels();
+  for (int64_t t = 0; t < T; ++t) {
+    MIMO_CHECK(ids[t] >= 0 && ids[t] < vocab, "Embedding: token id %d outside [0, %lld)", ids[t],
+               static_cast<long long>(vocab));
+    k.convert_row(static_cast<const char*>(table.data) + ids[t] * row_bytes, table.dtype, dim,
+                  out + t * dim);
+  }
+}
+
+const char* KernelIsaName() { return IsaName(ActiveKernels().isa); }
+
+}  // namespace mimo

@@ -1,0 +1,225 @@
+// Linear on every probed ISA against the scalar reference, over odd shapes and all weight dtypes,
+// plus the FP8 decode of all 256 codes against the e4m3 definition.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "core/thread_pool.h"
+#include "kernels/dispatch.h"
+#include "kernels/kernel_test_util.h"
+#include "kernels/kernels.h"
+#include "kernels/ref/ref_kernels.h"
+
+namespace mimo {
+namespace {
+
+using test::MakeWeight;
+using test::OwnedWeight;
+using test::RandomVector;
+
+constexpr DType kWeightDTypes[] = {DType::kF32, DType::kBF16, DType::kF16, DType::kF8E4M3};
+
+// The oracle for one (weight, x): reference output and, per output, sum_c |x[t,c] * W[r,c]|.
+struct Expected {
+  std::vector<float> y;     // [T, rows]
+  std::vector<double> mag;  // [T, rows]
+};
+Expected Reference(const float* x, int64_t T, const MatrixWeight& w) {
+  Expected e;
+  e.y.resize(T * w.rows);
+  e.mag.assign(T * w.rows, 0.0);
+  ref::Linear(x, T, w, e.y.data());
+  for (int64_t r = 0; r < w.rows; ++r) {
+    for (int64_t c = 0; c < w.cols; ++c) {
+      const double wv = std::fabs(w.At(r, c));
+      for (int64_t t = 0; t < T; ++t) e.mag[t * w.rows + r] += std::fabs(x[t * w.cols + c]) * wv;
+    }
+  }
+  return e;
+}
+
+// |y - ref| <= 1e-5 * sum_c |x[t,c] * W[r,c]| (accumulation-order differences only).
+void ExpectLinearClose(int64_t T, int64_t rows, const float* y, const Expected& e,
+                       const std::string& what) {
+  int failures = 0;
+  for (int64_t i = 0; i < T * rows && failures < 5; ++i) {
+    const double got = y[i], want = e.y[i];
+    if (!(std::fabs(got - want) <= 1e-5 * e.mag[i] + 1e-30)) {
+      ADD_FAILURE() << what << " t=" << i / rows << " r=" << i % rows << ": got " << got << " want "
+                    << want << " (sum|xw| " << e.mag[i] << ")";
+      ++failures;
+    }
+  }
+}
+
+TEST(Linear, EveryIsaMatchesReferenceOnOddShapes) {
+  std::mt19937 rng(1234);
+  ThreadPool pool(2);
+  for (DType dt : kWeightDTypes) {
+    for (int64_t cols : {1, 7, 127, 128, 129, 300}) {
+      for (int64_t rows : {1, 3, 17, 129}) {
+        OwnedWeight ow = MakeWeight(dt, rows, cols, rng);
+        for (int64_t T : {1, 2, 5, 9, 17, 33}) {
+          const std::vector<float> x = RandomVector(T * cols, rng);  // [T, cols]
+          const Expected want = Reference(x.data(), T, ow.w);
+          for (Isa isa : AvailableIsas()) {
+            const KernelTable& k = *KernelsFor(isa);
+            std::vector<float> got(T * rows, NAN), got_mt(T * rows, NAN);
+            ExecContext single;  // pool == nullptr: one thread
+            LinearOn(k, single, x.data(), T, ow.w, got.data());
+            ExecContext threaded{&pool};
+            LinearOn(k, threaded, x.data(), T, ow.w, got_mt.data());
+            const std::string what = std::string(IsaName(isa)) + " " + std::string(DTypeName(dt)) +
+                                     " [" + std::to_string(rows) + "x" + std::to_string(cols) +
+                                     "] T=" + std::to_string(T);
+            ExpectLinearClose(T, rows, got.data(), want, what);
+            ExpectLinearClose(T, rows, got_mt.data(), want, what + " threaded");
+          }
+        }
+      }
+    }
+  }
+}
+
+// Larger than the parallel threshold, several row granules per thread, FP8 with a block width
+// that is not a multiple of any SIMD width.
+TEST(Linear, ThreadedLargerShapesAndOddBlockWidth) {
+  std::mt19937 rng(99);
+  ThreadPool pool(3);
+  ExecContext ctx{&pool};
+  for (DType dt : kWeightDTypes) {
+    for (int64_t block_cols : {128, 50}) {
+      if (dt != DType::kF8E4M3 && block_cols != 128) continue;
+      OwnedWeight ow = MakeWeight(dt, 203, 1000, rng, block_cols);
+      for (int64_t T : {1, 13, 40}) {
+        const std::vector<float> x = RandomVector(T * 1000, rng);
+        const Expected want = Reference(x.data(), T, ow.w);
+        for (Isa isa : AvailableIsas()) {
+          std::vector<float> got(T * 203, NAN);
+          LinearOn(*KernelsFor(isa), ctx, x.data(), T, ow.w, got.data());
+          ExpectLinearClose(T, 203, got.data(), want,
+                            std::string(IsaName(isa)) + " " + std::string(DTypeName(dt)) +
+                                " block_cols=" + std::to_string(block_cols) +
+                                " T=" + std::to_string(T));
+        }
+      }
+    }
+  }
+}
+
+// Long prefill: more tokens than one x^T chunk, every tile shape's token tail.
+TEST(Linear, LongPrefillMatchesReference) {
+  std::mt19937 rng(31);
+  ThreadPool pool(2);
+  ExecContext ctx{&pool};
+  for (DType dt : kWeightDTypes) {
+    OwnedWeight ow = MakeWeight(dt, 37, 70, rng, 32);
+    const int64_t T = 530;
+    const std::vector<float> x = RandomVector(T * 70, rng);
+    const Expected want = Reference(x.data(), T, ow.w);
+    for (Isa isa : AvailableIsas()) {
+      std::vector<float> got(T * 37, NAN);
+      LinearOn(*KernelsFor(isa), ctx, x.data(), T, ow.w, got.data());
+      ExpectLinearClose(T, 37, got.data(), want,
+                        std::string(IsaName(isa)) + " " + std::string(DTypeName(dt)) + " T=530");
+    }
+  }
+}
+
+// The scale lookup itself, checked by hand: 2 rows x 4 cols, block_cols 2, three scale rows;
+// row 0 uses scale row 2, row 1 uses scale row 0.
+TEST(Linear, Fp8ScaleRowIndirectionByHand) {
+  const uint8_t codes[8] = {0x38, 0x40, 0x30, 0x38,      // 1, 2, 0.5, 1
+                            0xb8, 0x38, 0x38, 0x44};     // -1, 1, 1, 3
+  const float scales[6] = {10, 100, 1000, 10000, 3, 5};  // [3 scale rows, 2 blocks]
+  MatrixWeight w;
+  w.dtype = DType::kF8E4M3;
+  w.rows = 2;
+  w.cols = 4;
+  w.data = codes;
+  w.scale_inv = scales;
+  w.num_scale_rows = 3;
+  w.scale_cols = 2;
+  w.block_cols = 2;
+  w.scale_row = {2, 0};
+  const float x[4] = {1, 1, 1, 2};
+  // row 0: (1 + 2) * 3 + (0.5 + 1*2) * 5 = 21.5; row 1: (-1 + 1) * 10 + (1 + 3*2) * 100 = 700.
+  for (Isa isa : AvailableIsas()) {
+    float y[2] = {NAN, NAN};
+    ExecContext ctx;
+    LinearOn(*KernelsFor(isa), ctx, x, 1, w, y);
+    EXPECT_FLOAT_EQ(y[0], 21.5f) << IsaName(isa);
+    EXPECT_FLOAT_EQ(y[1], 700.0f) << IsaName(isa);
+  }
+}
+
+// Row r holds code r in one column and zeros elsewhere; x is all ones, so y[t, r] is exactly the
+// decoded code times its (power-of-two) scale, on both the T == 1 and the T > 1 paths.
+TEST(Linear, Fp8DecodeOfAll256CodesMatchesDefinition) {
+  constexpr int64_t kRowsN = 256, kCols = 300;
+  std::vector<uint8_t> codes(kRowsN * kCols, 0);
+  for (int64_t r = 0; r < kRowsN; ++r)
+    codes[r * kCols + (r * 37) % kCols] = static_cast<uint8_t>(r);
+  const int64_t scale_cols = (kCols + 127) / 128;
+  std::vector<float> scales(3 * scale_cols);
+  for (int64_t i = 0; i < 3 * scale_cols; ++i)
+    scales[i] = std::ldexp(1.0f, static_cast<int>(i % 5) - 2);
+  MatrixWeight w;
+  w.dtype = DType::kF8E4M3;
+  w.rows = kRowsN;
+  w.cols = kCols;
+  w.data = codes.data();
+  w.scale_inv = scales.data();
+  w.num_scale_rows = 3;
+  w.scale_cols = scale_cols;
+  w.block_cols = 128;
+  w.scale_row.resize(kRowsN);
+  for (int64_t r = 0; r < kRowsN; ++r) w.scale_row[r] = static_cast<int32_t>((r * 7) % 3);
+  for (Isa isa : AvailableIsas()) {
+    for (int64_t T : {1, 5, 20}) {
+      const std::vector<float> x(T * kCols, 1.0f);
+      std::vector<float> y(T * kRowsN);
+      ExecContext ctx;
+      LinearOn(*KernelsFor(isa), ctx, x.data(), T, w, y.data());
+      for (int64_t t = 0; t < T; ++t) {
+        for (int64_t r = 0; r < kRowsN; ++r) {
+          const int64_t c = (r * 37) % kCols;
+          const double want = test::E4M3ByDefinition(static_cast<uint8_t>(r)) *
+                              scales[w.scale_row[r] * scale_cols + c / 128];
+          const float got = y[t * kRowsN + r];
+          if (std::isnan(want)) {
+            EXPECT_TRUE(std::isnan(got)) << IsaName(isa) << " code " << r << " T=" << T;
+          } else {
+            EXPECT_EQ(got, static_cast<float>(want)) << IsaName(isa) << " code " << r << " T=" << T;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Linear, CoreScalarDecodeMatchesDefinition) {
+  for (int code = 0; code < 256; ++code) {
+    const double want = test::E4M3ByDefinition(static_cast<uint8_t>(code));
+    const float got = F8E4M3ToF32(static_cast<uint8_t>(code));
+    if (std::isnan(want)) {
+      EXPECT_TRUE(std::isnan(got)) << code;
+    } else {
+      EXPECT_EQ(got, static_cast<float>(want)) << code;
+    }
+  }
+}
+
+TEST(Linear, PublicEntryUsesActiveTable) {
+  std::mt19937 rng(5);
+  OwnedWeight ow = MakeWeight(DType::kBF16, 33, 65, rng);
+  const std::vector<float> x = RandomVector(3 * 65, rng);
+  std::vector<float> got(3 * 33);
+  ExecContext ctx;
+  Linear(ctx, x.data(), 3, ow.w, got.data());
+  ExpectLinearClose(3, 33, got.data(), Reference(x.data(), 3, ow.w), KernelIsaName());
+}
+
+}  // namespace
+}  // namespace mimo

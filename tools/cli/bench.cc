@@ -1,0 +1,296 @@
+// `mimo bench membw|kernels`: measured memory read bandwidth, and Linear (GEMV/GEMM) speed per
+// weight dtype with achieved GB/s against that bandwidth. Results are recorded in
+// docs/PERFORMANCE.md.
+#include <emmintrin.h>
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cli/command.h"
+#include "core/dtype.h"
+#include "core/matrix_weight.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu_features.h"
+#include "kernels/dispatch.h"
+
+namespace mimo::cli {
+namespace {
+
+// The benchmark clock. Wall time by default; with --clock cpu, process CPU time divided by the
+// thread count, which approximates the wall time of an unshared machine when other processes
+// time-slice ours (the development VM runs ~8 agents on 2 cores). The caller of ParallelFor
+// sleeps while workers run, so idle waiting is not counted.
+bool g_cpu_clock = false;
+int g_clock_threads = 1;
+
+double Now() {
+  if (g_cpu_clock) {
+    timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (ts.tv_sec + 1e-9 * ts.tv_nsec) / g_clock_threads;
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Parses --clock wall|cpu; false on anything else.
+bool SetClock(const Args& a, int threads) {
+  const std::string c = a.Get("clock", "wall");
+  if (c != "wall" && c != "cpu") return false;
+  g_cpu_clock = c == "cpu";
+  g_clock_threads = threads;
+  return true;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+struct AlignedFree {
+  void operator()(void* p) const { std::free(p); }
+};
+using Buffer = std::unique_ptr<uint8_t, AlignedFree>;
+
+Buffer Allocate(size_t bytes) {
+  return Buffer(static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
+}
+
+// Fills with pseudo-random bytes, in parallel (first touch spreads the pages over the threads).
+void FillRandom(ThreadPool& pool, uint8_t* p, size_t bytes, uint64_t seed) {
+  const int64_t words = static_cast<int64_t>(bytes / 8);
+  pool.ParallelFor(words, [&](int64_t b, int64_t e, int) {
+    uint64_t s = seed ^ (0x9e3779b97f4a7c15ull * (b + 1));
+    for (int64_t i = b; i < e; ++i) {
+      s ^= s << 13;
+      s ^= s >> 7;
+      s ^= s << 17;
+      std::memcpy(p + 8 * i, &s, 8);
+    }
+  });
+  for (size_t i = words * 8; i < bytes; ++i) p[i] = static_cast<uint8_t>(i);
+}
+
+// Streaming read of [p, p + bytes) on all threads; returns seconds.
+double StreamRead(ThreadPool& pool, const uint8_t* p, size_t bytes, uint64_t* sink) {
+  const int64_t lines = static_cast<int64_t>(bytes / 64);
+  std::vector<uint64_t> sums(pool.num_threads(), 0);
+  const double t0 = Now();
+  pool.ParallelFor(lines, [&](int64_t b, int64_t e, int tid) {
+    __m128i a0 = _mm_setzero_si128(), a1 = a0, a2 = a0, a3 = a0;
+    for (int64_t i = b; i < e; ++i) {
+      const __m128i* q = reinterpret_cast<const __m128i*>(p + 64 * i);
+      a0 = _mm_add_epi64(a0, _mm_load_si128(q));
+      a1 = _mm_add_epi64(a1, _mm_load_si128(q + 1));
+      a2 = _mm_add_epi64(a2, _mm_load_si128(q + 2));
+      a3 = _mm_add_epi64(a3, _mm_load_si128(q + 3));
+    }
+    const __m128i s = _mm_add_epi64(_mm_add_epi64(a0, a1), _mm_add_epi64(a2, a3));
+    uint64_t out[2];
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out), s);
+    sums[tid] = out[0] + out[1];
+  });
+  const double dt = Now() - t0;
+  for (uint64_t s : sums) *sink += s;
+  return dt;
+}
+
+// Best-of-reps streaming read bandwidth in GB/s (1e9 bytes).
+double MeasureMembw(ThreadPool& pool, size_t bytes, int reps) {
+  Buffer buf = Allocate(bytes);
+  FillRandom(pool, buf.get(), bytes, 1);
+  uint64_t sink = 0;
+  double best = 0;
+  for (int r = 0; r < reps; ++r)
+    best = std::max(best, bytes / StreamRead(pool, buf.get(), bytes, &sink) / 1e9);
+  if (sink == 42) std::printf(" ");  // keep the sum alive
+  return best;
+}
+
+int RunMembw(const Args& a) {
+  const int threads = static_cast<int>(a.GetInt("threads", std::thread::hardware_concurrency()));
+  const size_t mib = static_cast<size_t>(a.GetInt("size-mib", 1024));
+  const int reps = static_cast<int>(a.GetInt("reps", 5));
+  if (threads <= 0 || mib == 0 || reps <= 0) {
+    std::fprintf(stderr, "bench membw: --threads, --size-mib and --reps must be positive\n");
+    return 2;
+  }
+  if (!SetClock(a, threads)) {
+    std::fprintf(stderr, "bench membw: --clock must be wall or cpu\n");
+    return 2;
+  }
+  ThreadPool pool(threads);
+  const double gbs = MeasureMembw(pool, mib << 20, reps);
+  std::printf("membw: %.2f GB/s read (best of %d, %zu MiB, %d threads, %s clock)\n", gbs, reps, mib,
+              threads, g_cpu_clock ? "cpu" : "wall");
+  return 0;
+}
+
+// One dtype's test matrices: `copies` independent weights so GEMV streams from DRAM, not L3.
+struct BenchWeights {
+  std::vector<Buffer> data;
+  std::vector<std::vector<float>> scales;
+  std::vector<MatrixWeight> w;
+  size_t bytes_per_matrix = 0;  // weight + scale bytes one GEMV reads
+};
+
+BenchWeights MakeBenchWeights(ThreadPool& pool, DType dt, int64_t rows, int64_t cols,
+                              size_t working_set) {
+  BenchWeights b;
+  const size_t wbytes = static_cast<size_t>(rows * cols) * DTypeSize(dt);
+  const int copies = static_cast<int>(std::max<size_t>(1, (working_set + wbytes - 1) / wbytes));
+  for (int i = 0; i < copies; ++i) {
+    Buffer buf = Allocate(wbytes);
+    FillRandom(pool, buf.get(), wbytes, 100 + i);
+    MatrixWeight w;
+    w.dtype = dt;
+    w.rows = rows;
+    w.cols = cols;
+    if (dt == DType::kBF16 || dt == DType::kF16) {  // keep values finite: clear exponent MSBs
+      auto* h = reinterpret_cast<uint16_t*>(buf.get());
+      for (size_t k = 0; k < wbytes / 2; ++k) h[k] &= (dt == DType::kBF16 ? 0xbfff : 0xbbff);
+    } else if (dt == DType::kF32) {
+      auto* f = reinterpret_cast<uint32_t*>(buf.get());
+      for (size_t k = 0; k < wbytes / 4; ++k) f[k] &= 0xbfffffffu;
+    } else if (dt == DType::kF8E4M3) {
+      // Real checkpoints hold no NaN codes (S.1111.111): quantizers saturate to +-448.
+      for (size_t k = 0; k < wbytes; ++k) {
+        if ((buf.get()[k] & 0x7f) == 0x7f) buf.get()[k] ^= 1;
+      }
+      w.block_cols = 128;
+      w.scale_cols = (cols + 127) / 128;
+      w.num_scale_rows = (rows + 127) / 128;
+      b.scales.emplace_back(w.num_scale_rows * w.scale_cols, 0.01f);
+      w.scale_inv = b.scales.back().data();
+      w.scale_row.resize(rows);
+      for (int64_t r = 0; r < rows; ++r) w.scale_row[r] = static_cast<int32_t>(r / 128);
+    }
+    w.data = buf.get();
+    b.data.push_back(std::move(buf));
+    b.w.push_back(std::move(w));
+  }
+  b.bytes_per_matrix = wbytes + (dt == DType::kF8E4M3 ? b.scales[0].size() * 4 : 0);
+  return b;
+}
+
+int RunKernels(const Args& a) {
+  const int threads = static_cast<int>(a.GetInt("threads", std::thread::hardware_concurrency()));
+  const int64_t rows = a.GetInt("rows", 4096), cols = a.GetInt("cols", 4096);
+  const int reps = static_cast<int>(a.GetInt("reps", 30));
+  const size_t working_set = static_cast<size_t>(a.GetInt("working-set-mib", 256)) << 20;
+  if (threads <= 0 || rows <= 0 || cols <= 0 || reps <= 0) {
+    std::fprintf(stderr, "bench kernels: --threads, --rows, --cols and --reps must be positive\n");
+    return 2;
+  }
+  if (!SetClock(a, threads)) {
+    std::fprintf(stderr, "bench kernels: --clock must be wall or cpu\n");
+    return 2;
+  }
+  std::vector<Isa> isas;
+  const std::string isa_arg = a.Get("isa", "");
+  if (isa_arg == "all") {
+    isas = AvailableIsas();
+    isas.erase(isas.begin());  // scalar is the test oracle, far too slow to be interesting here
+  } else if (!isa_arg.empty()) {
+    Isa isa;
+    if (!ParseIsa(isa_arg.c_str(), &isa) || KernelsFor(isa) == nullptr) {
+      std::fprintf(stderr,
+                   "bench kernels: --isa %s is not available here (all|avx2|avx512|scalar)\n",
+                   isa_arg.c_str());
+      return 2;
+    }
+    isas.push_back(isa);
+  } else {
+    isas.push_back(ActiveKernels().isa);
+  }
+  ThreadPool pool(threads);
+  ExecContext ctx{&pool};
+  std::printf("%s", CpuFeatureReport().c_str());
+  const double membw =
+      a.Has("membw") ? a.GetDouble("membw", 0) : MeasureMembw(pool, size_t{1} << 30, 5);
+  std::printf(
+      "membw: %.2f GB/s (%s); matrix [%lld x %lld]; %d threads; GEMV working set %zu MiB; "
+      "%s clock; median of %d\n",
+      membw, a.Has("membw") ? "given" : "measured, 1 GiB, best of 5", static_cast<long long>(rows),
+      static_cast<long long>(cols), threads, working_set >> 20, g_cpu_clock ? "cpu" : "wall", reps);
+  std::printf("%-7s %-8s %12s %9s %8s %13s %14s\n", "isa", "dtype", "GEMV T=1 ms", "GB/s", "%membw",
+              "T=8 GFLOP/s", "T=64 GFLOP/s");
+  std::vector<float> x(64 * cols), y(64 * rows);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.1 * i);
+  for (Isa isa : isas) {
+    const KernelTable& k = *KernelsFor(isa);
+    for (DType dt : {DType::kF32, DType::kBF16, DType::kF16, DType::kF8E4M3}) {
+      BenchWeights bw = MakeBenchWeights(pool, dt, rows, cols, working_set);
+      const size_t n = bw.w.size();
+      for (size_t i = 0; i < n; ++i) LinearOn(k, ctx, x.data(), 1, bw.w[i], y.data());  // warm-up
+      std::vector<double> times;
+      for (int r = 0; r < reps; ++r) {
+        const double t0 = Now();
+        LinearOn(k, ctx, x.data(), 1, bw.w[r % n], y.data());
+        times.push_back(Now() - t0);
+      }
+      const double gemv = Median(times);
+      double gflops[2];
+      const int64_t ts[2] = {8, 64};
+      for (int j = 0; j < 2; ++j) {
+        std::vector<double> tt;
+        const int greps = std::max(3, reps / (j == 0 ? 3 : 10));
+        for (int r = 0; r < greps; ++r) {
+          const double t0 = Now();
+          LinearOn(k, ctx, x.data(), ts[j], bw.w[0], y.data());
+          tt.push_back(Now() - t0);
+        }
+        gflops[j] = 2.0 * rows * cols * ts[j] / Median(tt) / 1e9;
+      }
+      const double gbs = bw.bytes_per_matrix / gemv / 1e9;
+      std::printf("%-7s %-8s %12.3f %9.2f %7.0f%% %13.1f %14.1f\n", IsaName(isa),
+                  std::string(DTypeName(dt)).c_str(), gemv * 1e3, gbs, 100.0 * gbs / membw,
+                  gflops[0], gflops[1]);
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
+
+int RunBench(int argc, char** argv) {
+  const std::string sub = argc >= 2 ? argv[1] : "";
+  Args a;
+  std::string err;
+  if (sub == "membw") {
+    if (!a.Parse(argc - 1, argv + 1, {"threads", "size-mib", "reps", "clock"}, {}, &err)) {
+      std::fprintf(stderr, "bench membw: %s\n", err.c_str());
+      return 2;
+    }
+    return RunMembw(a);
+  }
+  if (sub == "kernels") {
+    if (!a.Parse(argc - 1, argv + 1,
+                 {"threads", "rows", "cols", "reps", "isa", "membw", "working-set-mib", "clock"},
+                 {}, &err)) {
+      std::fprintf(stderr, "bench kernels: %s\n", err.c_str());
+      return 2;
+    }
+    return RunKernels(a);
+  }
+  std::fprintf(
+      stderr,
+      "usage: mimo bench membw [--threads N] [--size-mib 1024] [--reps 5] [--clock wall|cpu]\n"
+      "       mimo bench kernels [--threads N] [--rows 4096] [--cols 4096] [--reps 30]\n"
+      "                          [--isa all|avx512|avx2|scalar] [--membw GB/s]\n"
+      "                          [--working-set-mib 256] [--clock wall|cpu]\n");
+  return 2;
+}
+
+}  // namespace
+
+MIMO_CLI_COMMAND("bench", "membw|kernels [--threads N] ... (memory bandwidth, Linear speed)",
+                 RunBench);
+
+}  // namespace mimo::cli
