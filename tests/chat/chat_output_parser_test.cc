@@ -1,0 +1,190 @@
+// ChatOutputParser (reasoning then tool calls) against expectations written from serving.md
+// §1.4/§1.5, the content-null rule (vLLM/OpenAI), and the split-point property.
+#include "chat/chat_output_parser.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace mimo {
+namespace {
+
+using json = nlohmann::json;
+
+const ToolSchema& Schema() {
+  static const ToolSchema* s = [] {
+    StatusOr<ToolSchema> r = ToolSchema::FromJsonText(R"([
+      {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+        "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}}},
+      {"type": "function", "function": {"name": "search", "parameters": {"type": "object",
+        "properties": {"query": {"type": "string"}}}}}])");
+    EXPECT_TRUE(r.ok());
+    return new ToolSchema(std::move(*r));
+  }();
+  return *s;
+}
+
+ChatParserOptions Opts(bool thinking, bool prefilled = false) {
+  ChatParserOptions o;
+  o.reasoning.enable_thinking = thinking;
+  o.reasoning.prompt_ends_in_think = prefilled;
+  o.tool_calls.id_seed = 7;
+  return o;
+}
+
+ChatParseResult Stream(const std::vector<std::string>& chunks, ChatParserOptions o) {
+  ChatOutputParser p(Schema(), o);
+  ChatParseResult r;
+  for (const auto& c : chunks) AccumulateChatDelta(p.Feed(c), &r);
+  AccumulateChatDelta(p.Finish(), &r);
+  return r;
+}
+
+const char* kCall =
+    "<tool_call>\n<function=get_weather>\n<parameter=city>Paris</parameter>\n"
+    "<parameter=days>2</parameter>\n</function>\n</tool_call>";
+
+void ExpectWeatherCall(const ChatParseResult& r) {
+  ASSERT_EQ(r.tool_calls.size(), 1u);
+  EXPECT_EQ(r.tool_calls[0].name, "get_weather");
+  EXPECT_EQ(json::parse(r.tool_calls[0].arguments), json::parse(R"({"city": "Paris", "days": 2})"));
+}
+
+TEST(ChatOutputParser, ReasoningThenToolCall) {
+  ChatParseResult r = ChatOutputParser::Parse(
+      Schema(), std::string("<think>Need weather.</think>\n\n") + kCall, Opts(true));
+  EXPECT_EQ(r.reasoning_content, "Need weather.");
+  ExpectWeatherCall(r);
+  EXPECT_TRUE(r.content_is_null());  // only whitespace besides the call
+  json j = r.ToJson();
+  EXPECT_TRUE(j["content"].is_null());
+  EXPECT_EQ(j["reasoning_content"], "Need weather.");
+  ASSERT_EQ(j["tool_calls"].size(), 1u);
+  EXPECT_EQ(j["tool_calls"][0]["type"], "function");
+  EXPECT_EQ(j["tool_calls"][0]["id"], r.tool_calls[0].id);
+  EXPECT_EQ(j["tool_calls"][0]["function"]["name"], "get_weather");
+  EXPECT_TRUE(j["tool_calls"][0]["function"]["arguments"].is_string());
+}
+
+TEST(ChatOutputParser, ToolCallInsideReasoning) {
+  ChatParseResult r = ChatOutputParser::Parse(
+      Schema(), std::string("<think>I should check.\n") + kCall, Opts(true));
+  EXPECT_EQ(r.reasoning_content, "I should check.\n");
+  ExpectWeatherCall(r);
+  EXPECT_TRUE(r.content_is_null());
+}
+
+TEST(ChatOutputParser, ThinkingDisabled) {
+  ChatParseResult r =
+      ChatOutputParser::Parse(Schema(), std::string("<think></think>") + kCall, Opts(false));
+  EXPECT_EQ(r.reasoning_content, "");
+  ExpectWeatherCall(r);
+  EXPECT_TRUE(r.ToJson()["reasoning_content"].is_null());
+  // With thinking off a think block stays content text.
+  r = ChatOutputParser::Parse(Schema(), "<think>hmm</think>Hi", Opts(false));
+  EXPECT_EQ(r.content, "<think>hmm</think>Hi");
+  EXPECT_EQ(r.reasoning_content, "");
+}
+
+TEST(ChatOutputParser, PromptEndingInThink) {
+  ChatParseResult r = ChatOutputParser::Parse(
+      Schema(), std::string("The user asks.</think>Let me check.\n") + kCall + "\nDone.",
+      Opts(true, true));
+  EXPECT_EQ(r.reasoning_content, "The user asks.");
+  EXPECT_EQ(r.content, "Let me check.\n\nDone.");
+  EXPECT_FALSE(r.content_is_null());
+  ExpectWeatherCall(r);
+}
+
+TEST(ChatOutputParser, ContentNullOnlyWithToolCalls) {
+  ChatParseResult r = ChatOutputParser::Parse(Schema(), "", Opts(true));
+  EXPECT_FALSE(r.content_is_null());
+  EXPECT_EQ(r.ToJson()["content"], "");
+  r = ChatOutputParser::Parse(Schema(), "\n\n", Opts(false));
+  EXPECT_EQ(r.ToJson()["content"], "\n\n");  // whitespace without calls is kept
+  r = ChatOutputParser::Parse(Schema(), "<think>only reasoning", Opts(true));
+  EXPECT_EQ(r.reasoning_content, "only reasoning");
+  EXPECT_EQ(r.ToJson()["content"], "");
+  r = ChatOutputParser::Parse(Schema(), std::string("\n") + kCall + "\n" + kCall + "\n",
+                              Opts(false));
+  EXPECT_TRUE(r.ToJson()["content"].is_null());
+  ASSERT_EQ(r.tool_calls.size(), 2u);
+  EXPECT_EQ(r.tool_calls[1].index, 1);
+}
+
+TEST(ChatOutputParser, StreamingHoldsLeadingWhitespaceUntilDecided) {
+  ChatOutputParser p(Schema(), Opts(true));
+  ChatDelta d = p.Feed("<think>x</think>\n\n");
+  EXPECT_EQ(d.reasoning_content, "x");
+  EXPECT_EQ(d.content, "");  // held: may turn out to be whitespace next to a tool call
+  d = p.Feed("Answer");
+  EXPECT_EQ(d.content, "\n\nAnswer");
+  EXPECT_TRUE(p.Finish().empty());
+
+  ChatOutputParser q(Schema(), Opts(true));
+  q.Feed("<think>x</think>\n");
+  d = q.Finish();
+  EXPECT_EQ(d.content, "\n");  // no call came: released
+}
+
+TEST(ChatOutputParser, KwargsAndPromptHelpers) {
+  auto on = [](const char* kwargs) {
+    StatusOr<ReasoningParserOptions> o = ReasoningOptionsFromKwargs(json::parse(kwargs));
+    EXPECT_TRUE(o.ok()) << kwargs;
+    return o.ok() && o->enable_thinking;
+  };
+  EXPECT_TRUE(on(R"({"enable_thinking": true})"));
+  EXPECT_TRUE(on(R"({"thinking": true})"));
+  EXPECT_FALSE(on(R"({"enable_thinking": false})"));
+  EXPECT_FALSE(on(R"({"thinking": false, "enable_thinking": null})"));
+  EXPECT_FALSE(on("{}"));
+  EXPECT_FALSE(on("null"));
+  StatusOr<ReasoningParserOptions> bad =
+      ReasoningOptionsFromKwargs(json::parse(R"({"enable_thinking": "yes"})"));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("enable_thinking"), std::string::npos);
+  EXPECT_FALSE(ReasoningOptionsFromKwargs(json::parse("[1]")).ok());
+  EXPECT_TRUE(PromptEndsInThink("<|im_start|>assistant\n<think>"));
+  EXPECT_FALSE(PromptEndsInThink("<|im_start|>assistant\n<think></think>"));
+  EXPECT_FALSE(PromptEndsInThink("<|im_start|>assistant\n"));
+}
+
+TEST(ChatOutputParser, SplitPointProperty) {
+  const std::vector<std::pair<std::string, ChatParserOptions>> cases = {
+      {std::string("<think>Plan: call the tool.</think>\n\nChecking.\n") + kCall +
+           "\n<tool_call><function=search><parameter=query>a <b> & c\n</parameter></function>"
+           "</tool_call>\nDone.",
+       Opts(true)},
+      {std::string("<think>Plan\n") + kCall + "\n", Opts(true)},
+      {std::string("<think></think>\n") + kCall, Opts(false)},
+      {std::string("reasoning</think>\n\n") + kCall + "<tool_call><function=zzz></function>"
+           "</tool_call>",
+       Opts(false, true)},
+      {"<think>long reasoning cut sh", Opts(true)},
+  };
+  for (const auto& [text, o] : cases) {
+    ChatParseResult whole = ChatOutputParser::Parse(Schema(), text, o);
+    auto check = [&](const ChatParseResult& r, const std::string& what) {
+      ASSERT_EQ(r.content, whole.content) << what;
+      ASSERT_EQ(r.reasoning_content, whole.reasoning_content) << what;
+      ASSERT_EQ(r.tool_calls.size(), whole.tool_calls.size()) << what;
+      for (size_t i = 0; i < r.tool_calls.size(); ++i) {
+        ASSERT_EQ(r.tool_calls[i].id, whole.tool_calls[i].id) << what;
+        ASSERT_EQ(r.tool_calls[i].index, whole.tool_calls[i].index) << what;
+        ASSERT_EQ(r.tool_calls[i].name, whole.tool_calls[i].name) << what;
+        ASSERT_EQ(json::parse(r.tool_calls[i].arguments),
+                  json::parse(whole.tool_calls[i].arguments))
+            << what;
+      }
+    };
+    for (size_t i = 0; i <= text.size(); ++i)
+      check(Stream({text.substr(0, i), text.substr(i)}, o), text + " | split " + std::to_string(i));
+    std::vector<std::string> chars;
+    for (char c : text) chars.push_back(std::string(1, c));
+    check(Stream(chars, o), text + " | chars");
+  }
+}
+
+}  // namespace
+}  // namespace mimo
