@@ -13,7 +13,7 @@ float MatrixWeight::At(int64_t r, int64_t c) const {
     case DType::kF16: return F16ToF32(static_cast<const uint16_t*>(data)[i]);
     case DType::kF8E4M3:
       return F8E4M3ToF32(static_cast<const uint8_t*>(data)[i]) *
-             scale_inv[scale_row[r] * scale_cols + c / block_cols];
+             scale_inv[ScaleRow(r) * scale_cols + c / block_cols];
     default: MIMO_ABORT("MatrixWeight::At: unsupported dtype %d", static_cast<int>(dtype));
   }
 }

@@ -18,12 +18,17 @@ struct MatrixWeight {
   int64_t cols = 0;           // in_features
   const void* data = nullptr;  // [rows, cols] row-major, stored dtype
 
-  // F8E4M3 only: w[r][c] = fp8[r][c] * scale_inv[scale_row[r] * scale_cols + c / block_cols].
+  // F8E4M3 only: w[r][c] = fp8[r][c] * scale_inv[ScaleRow(r) * scale_cols + c / block_cols].
   const float* scale_inv = nullptr;  // [num_scale_rows, scale_cols]
   int64_t num_scale_rows = 0;
   int64_t scale_cols = 0;
   int64_t block_cols = 128;
-  std::vector<int32_t> scale_row;  // [rows]
+  // Which scale row applies to each output row: empty for the uniform grid (r / block_rows),
+  // so the ~100k uniform weights of a real checkpoint carry no per-row map.
+  std::vector<int32_t> scale_row;  // [rows] or empty
+  int64_t block_rows = 128;        // uniform grid only
+
+  int64_t ScaleRow(int64_t r) const { return scale_row.empty() ? r / block_rows : scale_row[r]; }
 
   // Keeps re-laid-out data (e.g. split fused qkv rows) alive; empty when data is in the mmap.
   std::shared_ptr<void> owned;

@@ -213,7 +213,7 @@ StatusOr<MatrixWeight> Checkpoint::GetLinear(const std::string& prefix, int64_t 
   std::shared_ptr<OwnedBuffers> owned;
   AttachScale(ReadScale(*s), &w, &owned);
   w.block_cols = block_cols();
-  w.scale_row = UniformScaleRows(rows, block_rows());
+  w.block_rows = block_rows();  // uniform grid: no per-row map
   w.owned = owned;
   return w;
 }

@@ -29,7 +29,9 @@ void CheckMatrixWeight(const MatrixWeight& w) {
     case DType::kF8E4M3:
       MIMO_CHECK(w.scale_inv != nullptr && w.block_cols > 0 &&
                      w.scale_cols * w.block_cols >= w.cols &&
-                     static_cast<int64_t>(w.scale_row.size()) == w.rows,
+                     (static_cast<int64_t>(w.scale_row.size()) == w.rows ||
+                      (w.scale_row.empty() && w.block_rows > 0 &&
+                       (w.rows + w.block_rows - 1) / w.block_rows <= w.num_scale_rows)),
                  "Linear: FP8 weight [%lld, %lld] has inconsistent scales (scale_cols %lld, "
                  "block_cols %lld, scale_row %zu)",
                  static_cast<long long>(w.rows), static_cast<long long>(w.cols),

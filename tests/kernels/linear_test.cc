@@ -223,3 +223,33 @@ TEST(Linear, PublicEntryUsesActiveTable) {
 
 }  // namespace
 }  // namespace mimo
+
+namespace mimo {
+namespace {
+
+// The uniform grid carries no per-row map (scale_row empty, r / block_rows): every ISA must give
+// what the same weight gives with the map written out, and what the reference computes.
+TEST(Linear, UniformGridWithoutRowMapEqualsExplicitMap) {
+  std::mt19937 rng(5);
+  ExecContext ctx{nullptr};
+  OwnedWeight ow = MakeWeight(DType::kF8E4M3, 300, 260, rng, 128);
+  ow.w.num_scale_rows = 3;  // ceil(300 / 128)
+  for (int64_t r = 0; r < 300; ++r) ow.w.scale_row[r] = static_cast<int32_t>(r / 128);
+  MatrixWeight implicit = ow.w;
+  implicit.scale_row.clear();
+  implicit.block_rows = 128;
+  for (int64_t T : {1, 6}) {
+    const std::vector<float> x = RandomVector(T * 260, rng);
+    const Expected want = Reference(x.data(), T, ow.w);
+    for (Isa isa : AvailableIsas()) {
+      std::vector<float> got(T * 300, NAN);
+      LinearOn(*KernelsFor(isa), ctx, x.data(), T, implicit, got.data());
+      ExpectLinearClose(T, 300, got.data(), want, std::string(IsaName(isa)) + " implicit grid");
+    }
+  }
+  EXPECT_EQ(implicit.ScaleRow(255), 1);
+  EXPECT_EQ(implicit.At(299, 259), ow.w.At(299, 259));
+}
+
+}  // namespace
+}  // namespace mimo

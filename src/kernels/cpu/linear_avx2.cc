@@ -83,7 +83,7 @@ struct F8W {
 template <class W>
 inline float BlockScale(const MatrixWeight& w, int64_t r, int64_t j) {
   if constexpr (W::kBlockScaled) {
-    return w.scale_inv[w.scale_row[r] * w.scale_cols + j] * W::kScaleFactor;
+    return w.scale_inv[w.ScaleRow(r) * w.scale_cols + j] * W::kScaleFactor;
   } else {
     return 1.0f;
   }

@@ -119,7 +119,7 @@ inline __m512 LoadClean(const typename W::T* p) {
 template <class W>
 inline float BlockScale(const MatrixWeight& w, int64_t r, int64_t j) {
   if constexpr (W::kBlockScaled) {
-    return w.scale_inv[w.scale_row[r] * w.scale_cols + j] * W::kScaleFactor;
+    return w.scale_inv[w.ScaleRow(r) * w.scale_cols + j] * W::kScaleFactor;
   } else {
     return 1.0f;
   }
