@@ -8,7 +8,6 @@
 #include "cli/command.h"
 #include "cli/model_loading.h"
 #include "engine/sampler.h"
-#include "engine/simple_kv_attention.h"
 
 namespace mimo::cli {
 namespace {
@@ -20,8 +19,13 @@ double Seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_cloc
 int RunGenerate(int argc, char** argv) {
   Args a;
   std::string err;
-  if (!a.Parse(argc, argv, {"model", "ids", "max-tokens", "temperature", "top-k", "top-p", "seed", "threads"},
-               {"json", "ignore-eos"}, &err) ||
+  std::vector<std::string> keys = {"model", "ids", "max-tokens", "temperature", "top-k",
+                                   "top-p", "seed", "threads"};
+  for (auto& k : KvCacheKeys()) keys.push_back(k);
+  std::vector<std::string> flags = KvCacheFlags();
+  flags.push_back("json");
+  flags.push_back("ignore-eos");
+  if (!a.Parse(argc, argv, keys, flags, &err) ||
       !a.Has("model") || !a.Has("ids")) {
     std::fprintf(stderr, "mimo generate: %s\n", err.empty() ? "missing --model or --ids" : err.c_str());
     return 2;
@@ -49,7 +53,11 @@ int RunGenerate(int argc, char** argv) {
   const int max_tokens = static_cast<int>(a.GetInt("max-tokens", 16));
   const int64_t V = cfg.vocab_size;
 
-  SimpleKvAttention kv;
+  auto kv_cache = MakeKvCacheOrReport("generate", a, *lm.model, 1,
+                                      static_cast<int64_t>(ids.size()) + max_tokens,
+                                      static_cast<int>(ids.size()));
+  if (!kv_cache) return 1;
+  KvAttention& kv = *kv_cache;
   std::vector<float> logits(V);  // [vocab]
   std::vector<int32_t> tokens(ids.begin(), ids.end());
   std::vector<int32_t> output;

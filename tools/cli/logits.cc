@@ -1,21 +1,64 @@
-// `mimo logits`: float32 logits for every position of an id sequence (prefill or decode).
-#include <chrono>
+// `mimo logits`: float32 logits for every position of one or more id sequences, computed over
+// the paged KV cache. Sequences ("1,2,3;4,5") run together in each step (continuous batching);
+// --mode decode feeds one token per sequence per step, --chunk-size N prefills in chunks.
+// --prefix-cache runs the sequences one after another, each starting on the longest cached
+// prefix; positions served from the cache are written as NaN (they are not recomputed).
+#include <cmath>
 #include <cstdio>
+#include <limits>
+#include <sstream>
 #include <vector>
 
 #include "cli/command.h"
 #include "cli/model_loading.h"
-#include "engine/simple_kv_attention.h"
 
 namespace mimo::cli {
 namespace {
 
+bool ParseSequences(const std::string& spec, std::vector<std::vector<int32_t>>* seqs,
+                    std::string* err) {
+  std::string text = spec;
+  if (!spec.empty() && spec[0] == '@') {
+    std::vector<int> ids;  // read the file through ParseIdList's file handling
+    FILE* f = std::fopen(spec.c_str() + 1, "rb");
+    if (!f) {
+      *err = "cannot open ids file '" + spec.substr(1) + "'";
+      return false;
+    }
+    text.clear();
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+    std::fclose(f);
+  }
+  std::stringstream ss(text);
+  std::string part;
+  while (std::getline(ss, part, ';')) {
+    if (part.find_first_not_of(" \t\r\n") == std::string::npos) continue;
+    std::vector<int> ids;
+    if (!ParseIdList(part, &ids, err)) return false;
+    seqs->emplace_back(ids.begin(), ids.end());
+  }
+  if (seqs->empty()) {
+    *err = "empty id list";
+    return false;
+  }
+  return true;
+}
+
 int RunLogits(int argc, char** argv) {
   Args a;
   std::string err;
-  if (!a.Parse(argc, argv, {"model", "ids", "out", "mode", "threads"}, {}, &err) ||
-      !a.Has("model") || !a.Has("ids") || !a.Has("out")) {
-    std::fprintf(stderr, "mimo logits: %s\nusage: mimo logits --model DIR --ids 1,2,3|@FILE --out FILE [--mode prefill|decode] [--threads N]\n",
+  std::vector<std::string> keys = {"model", "ids", "out", "mode", "threads", "chunk-size"};
+  for (auto& k : KvCacheKeys()) keys.push_back(k);
+  std::vector<std::string> flags = KvCacheFlags();
+  flags.push_back("prefix-cache");
+  if (!a.Parse(argc, argv, keys, flags, &err) || !a.Has("model") || !a.Has("ids") ||
+      !a.Has("out")) {
+    std::fprintf(stderr,
+                 "mimo logits: %s\nusage: mimo logits --model DIR --ids 1,2,3[;4,5]|@FILE --out FILE "
+                 "[--mode prefill|decode] [--chunk-size N] [--threads N] [--attention-backend NAME] "
+                 "[--block-size N] [--kv-cache-dtype f32|bf16|fp8] [--prefix-cache]\n",
                  err.empty() ? "missing --model, --ids or --out" : err.c_str());
     return 2;
   }
@@ -24,41 +67,90 @@ int RunLogits(int argc, char** argv) {
     std::fprintf(stderr, "mimo logits: --mode must be prefill or decode, got '%s'\n", mode.c_str());
     return 2;
   }
-  std::vector<int> ids;
-  if (!ParseIdList(a.Get("ids"), &ids, &err)) {
+  std::vector<std::vector<int32_t>> seqs;
+  if (!ParseSequences(a.Get("ids"), &seqs, &err)) {
     std::fprintf(stderr, "mimo logits: %s\n", err.c_str());
     return 2;
   }
   LoadedModel lm;
   if (!LoadModelOrReport("logits", a.Get("model"), static_cast<int>(a.GetInt("threads", 0)), &lm)) return 1;
   const ModelConfig& cfg = lm.model->config();
-  for (int id : ids) {
-    if (id >= cfg.vocab_size) {
-      std::fprintf(stderr, "mimo logits: token id %d out of range (vocab_size %d)\n", id, cfg.vocab_size);
-      return 2;
+  int64_t total = 0, longest = 0;
+  for (const auto& s : seqs) {
+    for (int32_t id : s) {
+      if (id >= cfg.vocab_size) {
+        std::fprintf(stderr, "mimo logits: token id %d out of range (vocab_size %d)\n", id, cfg.vocab_size);
+        return 2;
+      }
     }
+    total += static_cast<int64_t>(s.size());
+    longest = std::max<int64_t>(longest, static_cast<int64_t>(s.size()));
   }
-  const int64_t n = static_cast<int64_t>(ids.size()), V = cfg.vocab_size;
-  std::vector<float> logits(n * V);  // [n, vocab]
-  std::vector<int32_t> tokens(ids.begin(), ids.end());
-  SimpleKvAttention kv;
-  if (mode == "prefill") {
-    StepBatch b;
-    b.chunks.push_back({0, 0, static_cast<int>(n), 0});
-    b.num_tokens = static_cast<int>(n);
-    ForwardOutputs out;
-    out.logits = logits.data();
-    lm.model->Forward(lm.ctx, b, tokens.data(), kv, out);
-  } else {
-    for (int64_t i = 0; i < n; ++i) {
+  const bool prefix_cache = a.Has("prefix-cache");
+  const int chunk = mode == "decode" ? 1 : static_cast<int>(a.GetInt("chunk-size", 0));
+  const int step_chunk = chunk > 0 ? chunk : static_cast<int>(longest);
+  const int n_seq = static_cast<int>(seqs.size());
+  auto kv = MakeKvCacheOrReport("logits", a, *lm.model, prefix_cache ? 1 : n_seq, longest,
+                                step_chunk * (prefix_cache ? 1 : n_seq));
+  if (!kv) return 1;
+
+  const int64_t V = cfg.vocab_size;
+  std::vector<float> logits(total * V, std::numeric_limits<float>::quiet_NaN());  // [total, V]
+  std::vector<int64_t> offset(n_seq, 0);  // first output row of each sequence
+  for (int s = 1; s < n_seq; ++s) offset[s] = offset[s - 1] + static_cast<int64_t>(seqs[s - 1].size());
+  std::vector<int> done(n_seq, 0);  // tokens of each sequence already computed
+
+  // Runs steps until every sequence in `active` is complete.
+  auto run = [&](const std::vector<int>& active) -> bool {
+    for (;;) {
       StepBatch b;
-      b.chunks.push_back({0, 0, 1, static_cast<int>(i)});
-      b.num_tokens = 1;
+      std::vector<int32_t> tokens;
+      for (int s : active) {
+        const int n = std::min<int>(step_chunk, static_cast<int>(seqs[s].size()) - done[s]);
+        if (n <= 0) continue;
+        b.chunks.push_back({s, b.num_tokens, n, done[s]});
+        tokens.insert(tokens.end(), seqs[s].begin() + done[s], seqs[s].begin() + done[s] + n);
+        b.num_tokens += n;
+      }
+      if (b.num_tokens == 0) return true;
+      Status st = kv->PrepareStep(b);
+      if (!st.ok()) {
+        std::fprintf(stderr, "mimo logits: error: %s\n", st.message().c_str());
+        return false;
+      }
+      std::vector<float> step_logits(static_cast<size_t>(b.num_tokens) * V);  // [T, V]
       ForwardOutputs out;
-      out.logits = logits.data() + i * V;
-      lm.model->Forward(lm.ctx, b, tokens.data() + i, kv, out);
+      out.logits = step_logits.data();
+      lm.model->Forward(lm.ctx, b, tokens.data(), *kv, out);
+      for (const SequenceChunk& c : b.chunks) {
+        std::copy(step_logits.begin() + static_cast<int64_t>(c.token_begin) * V,
+                  step_logits.begin() + static_cast<int64_t>(c.token_begin + c.num_tokens) * V,
+                  logits.begin() + (offset[c.seq_id] + c.start_pos) * V);
+        kv->RecordTokenIds(c.seq_id, std::span<const int32_t>(seqs[c.seq_id].data() + c.start_pos, c.num_tokens));
+        done[c.seq_id] += c.num_tokens;
+      }
     }
+  };
+
+  if (prefix_cache) {
+    for (int s = 0; s < n_seq; ++s) {
+      auto hit = kv->AttachCachedPrefix(s, seqs[s]);
+      if (!hit.ok()) {
+        std::fprintf(stderr, "mimo logits: error: %s\n", hit.status().message().c_str());
+        return 1;
+      }
+      done[s] = *hit;
+      std::fprintf(stderr, "mimo logits: sequence %d: %d of %zu tokens from the prefix cache\n", s,
+                   *hit, seqs[s].size());
+      if (!run({s})) return 1;
+      kv->FreeSequence(s);
+    }
+  } else {
+    std::vector<int> all(n_seq);
+    for (int s = 0; s < n_seq; ++s) all[s] = s;
+    if (!run(all)) return 1;
   }
+
   FILE* f = std::fopen(a.Get("out").c_str(), "wb");
   if (!f || std::fwrite(logits.data(), sizeof(float), logits.size(), f) != logits.size()) {
     std::fprintf(stderr, "mimo logits: cannot write '%s'\n", a.Get("out").c_str());
@@ -70,5 +162,9 @@ int RunLogits(int argc, char** argv) {
 }
 
 }  // namespace
-MIMO_CLI_COMMAND("logits", "--model DIR --ids 1,2,3|@FILE --out FILE [--mode prefill|decode] [--threads N]", RunLogits);
+MIMO_CLI_COMMAND("logits",
+                 "--model DIR --ids 1,2,3[;4,5]|@FILE --out FILE [--mode prefill|decode] "
+                 "[--chunk-size N] [--attention-backend NAME] [--block-size N] "
+                 "[--kv-cache-dtype f32|bf16|fp8] [--prefix-cache] [--threads N]",
+                 RunLogits);
 }  // namespace mimo::cli

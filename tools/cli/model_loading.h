@@ -1,12 +1,15 @@
-// Shared by the CLI subcommands that run the model: load it, make the thread pool, report errors
-// as one line on stderr.
+// Shared by the CLI subcommands that run the model: load it, make the thread pool and the paged
+// KV cache from the common flags, report errors as one line on stderr.
 #pragma once
 
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "cli/command.h"
 #include "core/thread_pool.h"
+#include "kv/paged_kv_attention.h"
 #include "model/mimo_v2.h"
 
 namespace mimo::cli {
@@ -28,6 +31,42 @@ inline bool LoadModelOrReport(const char* cmd, const std::string& dir, int threa
   out->pool = std::make_unique<ThreadPool>(threads);
   out->ctx.pool = out->pool.get();
   return true;
+}
+
+// Flags every model-running command accepts for its KV cache.
+inline std::vector<std::string> KvCacheKeys() {
+  return {"attention-backend", "block-size", "kv-cache-dtype", "kv-cache-memory"};
+}
+inline std::vector<std::string> KvCacheFlags() { return {"strict-attention-backend"}; }
+
+// Builds the paged KV cache (main + MTP layers) for `max_sequences` of up to `max_context`.
+inline std::unique_ptr<PagedKvAttention> MakeKvCacheOrReport(const char* cmd, const Args& a,
+                                                             const MimoV2Model& model,
+                                                             int max_sequences,
+                                                             int64_t max_context,
+                                                             int max_chunk_tokens) {
+  PagedKvOptions o;
+  o.attention_backend = a.Get("attention-backend");
+  o.strict_backend = a.Has("strict-attention-backend");
+  o.block_size = static_cast<int>(a.GetInt("block-size", 16));
+  auto dt = ParseKvCacheDType(a.Get("kv-cache-dtype", "f32"));
+  if (!dt.ok()) {
+    std::fprintf(stderr, "mimo %s: error: %s\n", cmd, dt.status().message().c_str());
+    return nullptr;
+  }
+  o.kv_dtype = *dt;
+  o.kv_cache_memory_bytes = a.GetInt("kv-cache-memory", 0);
+  o.max_sequences = max_sequences;
+  o.max_context = max_context;
+  o.max_chunk_tokens = max_chunk_tokens;
+  ModelConfig kv_config = model.config();
+  kv_config.layers = model.KvLayerConfigs();  // MTP layers get KV layer ids after the main ones
+  auto kv = PagedKvAttention::Create(kv_config, o);
+  if (!kv.ok()) {
+    std::fprintf(stderr, "mimo %s: error: %s\n", cmd, kv.status().message().c_str());
+    return nullptr;
+  }
+  return std::move(kv).value();
 }
 
 }  // namespace mimo::cli
