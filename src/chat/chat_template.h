@@ -1,0 +1,52 @@
+// ChatTemplate: renders a model's chat_template (tokenizer_config.json) the way Hugging Face
+// transformers' apply_chat_template does, byte for byte.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "chat/jinja_template.h"
+#include "core/status.h"
+
+namespace mimo {
+
+// Immutable after construction; Render is const and thread-safe.
+class ChatTemplate {
+ public:
+  // A bare template text (no special tokens known).
+  static StatusOr<ChatTemplate> FromString(const std::string& text);
+  // tokenizer_config.json content: "chat_template" is a string or a list of {name, template}
+  // (the one named "default" is used); bos/eos/pad/unk/... tokens become template variables.
+  static StatusOr<ChatTemplate> FromTokenizerConfig(const nlohmann::ordered_json& config);
+  static StatusOr<ChatTemplate> FromTokenizerConfigFile(const std::string& path);
+  // Reads DIR/tokenizer_config.json; falls back to DIR/chat_template.jinja for the template.
+  static StatusOr<ChatTemplate> FromModelDir(const std::string& dir);
+
+  // Like transformers: the template sees messages, tools (None when null), documents (None),
+  // add_generation_prompt, the special tokens, then every key of extra_kwargs (for example
+  // enable_thinking, keep_all_reasoning) as top-level variables.
+  //
+  // Thinking alias: requests use both `enable_thinking` and `thinking`. When extra_kwargs sets
+  // exactly one of them and the template reads only the other, the other is set too.
+  StatusOr<std::string> Render(const nlohmann::ordered_json& messages,
+                               const nlohmann::ordered_json& tools, bool add_generation_prompt,
+                               const nlohmann::ordered_json& extra_kwargs) const;
+
+  // Replaces tool-call `function.arguments` given as JSON strings (the OpenAI wire form) by the
+  // parsed JSON values, as vLLM does before rendering: templates iterate arguments as a mapping.
+  static Status ParseToolCallArguments(nlohmann::ordered_json* messages);
+
+  // Whether the template reads variable `name`.
+  bool References(const std::string& name) const;
+  // Overrides/adds special-token variables (bos_token, eos_token, ...).
+  void SetSpecialToken(const std::string& name, nlohmann::ordered_json value);
+
+ private:
+  jinja::JinjaTemplate template_;
+  std::vector<std::pair<std::string, nlohmann::ordered_json>> special_tokens_;
+};
+
+}  // namespace mimo

@@ -1,0 +1,15 @@
+// Jinja parser: tokens -> TemplateAst, following jinja2/parser.py's grammar and precedence.
+#pragma once
+
+#include <string>
+
+#include "chat/jinja_ast.h"
+#include "chat/jinja_lexer.h"
+#include "core/status.h"
+
+namespace mimo::jinja {
+
+// Tokenizes and parses a template. Errors name the line ("line 7: expected 'endif' ...").
+StatusOr<TemplateAst> ParseTemplate(const std::string& source, const LexerOptions& options = {});
+
+}  // namespace mimo::jinja

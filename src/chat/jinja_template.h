@@ -1,0 +1,38 @@
+// JinjaTemplate: the public face of the Jinja-subset engine. Parse once, render many times; output
+// matches Python jinja2 configured like Hugging Face transformers (trim_blocks, lstrip_blocks,
+// loop controls, sandboxed, default Undefined).
+#pragma once
+
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "chat/jinja_ast.h"
+#include "chat/jinja_lexer.h"
+#include "chat/jinja_value.h"
+#include "core/status.h"
+
+namespace mimo::jinja {
+
+// Immutable after Parse; Render is const and safe to call from many threads at once.
+class JinjaTemplate {
+ public:
+  // Syntax errors, unknown filters and unknown tests are reported here, with the line.
+  static StatusOr<JinjaTemplate> Parse(const std::string& source, const LexerOptions& options = {});
+
+  // Renders with `variables` as the template context (on top of the built-in globals range,
+  // dict, namespace, raise_exception, strftime_now). Runtime errors (raise_exception, type
+  // errors, undefined access) come back as InvalidArgument naming the line.
+  StatusOr<std::string> Render(
+      const std::vector<std::pair<std::string, JinjaValue>>& variables) const;
+
+  // Every variable name the template reads (for example "enable_thinking").
+  const std::set<std::string>& referenced_names() const { return ast_->referenced_names; }
+
+ private:
+  std::shared_ptr<const TemplateAst> ast_;
+};
+
+}  // namespace mimo::jinja
