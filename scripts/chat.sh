@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The README's main job: chats with the embedded default model (models/mimo-v2-nano, unpacked by
+# scripts/setup.sh) through its own chat template, tokenizer and the mimo parsers: two plain
+# questions, then a tool-call round trip (the call parsed, run by scripts/demo/tools.py, the
+# result fed back, the final answer).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/build.sh >/dev/null
+MIMO=build/bin/mimo
+MODEL=${MIMO_MODEL:-models/mimo-v2-nano}
+run() { echo; echo "== $1"; shift; "$MIMO" chat --model "$MODEL" --threads 2 "$@"; }
+run "Arithmetic" --message "What is 23 + 19?"
+run "Spelling" --message "How do you spell garden?"
+run "Reasoning on (thinking mode)" --enable-thinking --message "What is 31 - 14?"
+run "Tool call round trip" --tools scripts/demo/tools.json \
+    --tool-exec "/usr/bin/python3 scripts/demo/tools.py" --message "What is the weather in Paris?"
