@@ -7,13 +7,15 @@ cd "$(dirname "$0")/.."
 APT_PACKAGES=(
   build-essential cmake pkg-config git
   nlohmann-json3-dev libcpp-httplib-dev libpcre2-dev libgtest-dev libgmock-dev libbenchmark-dev
-  python3 python3-torch python3-numpy python3-jinja2 python3-pytest
-  nodejs npm
+  python3 python3-torch python3-numpy python3-jinja2 python3-pytest xz-utils
 )
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
 done
+# Node.js may come from elsewhere (an image's own install); take Debian's only when absent.
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "[setup] installing: ${missing[*]}"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
