@@ -1,11 +1,14 @@
 // `mimo inspect --model DIR [--json]`: what a checkpoint contains (config summary, tensors, bytes
 // by dtype, FP8 layouts, MTP layers, skipped multimodal tensors) without running it.
 #include <cstdio>
+#include <optional>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "cli/command.h"
+#include "kv/kv_memory_plan.h"
+#include "kv/paged_kv_attention.h"
 #include "io/checkpoint.h"
 
 namespace mimo::cli {
@@ -80,8 +83,14 @@ std::string HumanBytes(uint64_t b) {
 int RunInspect(int argc, char** argv) {
   Args args;
   std::string error;
-  if (!args.Parse(argc, argv, {"model"}, {"json"}, &error) || !args.Has("model")) {
-    std::fprintf(stderr, "error: %s\nusage: mimo inspect --model DIR [--json]\n",
+  if (!args.Parse(argc, argv, {"model", "max-context", "block-size", "kv-cache-dtype",
+                               "max-sequences", "kv-cache-memory"},
+                  {"json"}, &error) ||
+      !args.Has("model")) {
+    std::fprintf(stderr,
+                 "error: %s\nusage: mimo inspect --model DIR [--json] [--max-context N "
+                 "[--block-size N] [--kv-cache-dtype f32|bf16|fp8] [--max-sequences N] "
+                 "[--kv-cache-memory BYTES]]\n",
                  error.empty() ? "--model is required" : error.c_str());
     return 2;
   }
@@ -106,6 +115,28 @@ int RunInspect(int argc, char** argv) {
     moe_layers += l.ffn == FfnKind::kMoe;
   }
   const std::string arch = c.architectures.empty() ? "" : c.architectures[0];
+  // KV memory plan (--max-context): bytes per token of full layers, the fixed SWA bytes per
+  // sequence, and how many tokens fit.
+  std::optional<KvMemoryPlan> kv_plan;
+  if (args.Has("max-context")) {
+    KvMemoryPlanOptions po;
+    po.block_size = static_cast<int>(args.GetInt("block-size", 16));
+    auto dt = ParseKvCacheDType(args.Get("kv-cache-dtype", "bf16"));
+    if (!dt.ok()) {
+      std::fprintf(stderr, "error: %s\n", dt.status().message().c_str());
+      return 2;
+    }
+    po.kv_dtype = *dt;
+    po.max_context = args.GetInt("max-context", 4096);
+    po.max_sequences = static_cast<int>(args.GetInt("max-sequences", 1));
+    po.budget_bytes = args.GetInt("kv-cache-memory", 0);
+    auto plan = PlanKvMemory(c, po);
+    if (!plan.ok()) {
+      std::fprintf(stderr, "error: %s\n", plan.status().message().c_str());
+      return 1;
+    }
+    kv_plan = *plan;
+  }
   const auto bytes = ck.BytesByDType();
   const size_t num_tensors = ck.TensorNames().size();
 
@@ -150,7 +181,21 @@ int RunInspect(int argc, char** argv) {
     for (size_t i = 0; i < c.parse_notes.size(); ++i) {
       o += (i ? ", " : "") + JsonString(c.parse_notes[i]);
     }
-    o += "]}";
+    o += "]";
+    if (kv_plan) {
+      const KvMemoryPlan& p = *kv_plan;
+      o += ", \"kv_cache\": {\"kv_dtype\": " + JsonString(std::string(DTypeName(p.kv_dtype)));
+      o += ", \"block_size\": " + std::to_string(p.block_size);
+      o += ", \"max_context\": " + std::to_string(p.max_context);
+      o += ", \"full_bytes_per_token\": " + std::to_string(p.full_bytes_per_token);
+      o += ", \"swa_bytes_per_sequence\": " + std::to_string(p.swa_bytes_per_sequence);
+      o += ", \"full_bytes_per_sequence\": " + std::to_string(p.full_bytes_per_sequence);
+      o += ", \"unbounded_swa_bytes_per_sequence\": " +
+           std::to_string(p.unbounded_swa_bytes_per_sequence);
+      o += ", \"total_bytes\": " + std::to_string(p.total_bytes);
+      o += ", \"tokens_that_fit\": " + std::to_string(p.tokens_that_fit) + "}";
+    }
+    o += "}";
     std::printf("%s\n", o.c_str());
     return 0;
   }
@@ -193,11 +238,12 @@ int RunInspect(int argc, char** argv) {
     std::printf("fp8              no\n");
   }
   for (const std::string& note : c.parse_notes) std::printf("note             %s\n", note.c_str());
+  if (kv_plan) std::printf("\nKV cache\n%s\n", FormatKvMemoryPlan(*kv_plan).c_str());
   return 0;
 }
 
 }  // namespace
 
-MIMO_CLI_COMMAND("inspect", "--model DIR [--json]", RunInspect);
+MIMO_CLI_COMMAND("inspect", "--model DIR [--json] [--max-context N ...]", RunInspect);
 
 }  // namespace mimo::cli
