@@ -8,6 +8,7 @@
 #include "cli/command.h"
 #include "cli/model_loading.h"
 #include "engine/sampler.h"
+#include "tokenizer/bpe.h"
 
 namespace mimo::cli {
 namespace {
@@ -19,19 +20,33 @@ double Seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_cloc
 int RunGenerate(int argc, char** argv) {
   Args a;
   std::string err;
-  std::vector<std::string> keys = {"model", "ids", "max-tokens", "temperature", "top-k",
+  std::vector<std::string> keys = {"model", "ids", "prompt", "max-tokens", "temperature", "top-k",
                                    "top-p", "seed", "threads"};
   for (auto& k : KvCacheKeys()) keys.push_back(k);
   std::vector<std::string> flags = KvCacheFlags();
   flags.push_back("json");
   flags.push_back("ignore-eos");
   if (!a.Parse(argc, argv, keys, flags, &err) ||
-      !a.Has("model") || !a.Has("ids")) {
-    std::fprintf(stderr, "mimo generate: %s\n", err.empty() ? "missing --model or --ids" : err.c_str());
+      !a.Has("model") || (a.Has("ids") == a.Has("prompt"))) {
+    std::fprintf(stderr, "mimo generate: %s\n",
+                 err.empty() ? "need --model and one of --ids or --prompt" : err.c_str());
     return 2;
   }
   std::vector<int> ids;
-  if (!ParseIdList(a.Get("ids"), &ids, &err)) {
+  std::unique_ptr<Tokenizer> tok;  // with --prompt: encodes it and decodes the output
+  if (a.Has("prompt")) {
+    auto t = Tokenizer::FromFile(a.Get("model") + "/tokenizer.json");
+    if (!t.ok()) {
+      std::fprintf(stderr, "mimo generate: error: %s\n", t.status().message().c_str());
+      return 1;
+    }
+    tok = std::move(t).value();
+    for (int32_t id : tok->Encode(a.Get("prompt"))) ids.push_back(id);
+    if (ids.empty()) {
+      std::fprintf(stderr, "mimo generate: --prompt is empty\n");
+      return 2;
+    }
+  } else if (!ParseIdList(a.Get("ids"), &ids, &err)) {
     std::fprintf(stderr, "mimo generate: %s\n", err.c_str());
     return 2;
   }
@@ -93,7 +108,11 @@ int RunGenerate(int argc, char** argv) {
                 "\"decode_tokens_per_s\": %.3f}\n",
                 list.c_str(), tokens.size(), prefill_tps, decode_tps);
   } else {
-    std::printf("%s\n", list.c_str());
+    if (tok) {
+      std::printf("%s\n", tok->Decode(output).c_str());
+    } else {
+      std::printf("%s\n", list.c_str());
+    }
     const double gbps = decode_tps * lm.model->ActiveWeightBytesPerToken() / 1e9;
     std::fprintf(stderr,
                  "prompt %zu tokens: %.1f tok/s prefill; %zu generated: %.1f tok/s decode "
@@ -105,5 +124,5 @@ int RunGenerate(int argc, char** argv) {
 }
 
 }  // namespace
-MIMO_CLI_COMMAND("generate", "--model DIR --ids 1,2,3 [--max-tokens N] [--temperature T] [--seed S] [--json]", RunGenerate);
+MIMO_CLI_COMMAND("generate", "--model DIR (--ids 1,2,3 | --prompt TEXT) [--max-tokens N] [--temperature T] [--seed S] [--json]", RunGenerate);
 }  // namespace mimo::cli

@@ -55,7 +55,13 @@ inline std::unique_ptr<PagedKvAttention> MakeKvCacheOrReport(const char* cmd, co
     return nullptr;
   }
   o.kv_dtype = *dt;
-  o.kv_cache_memory_bytes = a.GetInt("kv-cache-memory", 0);
+  // --kv-cache-memory: bytes, or a fraction of physical RAM when given as 0 < x <= 1 ("0.5").
+  const double mem = a.GetDouble("kv-cache-memory", 0.0);
+  if (mem > 0 && mem <= 1.0 && a.Get("kv-cache-memory").find('.') != std::string::npos) {
+    o.kv_cache_memory_fraction = mem;
+  } else {
+    o.kv_cache_memory_bytes = a.GetInt("kv-cache-memory", 0);
+  }
   o.max_sequences = max_sequences;
   o.max_context = max_context;
   o.max_chunk_tokens = max_chunk_tokens;
