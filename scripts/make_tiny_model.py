@@ -45,6 +45,21 @@ SMALL_GEOM = dict(  # dqk 96 / dv 64 / rotary 32
     swa_num_attention_heads=4, swa_num_key_value_heads=4, swa_head_dim=96, swa_v_head_dim=64,
     partial_rotary_factor=0.334, n_routed_experts=8, num_experts_per_tok=2, mtp_layers=2)
 
+# Benchmark geometry (not used by tests): large enough that one decode token's weights (~0.3 GB
+# in FP8) cannot sit in cache, so `mimo generate` measures the memory-bandwidth roofline.
+BENCH_GEOM = dict(FLASH_GEOM, vocab_size=32768, hidden_size=2048, intermediate_size=4096,
+                  moe_intermediate_size=768, num_hidden_layers=6,
+                  hybrid_layer_pattern=[0, 1, 1, 1, 1, 0], moe_layer_freq=[0, 1, 1, 1, 1, 1],
+                  num_attention_heads=16, num_key_value_heads=4, swa_num_attention_heads=16,
+                  swa_num_key_value_heads=8, n_routed_experts=16, num_experts_per_tok=4,
+                  mtp_layers=0, n_group=1, topk_group=1, routed_scaling_factor=None)
+
+# Benchmarks only (docs/PERFORMANCE.md), kept out of VARIANTS so tests never build them.
+BENCH_VARIANTS = {
+    "bench-bf16": dict(BENCH_GEOM, dtype="bf16"),
+    "bench-fp8": dict(BENCH_GEOM, dtype="fp8"),
+}
+
 VARIANTS = {
     # Flash-like, single file; group-limited routing; routed_scaling_factor null (= 1.0).
     "bf16": dict(FLASH_GEOM, dtype="bf16", n_group=2, topk_group=1, routed_scaling_factor=None),
@@ -353,13 +368,15 @@ def write_safetensors(path, tensors: dict):
 
 
 def write_checkpoint(out_dir, variant, seed=0):
-    if variant not in VARIANTS:
-        raise SystemExit(f"unknown variant {variant!r}; choose from {', '.join(VARIANTS)}")
-    spec = VARIANTS[variant]
+    if variant not in VARIANTS and variant not in BENCH_VARIANTS:
+        raise SystemExit(f"unknown variant {variant!r}; choose from "
+                         f"{', '.join(list(VARIANTS) + list(BENCH_VARIANTS))}")
+    spec = VARIANTS.get(variant) or BENCH_VARIANTS[variant]
     os.makedirs(out_dir, exist_ok=True)
     # bf16-sharded is the bf16 model split over 3 files (same seed), so their logits are equal.
     base = spec.get("same_model_as", variant)
-    b = Builder(spec, seed * 1000 + sorted(VARIANTS).index(base))
+    order = sorted(VARIANTS) + sorted(BENCH_VARIANTS)  # test variants keep their seeds
+    b = Builder(spec, seed * 1000 + order.index(base))
     tensors = b.build()
     with open(os.path.join(out_dir, "config.json"), "w") as f:
         json.dump(b.config(), f, indent=2)

@@ -20,6 +20,8 @@
 #include "core/thread_pool.h"
 #include "kernels/cpu_features.h"
 #include "kernels/dispatch.h"
+#include "cli/model_loading.h"
+#include "engine/sampler.h"
 
 namespace mimo::cli {
 namespace {
@@ -259,6 +261,62 @@ int RunKernels(const Args& a) {
   return 0;
 }
 
+// End to end decode against the bandwidth roofline (calm's habit): measure the machine's read
+// bandwidth, then greedy-decode and report tok/s, active weight bytes per token, the achieved
+// GB/s and its ratio to the measured bandwidth, plus a hash of the last logits row.
+int RunE2e(const Args& a) {
+  const int threads = static_cast<int>(a.GetInt("threads", std::thread::hardware_concurrency()));
+  const int tokens = static_cast<int>(a.GetInt("tokens", 32));
+  const int prompt = static_cast<int>(a.GetInt("prompt", 16));
+  if (threads <= 0 || tokens <= 1 || prompt <= 0 || !a.Has("model")) {
+    std::fprintf(stderr, "bench e2e: need --model; --threads, --prompt > 0, --tokens > 1\n");
+    return 2;
+  }
+  LoadedModel lm;
+  if (!LoadModelOrReport("bench e2e", a.Get("model"), threads, &lm)) return 1;
+  const double membw = MeasureMembw(*lm.pool, size_t{1} << 30, 3);
+  const ModelConfig& cfg = lm.model->config();
+  auto kv = MakeKvCacheOrReport("bench e2e", a, *lm.model, 1, prompt + tokens, prompt);
+  if (!kv) return 1;
+  std::vector<int32_t> ids(prompt);
+  for (int i = 0; i < prompt; ++i) ids[i] = (1 + 7919 * i) % cfg.vocab_size;
+  std::vector<float> logits(cfg.vocab_size);  // [vocab]
+  StepBatch b;
+  b.chunks.push_back({0, 0, prompt, 0});
+  b.num_tokens = prompt;
+  ForwardOutputs out;
+  out.logit_rows = {prompt - 1};
+  out.logits = logits.data();
+  const double t0 = Now();
+  lm.model->Forward(lm.ctx, b, ids.data(), *kv, out);
+  const double t1 = Now();
+  for (int i = 0; i < tokens; ++i) {
+    const int32_t next = Argmax(logits.data(), cfg.vocab_size);
+    StepBatch d;
+    d.chunks.push_back({0, 0, 1, prompt + i});
+    d.num_tokens = 1;
+    ForwardOutputs o;
+    o.logits = logits.data();
+    lm.model->Forward(lm.ctx, d, &next, *kv, o);
+  }
+  const double t2 = Now();
+  uint64_t hash = 1469598103934665603ull;  // FNV-1a over the last logits row
+  for (float f : logits) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    hash = (hash ^ u) * 1099511628211ull;
+  }
+  const double bytes = lm.model->ActiveWeightBytesPerToken();
+  const double tps = tokens / (t2 - t1), gbs = tps * bytes / 1e9;
+  std::printf("e2e: prefill %d tokens %.1f tok/s; decode %d tokens %.2f tok/s\n", prompt,
+              prompt / (t1 - t0), tokens, tps);
+  std::printf("e2e: %.1f MB active weights/token -> %.2f GB/s achieved; measured membw %.2f GB/s; "
+              "%.0f%% of roofline (roofline %.2f tok/s); %d threads; logits hash %016llx\n",
+              bytes / 1e6, gbs, membw, 100.0 * gbs / membw, membw * 1e9 / bytes, threads,
+              static_cast<unsigned long long>(hash));
+  return 0;
+}
+
 int RunBench(int argc, char** argv) {
   const std::string sub = argc >= 2 ? argv[1] : "";
   Args a;
@@ -269,6 +327,15 @@ int RunBench(int argc, char** argv) {
       return 2;
     }
     return RunMembw(a);
+  }
+  if (sub == "e2e") {
+    std::vector<std::string> keys = {"model", "threads", "tokens", "prompt"};
+    for (auto& k : KvCacheKeys()) keys.push_back(k);
+    if (!a.Parse(argc - 1, argv + 1, keys, KvCacheFlags(), &err)) {
+      std::fprintf(stderr, "bench e2e: %s\n", err.c_str());
+      return 2;
+    }
+    return RunE2e(a);
   }
   if (sub == "kernels") {
     if (!a.Parse(argc - 1, argv + 1,
@@ -284,13 +351,14 @@ int RunBench(int argc, char** argv) {
       "usage: mimo bench membw [--threads N] [--size-mib 1024] [--reps 5] [--clock wall|cpu]\n"
       "       mimo bench kernels [--threads N] [--rows 4096] [--cols 4096] [--reps 30]\n"
       "                          [--isa all|avx512|avx2|scalar] [--membw GB/s]\n"
-      "                          [--working-set-mib 256] [--clock wall|cpu]\n");
+      "                          [--working-set-mib 256] [--clock wall|cpu]\n"
+      "       mimo bench e2e --model DIR [--threads N] [--prompt 16] [--tokens 32]\n");
   return 2;
 }
 
 }  // namespace
 
-MIMO_CLI_COMMAND("bench", "membw|kernels [--threads N] ... (memory bandwidth, Linear speed)",
+MIMO_CLI_COMMAND("bench", "membw|kernels|e2e [--threads N] ... (bandwidth, Linear, decode roofline)",
                  RunBench);
 
 }  // namespace mimo::cli
