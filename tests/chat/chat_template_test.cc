@@ -22,7 +22,7 @@ std::string ReadRepoFile(const std::string& rel) {
 
 ChatTemplate MimoTemplate(const char* name = "mimo-v2.5") {
   std::string text =
-      ReadRepoFile(std::string("tests/data/conversations/templates/") + name + ".jinja");
+      ReadRepoFile(std::string("tests/data/chat_templates/") + name + ".jinja");
   EXPECT_FALSE(text.empty());
   auto t = ChatTemplate::FromString(text);
   EXPECT_TRUE(t.ok()) << t.status().message();
