@@ -67,17 +67,20 @@ double Args::GetDouble(const std::string& k, double def) const {
   return it == values_.end() ? def : std::atof(it->second.c_str());
 }
 
+bool ReadFileToString(const std::string& path, std::string* out) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return false;
+  std::stringstream ss;
+  ss << f.rdbuf();
+  *out = ss.str();
+  return true;
+}
+
 bool ParseIdList(const std::string& spec, std::vector<int>* out, std::string* error) {
   std::string text = spec;
-  if (!spec.empty() && spec[0] == '@') {
-    std::ifstream f(spec.substr(1));
-    if (!f) {
-      *error = "cannot open ids file '" + spec.substr(1) + "'";
-      return false;
-    }
-    std::stringstream ss;
-    ss << f.rdbuf();
-    text = ss.str();
+  if (!spec.empty() && spec[0] == '@' && !ReadFileToString(spec.substr(1), &text)) {
+    *error = "cannot open ids file '" + spec.substr(1) + "'";
+    return false;
   }
   out->clear();
   std::string cur;

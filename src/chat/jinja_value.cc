@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "chat/json_escape.h"
+
 namespace mimo::jinja {
 
 const JinjaValue* ValueMap::Find(const std::string& key) const {
@@ -372,25 +374,7 @@ int CompareValues(const JinjaValue& a, const JinjaValue& b) {
 
 static void JsonString(const std::string& s, std::string* out) {
   out->push_back('"');
-  for (char c : s) {
-    switch (c) {
-      case '"': *out += "\\\""; break;
-      case '\\': *out += "\\\\"; break;
-      case '\n': *out += "\\n"; break;
-      case '\r': *out += "\\r"; break;
-      case '\t': *out += "\\t"; break;
-      case '\b': *out += "\\b"; break;
-      case '\f': *out += "\\f"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", static_cast<unsigned>(c));
-          *out += buf;
-        } else {
-          out->push_back(c);
-        }
-    }
-  }
+  AppendJsonEscaped(s, out);
   out->push_back('"');
 }
 

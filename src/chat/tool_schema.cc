@@ -230,30 +230,6 @@ JsonTypeMask ToolSchema::ParamTypes(std::string_view fn, std::string_view param)
   return p == f->second.end() ? 0 : p->second;
 }
 
-void AppendJsonEscaped(std::string_view s, std::string* out) {
-  static const char kHex[] = "0123456789abcdef";
-  for (char ch : s) {
-    auto c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"': *out += "\\\""; break;
-      case '\\': *out += "\\\\"; break;
-      case '\n': *out += "\\n"; break;
-      case '\r': *out += "\\r"; break;
-      case '\t': *out += "\\t"; break;
-      case '\b': *out += "\\b"; break;
-      case '\f': *out += "\\f"; break;
-      default:
-        if (c < 0x20) {
-          *out += "\\u00";
-          *out += kHex[c >> 4];
-          *out += kHex[c & 15];
-        } else {
-          *out += ch;
-        }
-    }
-  }
-}
-
 std::string HtmlUnescape(std::string_view s) {
   std::string out;
   out.reserve(s.size());

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "chat/json_escape.h"
 #include "core/status.h"
 
 namespace mimo {
@@ -52,11 +53,6 @@ class ToolSchema {
 // Maps a JSON-schema type name to its bit; also the aliases models and peers use ("int",
 // "float", "bool", "dict", "list", "str", "text"). Unknown names give 0.
 JsonTypeMask JsonTypeFromName(std::string_view name);
-
-// Appends `s` JSON-escaped (no surrounding quotes) the way json.dumps(ensure_ascii=False) does:
-// `"` `\` and control characters are escaped, every other byte is copied. Escaping works byte by
-// byte, so escaping two pieces and concatenating equals escaping their concatenation.
-void AppendJsonEscaped(std::string_view s, std::string* out);
 
 // HTML character references -> text: &amp; &lt; &gt; &quot; &apos; &#39; &nbsp; and numeric
 // &#NNN; / &#xHH;. Anything else (unknown names, a missing ';') is copied unchanged.

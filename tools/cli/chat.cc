@@ -24,15 +24,6 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-bool ReadFile(const std::string& path, std::string* out) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return false;
-  std::stringstream ss;
-  ss << f.rdbuf();
-  *out = ss.str();
-  return true;
-}
-
 // Runs `cmd` with `input` on stdin; returns its stdout (trailing newline dropped).
 bool RunToolCommand(const std::string& cmd, const std::string& input, std::string* output) {
   char path[] = "/tmp/mimo-tool-XXXXXX";
@@ -122,7 +113,7 @@ int RunChat(int argc, char** argv) {
   if (a.Has("system")) messages.push_back({{"role", "system"}, {"content", a.Get("system")}});
   if (a.Has("messages")) {
     std::string text;
-    if (!ReadFile(a.Get("messages"), &text)) {
+    if (!ReadFileToString(a.Get("messages"), &text)) {
       std::fprintf(stderr, "mimo chat: cannot read '%s'\n", a.Get("messages").c_str());
       return 2;
     }
@@ -138,7 +129,7 @@ int RunChat(int argc, char** argv) {
   ToolSchema schema;
   if (a.Has("tools")) {
     std::string text;
-    if (!ReadFile(a.Get("tools"), &text)) {
+    if (!ReadFileToString(a.Get("tools"), &text)) {
       std::fprintf(stderr, "mimo chat: cannot read '%s'\n", a.Get("tools").c_str());
       return 2;
     }

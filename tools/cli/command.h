@@ -36,6 +36,9 @@ class Args {
   std::map<std::string, std::string> values_;
 };
 
+// Whole file as bytes; false when it cannot be opened.
+bool ReadFileToString(const std::string& path, std::string* out);
+
 // "1,2,3" or "@FILE" (ids separated by commas/whitespace). False on a malformed list.
 bool ParseIdList(const std::string& spec, std::vector<int>* out, std::string* error);
 

@@ -18,18 +18,9 @@ namespace {
 bool ParseSequences(const std::string& spec, std::vector<std::vector<int32_t>>* seqs,
                     std::string* err) {
   std::string text = spec;
-  if (!spec.empty() && spec[0] == '@') {
-    std::vector<int> ids;  // read the file through ParseIdList's file handling
-    FILE* f = std::fopen(spec.c_str() + 1, "rb");
-    if (!f) {
-      *err = "cannot open ids file '" + spec.substr(1) + "'";
-      return false;
-    }
-    text.clear();
-    char buf[4096];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
-    std::fclose(f);
+  if (!spec.empty() && spec[0] == '@' && !ReadFileToString(spec.substr(1), &text)) {
+    *err = "cannot open ids file '" + spec.substr(1) + "'";
+    return false;
   }
   std::stringstream ss(text);
   std::string part;

@@ -17,15 +17,6 @@ constexpr const char* kUsage =
     "--text-file F [--tools T.json] [--model DIR] [--kwargs JSON] [--stream-chunk N] "
     "[--prompt-ends-in-think] [--id-seed N]";
 
-bool ReadFile(const std::string& path, std::string* out) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return false;
-  std::stringstream ss;
-  ss << f.rdbuf();
-  *out = ss.str();
-  return true;
-}
-
 // Byte offset after `n` UTF-8 code points from `pos` (never inside a multi-byte character).
 size_t AdvanceCodePoints(const std::string& s, size_t pos, long long n) {
   for (long long k = 0; k < n && pos < s.size(); ++k) {
@@ -50,12 +41,12 @@ int RunParse(int argc, char** argv) {
   // --model DIR is accepted for symmetry with the other commands; nothing in it is needed.
 
   std::string text;
-  if (!ReadFile(a.Get("text-file"), &text)) return Fail("cannot read '" + a.Get("text-file") + "'");
+  if (!ReadFileToString(a.Get("text-file"), &text)) return Fail("cannot read '" + a.Get("text-file") + "'");
 
   ToolSchema schema;
   if (a.Has("tools")) {
     std::string tools_text;
-    if (!ReadFile(a.Get("tools"), &tools_text)) return Fail("cannot read '" + a.Get("tools") + "'");
+    if (!ReadFileToString(a.Get("tools"), &tools_text)) return Fail("cannot read '" + a.Get("tools") + "'");
     StatusOr<ToolSchema> s = ToolSchema::FromJsonText(tools_text);
     if (!s.ok()) return Fail(a.Get("tools") + ": " + s.status().message());
     schema = std::move(*s);
