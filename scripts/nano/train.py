@@ -1,0 +1,219 @@
+"""Train mimo-v2-nano on the synthetic corpus (2 CPU threads, reproducible from --seed).
+
+  /usr/bin/python3 scripts/nano/train.py --out build-nano/run [--steps N] [--bench]
+
+Writes <out>/train.log, <out>/ckpt.pt (every --ckpt-every steps and at the end) and
+<out>/corpus_vocab.json (the compact input/output vocabularies).
+Loss = CE(main next token) + mtp_weight * sum_k CE(MTP depth k), on assistant tokens only.
+"""
+import argparse
+import json
+import math
+import os
+import random
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import data  # noqa: E402
+import tok as toklib  # noqa: E402
+from model import NanoConfig, NanoMiMo, config_dict  # noqa: E402
+
+PAD_ID = 151643  # <|endoftext|>
+
+
+def build_corpus(seed: int, n_conv: int):
+    tk = toklib.Tokenizer()
+    r = data.Renderer()
+    w = data.World()
+    g = data.Generator(seed, w)
+    seqs = []
+    for _ in range(n_conv):
+        seqs.extend(data.encode_conversation(tk, r, g.conversation()))
+    in_ids = sorted({i for s, _ in seqs for i in s} | {PAD_ID})
+    out_ids = sorted({s[j] for s, m in seqs for j in range(len(s)) if m[j]})
+    return seqs, in_ids, out_ids
+
+
+IM_START = 151644
+
+
+def prefix_len(s):
+    """Length of the shared system block: tokens up to and including the second <|im_start|>."""
+    j = s.index(IM_START, 1)
+    return j + 1
+
+
+def make_batches(seqs, tok_budget, rng):
+    """Batches of sequences with the same system block (so it is computed once per batch),
+    similar lengths, and at most tok_budget suffix tokens (padded)."""
+    groups = {}
+    for i, (s, _) in enumerate(seqs):
+        groups.setdefault(tuple(s[:prefix_len(s)]), []).append(i)
+    batches = []
+    for key in sorted(groups):
+        P = len(key)
+        order = sorted(groups[key], key=lambda i: (len(seqs[i][0]), i))
+        cur = []
+        for i in order:
+            L = len(seqs[i][0]) - P
+            if cur and (len(cur) + 1) * L > tok_budget:
+                batches.append(cur)
+                cur = []
+            cur.append(i)
+        if cur:
+            batches.append(cur)
+    rng.shuffle(batches)
+    return batches
+
+
+def collate(seqs, idx, in_map, out_map):
+    P = prefix_len(seqs[idx[0]][0])
+    prefix = torch.tensor([[in_map[t] for t in seqs[idx[0]][0][:P]]])
+    S = max(len(seqs[i][0]) for i in idx) - P
+    B = len(idx)
+    ids = torch.full((B, S), in_map[PAD_ID], dtype=torch.long)
+    tgt = torch.full((B, S), -100, dtype=torch.long)
+    valid = torch.zeros((B, S), dtype=torch.bool)
+    for b, i in enumerate(idx):
+        s, m = seqs[i]
+        assert s[:P] == seqs[idx[0]][0][:P] and not any(m[:P])
+        s, m = s[P:], m[P:]
+        ids[b, :len(s)] = torch.tensor([in_map[t] for t in s])
+        tgt[b, :len(s)] = torch.tensor([out_map[t] if mm else -100 for t, mm in zip(s, m)])
+        valid[b, :len(s)] = True
+    return prefix, ids, tgt, valid
+
+
+def _head_ce(model, y, t):
+    sel = t != -100
+    return F.cross_entropy(model.lm_head(y[sel]), t[sel])
+
+
+def losses(model: NanoMiMo, prefix, ids, tgt, valid):
+    """Main loss: h[t] predicts x[t+1]. MTP depth k: f_k(embed(x[t+k+1]), h[t]) predicts x[t+k+2];
+    it runs on the suffix plus the last window+4 prefix positions (its SWA context)."""
+    B, S = ids.shape
+    P = prefix.shape[1]
+    hp, hs = model.hidden_split(prefix, ids, valid)                # [1,P,H], [B,S,H] pre-norm
+    main = _head_ce(model, model.norm(hs[:, :-1]), tgt[:, 1:])
+    M = min(P, model.c.window + 4)
+    hcat = torch.cat([hp[:, P - M:].expand(B, -1, -1), hs], dim=1)             # [B, M+S, H]
+    icat = torch.cat([prefix[:, P - M:].expand(B, -1), ids], dim=1)            # [B, M+S]
+    tcat = torch.cat([tgt.new_full((B, M), -100), tgt], dim=1)
+    pad = int(ids[0, -1]) if not valid[0, -1] else 0
+    mtp = []
+    for k in range(model.c.mtp):
+        sh = k + 1
+        emb_ids = torch.cat([icat[:, sh:], icat.new_full((B, sh), pad)], dim=1)  # x[t+k+1]
+        t2 = torch.cat([tcat[:, sh + 1:], tcat.new_full((B, sh + 1), -100)], dim=1)  # x[t+k+2]
+        y = model.mtp_hidden(k, emb_ids, hcat, pos0=P - M)
+        mtp.append(_head_ce(model, y, t2))
+    return main, mtp
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="build-nano/run")
+    ap.add_argument("--seed", type=int, default=20250101)
+    ap.add_argument("--conversations", type=int, default=24000)
+    ap.add_argument("--steps", type=int, default=380)
+    ap.add_argument("--tok-budget", type=int, default=2048)
+    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--warmup", type=int, default=30)
+    ap.add_argument("--mtp-weight", type=float, default=0.3)
+    ap.add_argument("--gamma", type=float, default=1e-3)
+    ap.add_argument("--ckpt-every", type=int, default=50)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--bench", action="store_true")
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(a.seed)
+    rng = random.Random(a.seed)
+    os.makedirs(a.out, exist_ok=True)
+    logf = open(os.path.join(a.out, "train.log"), "a")
+
+    def log(msg):
+        line = time.strftime("%H:%M:%S ") + msg
+        print(line, flush=True)
+        logf.write(line + "\n")
+        logf.flush()
+
+    t0 = time.time()
+    seqs, in_ids, out_ids = build_corpus(a.seed, a.conversations)
+    ntok = sum(len(s) for s, _ in seqs)
+    nloss = sum(sum(m) for _, m in seqs)
+    log(f"corpus: {len(seqs)} sequences, {ntok} tokens, {nloss} trained tokens, "
+        f"{len(in_ids)} input ids, {len(out_ids)} output ids ({time.time() - t0:.1f}s)")
+    with open(os.path.join(a.out, "corpus_vocab.json"), "w") as f:
+        json.dump({"in_ids": in_ids, "out_ids": out_ids, "seed": a.seed,
+                   "conversations": a.conversations}, f)
+    in_map = {t: i for i, t in enumerate(in_ids)}
+    out_map = {t: i for i, t in enumerate(out_ids)}
+    cfg = NanoConfig(n_in=len(in_ids), n_out=len(out_ids))
+    model = NanoMiMo(cfg)
+    nparam = sum(p.numel() for p in model.parameters())
+    log(f"config {config_dict(cfg)}; {nparam} trainable parameters (compact vocab)")
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and "embed" not in n]
+    nodecay = [p for n, p in model.named_parameters() if not (p.dim() >= 2 and "embed" not in n)]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01},
+                             {"params": nodecay, "weight_decay": 0.0}], lr=a.lr, betas=(0.9, 0.98))
+    step = 0
+    ck = os.path.join(a.out, "ckpt.pt")
+    if os.path.exists(ck) and not a.bench:
+        st = torch.load(ck)
+        model.load_state_dict(st["model"])
+        opt.load_state_dict(st["opt"])
+        step = st["step"]
+        rng.setstate(st["rng"])
+        torch.set_rng_state(st["torch_rng"])
+        log(f"resumed at step {step}")
+    batches = []
+    epoch = 0
+    t_start = time.time()
+    ema = None
+    while step < a.steps:
+        if not batches:
+            batches = make_batches(seqs, a.tok_budget, rng)
+            epoch += 1
+        idx = batches.pop()
+        prefix, ids, tgt, valid = collate(seqs, idx, in_map, out_map)
+        lr = a.lr * min(1.0, (step + 1) / a.warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, step / a.steps))))
+        for gparam in opt.param_groups:
+            gparam["lr"] = lr
+        model.train()
+        main_l, mtp_l = losses(model, prefix, ids, tgt, valid)
+        loss = main_l + a.mtp_weight * sum(mtp_l)
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        model.apply_constraints()
+        model.balance(a.gamma)
+        step += 1
+        vals = [main_l.item()] + [m.item() for m in mtp_l]
+        ema = vals if ema is None else [0.95 * e + 0.05 * v for e, v in zip(ema, vals)]
+        if step % 10 == 0 or a.bench:
+            el = time.time() - t_start
+            loads = model.loads()
+            imb = max((l.max() / l.mean()).item() for l in loads) if loads else 0
+            log(f"step {step} ep {epoch} lr {lr:.2e} loss {vals[0]:.4f} ema main {ema[0]:.4f} mtp "
+                + " ".join(f"{e:.3f}" for e in ema[1:])
+                + f" | B {ids.shape[0]}x{prefix.shape[1]}+{ids.shape[1]} max/mean load {imb:.2f} | {el:.0f}s {el / max(1, step):.2f}s/step")
+        if a.bench and step >= 8:
+            return
+        if step % a.ckpt_every == 0 or step == a.steps:
+            tmp = ck + ".tmp"
+            torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step,
+                        "rng": rng.getstate(), "torch_rng": torch.get_rng_state(),
+                        "config": config_dict(cfg)}, tmp)
+            os.replace(tmp, ck)
+            log(f"checkpoint step {step}")
+    log(f"done: {step} steps in {time.time() - t_start:.0f}s")
+
+
+if __name__ == "__main__":
+    main()
