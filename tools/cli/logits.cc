@@ -37,10 +37,59 @@ bool ParseSequences(const std::string& spec, std::vector<std::vector<int32_t>>* 
   return true;
 }
 
+bool WriteFloats(const std::string& path, const std::vector<float>& v) {
+  FILE* f = std::fopen(path.c_str(), "wb");
+  const bool ok = f && std::fwrite(v.data(), sizeof(float), v.size(), f) == v.size();
+  if (f) std::fclose(f);
+  if (!ok) std::fprintf(stderr, "mimo logits: cannot write '%s'\n", path.c_str());
+  return ok;
+}
+
+// --mtp-layer I: the main model's pre-norm hidden states h[t] of one sequence, then MTP layer I
+// on the pairs (h[t], ids[t+1]) at positions t = 0..n-2 (spec section 3); writes [n-1, vocab].
+// The MTP layer's KV lives under its own sequence id, so its positions restart at 0.
+int RunMtpLogits(const Args& a, LoadedModel& lm, const std::vector<std::vector<int32_t>>& seqs,
+                 const std::string& mode) {
+  const int layer = static_cast<int>(a.GetInt("mtp-layer", 0));
+  if (seqs.size() != 1 || seqs[0].size() < 2) {
+    std::fprintf(stderr, "mimo logits: --mtp-layer needs one sequence of at least 2 ids\n");
+    return 2;
+  }
+  if (layer < 0 || layer >= lm.model->num_mtp_layers()) {
+    std::fprintf(stderr, "mimo logits: --mtp-layer %d out of range (the checkpoint has %d)\n",
+                 layer, lm.model->num_mtp_layers());
+    return 2;
+  }
+  const std::vector<int32_t>& ids = seqs[0];
+  const int n = static_cast<int>(ids.size());
+  const int64_t H = lm.model->config().hidden_size, V = lm.model->config().vocab_size;
+  auto kv = MakeKvCacheOrReport("logits", a, *lm.model, 2, n, n);
+  if (!kv) return 1;
+  std::vector<float> h(static_cast<size_t>(n) * H);  // [n, H] residual before model.norm
+  StepBatch b;
+  b.chunks.push_back({0, 0, n, 0});
+  b.num_tokens = n;
+  ForwardOutputs out;
+  out.prenorm_hidden = h.data();
+  lm.model->Forward(lm.ctx, b, ids.data(), *kv, out);
+  std::vector<float> logits(static_cast<size_t>(n - 1) * V);  // [n-1, V]
+  const int step = mode == "decode" ? 1 : n - 1;
+  for (int t = 0; t < n - 1; t += step) {
+    const int m = std::min(step, n - 1 - t);
+    StepBatch mb;
+    mb.chunks.push_back({1, 0, m, t});
+    mb.num_tokens = m;
+    lm.model->MtpForward(lm.ctx, layer, mb, h.data() + t * H, ids.data() + t + 1, *kv,
+                         logits.data() + t * V, nullptr);
+  }
+  return WriteFloats(a.Get("out"), logits) ? 0 : 1;
+}
+
 int RunLogits(int argc, char** argv) {
   Args a;
   std::string err;
-  std::vector<std::string> keys = {"model", "ids", "out", "mode", "threads", "chunk-size"};
+  std::vector<std::string> keys = {"model", "ids", "out", "mode", "threads", "chunk-size",
+                                   "mtp-layer"};
   for (auto& k : KvCacheKeys()) keys.push_back(k);
   std::vector<std::string> flags = KvCacheFlags();
   flags.push_back("prefix-cache");
@@ -77,6 +126,7 @@ int RunLogits(int argc, char** argv) {
     total += static_cast<int64_t>(s.size());
     longest = std::max<int64_t>(longest, static_cast<int64_t>(s.size()));
   }
+  if (a.Has("mtp-layer")) return RunMtpLogits(a, lm, seqs, mode);
   const bool prefix_cache = a.Has("prefix-cache");
   const int chunk = mode == "decode" ? 1 : static_cast<int>(a.GetInt("chunk-size", 0));
   const int step_chunk = chunk > 0 ? chunk : static_cast<int>(longest);
@@ -142,20 +192,13 @@ int RunLogits(int argc, char** argv) {
     if (!run(all)) return 1;
   }
 
-  FILE* f = std::fopen(a.Get("out").c_str(), "wb");
-  if (!f || std::fwrite(logits.data(), sizeof(float), logits.size(), f) != logits.size()) {
-    std::fprintf(stderr, "mimo logits: cannot write '%s'\n", a.Get("out").c_str());
-    if (f) std::fclose(f);
-    return 1;
-  }
-  std::fclose(f);
-  return 0;
+  return WriteFloats(a.Get("out"), logits) ? 0 : 1;
 }
 
 }  // namespace
 MIMO_CLI_COMMAND("logits",
                  "--model DIR --ids 1,2,3[;4,5]|@FILE --out FILE [--mode prefill|decode] "
                  "[--chunk-size N] [--attention-backend NAME] [--block-size N] "
-                 "[--kv-cache-dtype f32|bf16|fp8] [--prefix-cache] [--threads N]",
+                 "[--kv-cache-dtype f32|bf16|fp8] [--prefix-cache] [--mtp-layer I] [--threads N]",
                  RunLogits);
 }  // namespace mimo::cli
