@@ -1,9 +1,40 @@
-// Fork-join thread pool used by the kernels.
+// Fork-join thread pool used by the kernels: spin briefly, then block.
 #include "core/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define MIMO_CPU_RELAX() _mm_pause()
+#else
+#define MIMO_CPU_RELAX() ((void)0)
+#endif
 
 namespace mimo {
+namespace {
+
+// Spins until done() or about kSpinMicros have passed; true if done() became true.
+template <typename Pred>
+bool SpinUntil(Pred done) {
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + std::chrono::microseconds(ThreadPool::kSpinMicros);
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      if (done()) return true;
+      MIMO_CPU_RELAX();
+    }
+    if (Clock::now() >= deadline) return done();
+  }
+}
+
+void ChunkOf(int64_t n, int parts, int i, int64_t* b, int64_t* e) {
+  int64_t base = n / parts, rem = n % parts;
+  *b = i * base + std::min<int64_t>(i, rem);
+  *e = *b + base + (i < rem ? 1 : 0);
+}
+
+}  // namespace
 
 ThreadPool::ThreadPool(int num_threads) {
   if (num_threads <= 0) num_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -13,60 +44,60 @@ ThreadPool::ThreadPool(int num_threads) {
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
+    stop_.store(true);
   }
   cv_start_.notify_all();
   for (auto& t : workers_) t.join();
 }
 
-static void ChunkOf(int64_t n, int parts, int i, int64_t* b, int64_t* e) {
-  int64_t base = n / parts, rem = n % parts;
-  *b = i * base + std::min<int64_t>(i, rem);
-  *e = *b + base + (i < rem ? 1 : 0);
-}
-
 void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn) {
   if (n <= 0) return;
-  int parts = num_threads();
+  const int parts = num_threads();
   if (parts == 1 || n == 1) {
     fn(0, n, 0);
     return;
   }
+  fn_ = &fn;
+  n_ = n;
+  pending_.store(parts - 1, std::memory_order_relaxed);
   {
+    // Under the mutex so that a worker between its predicate check and its wait cannot miss it.
     std::lock_guard<std::mutex> lock(mu_);
-    fn_ = &fn;
-    n_ = n;
-    pending_ = parts - 1;
-    ++generation_;
+    generation_.fetch_add(1, std::memory_order_release);
   }
   cv_start_.notify_all();
   int64_t b, e;
   ChunkOf(n, parts, 0, &b, &e);
   if (b < e) fn(b, e, 0);
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_done_.wait(lock, [this] { return pending_ == 0; });
+  auto done = [this] { return pending_.load(std::memory_order_acquire) == 0; };
+  if (!SpinUntil(done)) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_done_.wait(lock, done);
+  }
   fn_ = nullptr;
 }
 
 void ThreadPool::WorkerLoop(int index) {
   uint64_t seen = 0;
   for (;;) {
-    const std::function<void(int64_t, int64_t, int)>* fn;
-    int64_t n;
-    {
+    auto ready = [&] {
+      return stop_.load(std::memory_order_acquire) ||
+             generation_.load(std::memory_order_acquire) != seen;
+    };
+    if (!SpinUntil(ready)) {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_start_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
-      fn = fn_;
-      n = n_;
+      cv_start_.wait(lock, ready);
     }
+    if (stop_.load(std::memory_order_acquire)) return;
+    seen = generation_.load(std::memory_order_acquire);
+    const auto* fn = fn_;
+    const int64_t n = n_;
     int64_t b, e;
     ChunkOf(n, num_threads(), index, &b, &e);
     if (b < e) (*fn)(b, e, index);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (--pending_ == 0) cv_done_.notify_one();
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      std::lock_guard<std::mutex> lock(mu_);  // the caller may be between its check and its wait
+      cv_done_.notify_one();
     }
   }
 }

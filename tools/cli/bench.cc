@@ -1,5 +1,6 @@
-// `mimo bench membw|kernels`: measured memory read bandwidth, and Linear (GEMV/GEMM) speed per
-// weight dtype with achieved GB/s against that bandwidth. Results are recorded in
+// `mimo bench membw|kernels|e2e|pool`: measured memory read bandwidth, Linear (GEMV/GEMM) speed
+// per weight dtype with achieved GB/s against that bandwidth, decode against the bandwidth
+// roofline, and the fork-join cost of a ThreadPool region. Results are recorded in
 // docs/PERFORMANCE.md.
 #include <emmintrin.h>
 #include <time.h>
@@ -317,6 +318,41 @@ int RunE2e(const Args& a) {
   return 0;
 }
 
+// Microseconds per ParallelFor region over `regions` back-to-back regions of n = threads items,
+// each item spinning `work` multiply-adds, the caller doing work/4 more between regions (the
+// shape of decode: many small regions with a little serial work in between).
+int RunPool(const Args& a) {
+  const int threads = static_cast<int>(a.GetInt("threads", 2));
+  const int regions = static_cast<int>(a.GetInt("regions", 20000));
+  if (threads <= 0 || regions <= 0) {
+    std::fprintf(stderr, "bench pool: --threads and --regions must be positive\n");
+    return 2;
+  }
+  ThreadPool pool(threads);
+  std::vector<float> data(1 << 14, 1.0f);
+  std::vector<float> sink(threads, 0.0f);
+  float serial = 0.0f;
+  for (int work : {0, 2000, 20000}) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int r = 0; r < regions; ++r) {
+      pool.ParallelFor(threads, [&](int64_t b, int64_t e, int t) {
+        float s = 0.0f;
+        for (int64_t i = b; i < e; ++i)
+          for (int k = 0; k < work; ++k) s += data[k & 16383] * 1.0001f;
+        sink[t] += s;
+      });
+      for (int k = 0; k < work / 4; ++k) serial += data[k & 16383];
+    }
+    const double us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
+        regions;
+    std::printf("pool: %d threads, %6d multiply-adds per item: %.2f us per region\n", threads, work,
+                us);
+  }
+  for (float s : sink) serial += s;
+  return serial == -1.0f ? 1 : 0;  // keeps the work observable
+}
+
 int RunBench(int argc, char** argv) {
   const std::string sub = argc >= 2 ? argv[1] : "";
   Args a;
@@ -337,6 +373,13 @@ int RunBench(int argc, char** argv) {
     }
     return RunE2e(a);
   }
+  if (sub == "pool") {
+    if (!a.Parse(argc - 1, argv + 1, {"threads", "regions"}, {}, &err)) {
+      std::fprintf(stderr, "bench pool: %s\n", err.c_str());
+      return 2;
+    }
+    return RunPool(a);
+  }
   if (sub == "kernels") {
     if (!a.Parse(argc - 1, argv + 1,
                  {"threads", "rows", "cols", "reps", "isa", "membw", "working-set-mib", "clock"},
@@ -352,13 +395,16 @@ int RunBench(int argc, char** argv) {
       "       mimo bench kernels [--threads N] [--rows 4096] [--cols 4096] [--reps 30]\n"
       "                          [--isa all|avx512|avx2|scalar] [--membw GB/s]\n"
       "                          [--working-set-mib 256] [--clock wall|cpu]\n"
-      "       mimo bench e2e --model DIR [--threads N] [--prompt 16] [--tokens 32]\n");
+      "       mimo bench e2e --model DIR [--threads N] [--prompt 16] [--tokens 32]\n"
+      "       mimo bench pool [--threads 2] [--regions 20000]\n");
   return 2;
 }
 
 }  // namespace
 
-MIMO_CLI_COMMAND("bench", "membw|kernels|e2e [--threads N] ... (bandwidth, Linear, decode roofline)",
+MIMO_CLI_COMMAND("bench",
+                 "membw|kernels|e2e|pool [--threads N] ... (bandwidth, Linear, decode roofline, "
+                 "fork-join cost)",
                  RunBench);
 
 }  // namespace mimo::cli
