@@ -3,6 +3,8 @@
 // --mode decode feeds one token per sequence per step, --chunk-size N prefills in chunks.
 // --prefix-cache runs the sequences one after another, each starting on the longest cached
 // prefix; positions served from the cache are written as NaN (they are not recomputed).
+// --columns 5,9,…|@FILE writes only those vocabulary columns, in that order ([total, ncols]):
+// long runs over a 152k vocabulary would otherwise write gigabytes.
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -89,7 +91,7 @@ int RunLogits(int argc, char** argv) {
   Args a;
   std::string err;
   std::vector<std::string> keys = {"model", "ids", "out", "mode", "threads", "chunk-size",
-                                   "mtp-layer"};
+                                   "mtp-layer", "columns"};
   for (auto& k : KvCacheKeys()) keys.push_back(k);
   std::vector<std::string> flags = KvCacheFlags();
   flags.push_back("prefix-cache");
@@ -98,7 +100,7 @@ int RunLogits(int argc, char** argv) {
     std::fprintf(stderr,
                  "mimo logits: %s\nusage: mimo logits --model DIR --ids 1,2,3[;4,5]|@FILE --out FILE "
                  "[--mode prefill|decode] [--chunk-size N] [--threads N] [--attention-backend NAME] "
-                 "[--block-size N] [--kv-cache-dtype f32|bf16|fp8] [--prefix-cache]\n",
+                 "[--block-size N] [--kv-cache-dtype f32|bf16|fp8] [--prefix-cache] [--columns IDS|@FILE]\n",
                  err.empty() ? "missing --model, --ids or --out" : err.c_str());
     return 2;
   }
@@ -126,7 +128,30 @@ int RunLogits(int argc, char** argv) {
     total += static_cast<int64_t>(s.size());
     longest = std::max<int64_t>(longest, static_cast<int64_t>(s.size()));
   }
-  if (a.Has("mtp-layer")) return RunMtpLogits(a, lm, seqs, mode);
+  std::vector<int64_t> columns;  // empty: the whole vocabulary
+  if (a.Has("columns")) {
+    std::vector<std::vector<int32_t>> col_lists;
+    if (!ParseSequences(a.Get("columns"), &col_lists, &err) || col_lists.size() != 1) {
+      std::fprintf(stderr, "mimo logits: --columns: %s\n",
+                   err.empty() ? "expected one comma-separated id list" : err.c_str());
+      return 2;
+    }
+    for (int32_t c : col_lists[0]) {
+      if (c < 0 || c >= cfg.vocab_size) {
+        std::fprintf(stderr, "mimo logits: --columns: id %d out of range (vocab_size %d)\n", c,
+                     cfg.vocab_size);
+        return 2;
+      }
+      columns.push_back(c);
+    }
+  }
+  if (a.Has("mtp-layer")) {
+    if (!columns.empty()) {
+      std::fprintf(stderr, "mimo logits: --columns is not supported with --mtp-layer\n");
+      return 2;
+    }
+    return RunMtpLogits(a, lm, seqs, mode);
+  }
   const bool prefix_cache = a.Has("prefix-cache");
   const int chunk = mode == "decode" ? 1 : static_cast<int>(a.GetInt("chunk-size", 0));
   const int step_chunk = chunk > 0 ? chunk : static_cast<int>(longest);
@@ -136,7 +161,8 @@ int RunLogits(int argc, char** argv) {
   if (!kv) return 1;
 
   const int64_t V = cfg.vocab_size;
-  std::vector<float> logits(total * V, std::numeric_limits<float>::quiet_NaN());  // [total, V]
+  const int64_t W = columns.empty() ? V : static_cast<int64_t>(columns.size());
+  std::vector<float> logits(total * W, std::numeric_limits<float>::quiet_NaN());  // [total, W]
   std::vector<int64_t> offset(n_seq, 0);  // first output row of each sequence
   for (int s = 1; s < n_seq; ++s) offset[s] = offset[s - 1] + static_cast<int64_t>(seqs[s - 1].size());
   std::vector<int> done(n_seq, 0);  // tokens of each sequence already computed
@@ -164,9 +190,15 @@ int RunLogits(int argc, char** argv) {
       out.logits = step_logits.data();
       lm.model->Forward(lm.ctx, b, tokens.data(), *kv, out);
       for (const SequenceChunk& c : b.chunks) {
-        std::copy(step_logits.begin() + static_cast<int64_t>(c.token_begin) * V,
-                  step_logits.begin() + static_cast<int64_t>(c.token_begin + c.num_tokens) * V,
-                  logits.begin() + (offset[c.seq_id] + c.start_pos) * V);
+        for (int i = 0; i < c.num_tokens; ++i) {
+          const float* src = step_logits.data() + static_cast<int64_t>(c.token_begin + i) * V;
+          float* dst = logits.data() + (offset[c.seq_id] + c.start_pos + i) * W;
+          if (columns.empty()) {
+            std::copy(src, src + V, dst);
+          } else {
+            for (int64_t j = 0; j < W; ++j) dst[j] = src[columns[j]];
+          }
+        }
         kv->RecordTokenIds(c.seq_id, std::span<const int32_t>(seqs[c.seq_id].data() + c.start_pos, c.num_tokens));
         done[c.seq_id] += c.num_tokens;
       }
@@ -199,6 +231,7 @@ int RunLogits(int argc, char** argv) {
 MIMO_CLI_COMMAND("logits",
                  "--model DIR --ids 1,2,3[;4,5]|@FILE --out FILE [--mode prefill|decode] "
                  "[--chunk-size N] [--attention-backend NAME] [--block-size N] "
-                 "[--kv-cache-dtype f32|bf16|fp8] [--prefix-cache] [--mtp-layer I] [--threads N]",
+                 "[--kv-cache-dtype f32|bf16|fp8] [--prefix-cache] [--mtp-layer I] [--columns IDS|@FILE] "
+                 "[--threads N]",
                  RunLogits);
 }  // namespace mimo::cli
