@@ -10,12 +10,17 @@ prefix of the turn-2 prompt (thinking on; with thinking off the template drops t
 Tasks: arithmetic (+, - on 0..40), counting, spelling, facts from a generated table of fictional
 people, facts given in the prompt, and tool use (get_weather, calculator, lookup_person,
 send_message) with a tool response and a final answer that uses it.
-Held-out: arithmetic pairs with (7a + 13b) % 10 == 3, fact questions in phrasings never used in
-training, and names / cities from a disjoint pool for in-context facts and tool calls.
+Held-out: arithmetic pairs (a, b) whose hash falls in a tenth of the table (every units-digit
+combination still occurs in training, with other tens: a held-out set defined by the units digits
+would ask the model to invent addition facts it never saw), fact questions in phrasings never used
+in training, and names / cities for in-context facts and tool calls from a disjoint, hash-defined
+quarter of the syllable space. Training names and cities are drawn fresh from a space of thousands,
+so the model must copy them from the prompt instead of memorising a short list.
 """
 import json
 import os
 import random
+import zlib
 from typing import Dict, List, Optional, Tuple
 
 import jinja2
@@ -119,12 +124,21 @@ TOOLS = {
 TOOL_ORDER = ["get_weather", "calculator", "lookup_person", "send_message"]
 
 
+def _hash(s: str) -> int:
+    return zlib.crc32(s.encode("utf-8"))
+
+
 def is_heldout_pair(a: int, b: int) -> bool:
-    return (7 * a + 13 * b) % 10 == 3
+    return _hash(f"{a}|{b}") % 10 == 3
+
+
+def is_heldout_name(name: str) -> bool:
+    """Names and cities of the evaluation set: a fixed quarter of the syllable space."""
+    return _hash(name) % 4 == 1
 
 
 class World:
-    """The fact table and name pools, all from one seed."""
+    """The fact table from one seed; names and cities for prompts are drawn by the Generator."""
 
     def __init__(self, seed: int = 1234):
         rng = random.Random(seed)
@@ -134,23 +148,21 @@ class World:
         for p in self.people:
             self.table[p] = {"city": rng.choice(self.cities), "age": rng.randint(20, 70),
                              "job": rng.choice(JOBS)}
-        # pools for in-context facts and tools (train / held-out are disjoint)
-        self.train_names = _make_names(rng, 300, rng.choice([2, 3]) and 2, exclude=self.people)
-        self.train_names += _make_names(rng, 150, 3, exclude=self.people + self.train_names)
-        self.heldout_names = _make_names(rng, 300, 2, exclude=self.people + self.train_names)
-        self.train_cities = _make_cities(rng, 250, exclude=self.cities)
-        self.heldout_cities = _make_cities(rng, 120, exclude=self.cities + self.train_cities)
+        self.reserved = set(self.people) | set(self.cities)
 
 
 # Phrasings: index < n_train are used in training, the rest only in evaluation.
 FACT_Q = {
-    "city": (["Where does {n} live?", "Which city is {n} from?", "Where is {n}'s home?"],
+    "city": (["Where does {n} live?", "Which city is {n} from?", "Where is {n}'s home?",
+              "Tell me the city of {n}.", "What city does {n} live in?"],
              ["In which city does {n} live?", "Tell me where {n} lives."],
              "{n} lives in {v}."),
-    "age": (["How old is {n}?", "What is {n}'s age?", "What age is {n}?"],
+    "age": (["How old is {n}?", "What is {n}'s age?", "What age is {n}?", "Tell me the age of {n}.",
+             "How old is {n} now?"],
             ["Tell me how old {n} is.", "How many years old is {n}?"],
             "{n} is {v} years old."),
-    "job": (["What does {n} do for work?", "What is {n}'s job?", "What is the job of {n}?"],
+    "job": (["What does {n} do for work?", "What is {n}'s job?", "What is the job of {n}?",
+             "Tell me the job of {n}.", "What is the work of {n}?"],
             ["Tell me {n}'s job.", "What work does {n} do?"],
             "{n} works as a {v}."),
 }
@@ -212,17 +224,34 @@ class Generator:
         return [Sample("fact", [{"role": "user", "content": q}], None, thinking,
                        think + ans_t.format(n=n, v=v), {"answer": str(v)})]
 
-    def _names(self):
-        return self.w.heldout_names if self.heldout else self.w.train_names
+    def _fresh(self, make, k):
+        """k distinct names from make(rng), on this generator's side of the held-out split."""
+        out = []
+        while len(out) < k:
+            x = make(self.rng)
+            if x not in self.w.reserved and x not in out and is_heldout_name(x) == self.heldout:
+                out.append(x)
+        return out
 
-    def _cities(self):
-        return self.w.heldout_cities if self.heldout else self.w.train_cities
+    def _names(self, k=1):
+        def make(r):
+            while True:
+                n = _cap("".join(r.choice(SYL_A if i == 0 else SYL_B) for i in range(r.choice([2, 2, 3]))))
+                if 4 <= len(n) <= 9:
+                    return n
+        return self._fresh(make, k)
+
+    def _cities(self, k=1):
+        def make(r):
+            stem = r.choice(SYL_A) + (r.choice(SYL_B) if r.random() < 0.5 else "")
+            return _cap(stem + r.choice(CITY_END))
+        return self._fresh(make, k)
 
     def context_fact(self, thinking):
         r = self.rng
         k = r.randint(2, 4)
-        names = r.sample(self._names(), k)
-        cities = r.sample(self._cities(), k)
+        names = self._names(k)
+        cities = self._cities(k)
         ctx = " ".join(f"{n} lives in {c}." for n, c in zip(names, cities))
         i = r.randrange(k)
         q = ctx + " " + r.choice(["Where does {n} live?", "Which city is {n} in?"]).format(n=names[i])
@@ -260,7 +289,7 @@ class Generator:
         chosen = set([name] + r.sample(others, r.randint(0, 2)))
         tools = [TOOLS[t] for t in TOOL_ORDER if t in chosen]
         if name == "get_weather":
-            city = r.choice(self._cities())
+            (city,) = self._cities()
             q = r.choice(["What is the weather in {c}?", "How is the weather in {c} today?",
                           "Is it warm in {c}?"]).format(c=city)
             args = {"city": city}
@@ -284,18 +313,18 @@ class Generator:
             after = f"The result is {val}."
             facts = [str(val)]
         elif name == "lookup_person":
-            n = r.choice(self._names())
+            (n,) = self._names()
             q = r.choice(["Look up {n} and tell me where they live.", "Where does {n} live? Check the directory.",
                           "Find {n} in the directory."]).format(n=n)
             args = {"name": n}
-            city, age = r.choice(self._cities()), r.randint(18, 90)
+            (city,), age = self._cities(), r.randint(18, 90)
             resp = {"name": n, "city": city, "age": age}
             plan = f"I will call lookup_person for {n}."
             final = f"{n} lives in {city} and is {age} years old."
             after = f"{n} lives in {city}."
             facts = [city, str(age)]
         else:
-            n = r.choice(self._names())
+            (n,) = self._names()
             text = r.choice(MESSAGES)
             q = r.choice(["Send a message to {n} saying {t}.", "Tell {n}: {t}.",
                           "Message {n} that {t}."]).format(n=n, t=text)
@@ -326,7 +355,7 @@ class Generator:
         s.kind = "fact_tools"
         return [s]
 
-    MIX = [("arith", 0.24), ("fact", 0.16), ("context_fact", 0.12), ("count", 0.06), ("spell", 0.07),
+    MIX = [("arith", 0.26), ("fact", 0.14), ("context_fact", 0.16), ("count", 0.04), ("spell", 0.05),
            ("tool", 0.31), ("tool_direct", 0.04)]
 
     def conversation(self) -> List[Sample]:

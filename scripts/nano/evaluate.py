@@ -52,19 +52,25 @@ def final_answer(text: str) -> str:
     return t.replace("<|im_end|>", "").strip()
 
 
+def contains_value(text: str, value: str) -> bool:
+    """value as a whole word or number: "-3" is found in "it is -3 degrees", "3" is not, nor is
+    "Gal" in "Galton" (a plain \\b would reject the first: no boundary between " " and "-")."""
+    return re.search(r"(?<![\w-])" + re.escape(value) + r"(?!\w)", text) is not None
+
+
 def score(sample, text: str) -> bool:
     ans = final_answer(text)
     if sample.kind == "arith":
         nums = re.findall(r"=\s*(-?\d+)", ans)
         return bool(nums) and nums[-1] == sample.meta["answer"]
     if sample.kind in ("fact", "context"):
-        return re.search(r"\b" + re.escape(sample.meta["answer"]) + r"\b", ans) is not None
+        return contains_value(ans, sample.meta["answer"])
     if sample.kind == "tool_call":
         calls = parse_tool_calls(text.split("</think>")[-1])
         return len(calls) == 1 and calls[0][0] == sample.meta["name"] and \
             calls[0][1] == {k: str(v) for k, v in sample.meta["args"].items()}
     if sample.kind == "tool_answer":
-        return all(re.search(r"\b" + re.escape(f) + r"\b", ans) for f in sample.meta["facts"])
+        return all(contains_value(ans, f) for f in sample.meta["facts"])
     raise ValueError(sample.kind)
 
 

@@ -20,6 +20,7 @@ enorm(embed)[c]), so the same inequality holds for drafts.
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -240,7 +241,24 @@ def write_dir(out, T, c: NanoConfig, fp8: bool, readme: str, voc):
         f.write(readme)
 
 
-def readme_text(c, nparams, B, lo_main, lo_mtp, step, ev, fp8, n_out):
+def train_minutes(run_dir):
+    """Wall minutes of training from train.log: the last elapsed time logged in each phase (a
+    phase ends where the next one logs "resumed at step")."""
+    total, last = 0.0, 0.0
+    try:
+        with open(os.path.join(run_dir, "train.log")) as f:
+            for line in f:
+                if "resumed at step" in line:
+                    total, last = total + last, 0.0
+                m = re.search(r"\| (\d+)s [\d.]+s/step", line)
+                if m:
+                    last = float(m.group(1))
+    except OSError:
+        pass
+    return round((total + last) / 60)
+
+
+def readme_text(c, nparams, B, lo_main, lo_mtp, step, ev, fp8, n_out, voc, minutes):
     ev_lines = ""
     if ev:
         ev_lines = "\n## Evaluation (held-out prompts, greedy, scripts/nano/evaluate.py)\n\n" + "\n".join(
@@ -252,7 +270,7 @@ def readme_text(c, nparams, B, lo_main, lo_mtp, step, ev, fp8, n_out):
     return f"""# mimo-v2-nano ({kind})
 
 **What it is.** A tiny toy model with exactly the MiMo-V2-Flash architecture (same config keys,
-tensor names, dtypes and FP8 scale layouts), trained from scratch in about 45 minutes on 2 CPU
+tensor names, dtypes and FP8 scale layouts), trained from scratch in about {minutes} minutes on 2 CPU
 cores on a synthetic corpus (scripts/nano/). It is the default demo/test model of mimo.cpp.
 
 **What it is not.** It is NOT Xiaomi's MiMo weights, not distilled from them, and knows nothing
@@ -280,16 +298,20 @@ gives fluent-looking nonsense in that style. Do not use it for anything but test
 
 ## Training
 
-{step} AdamW steps of ~2k assistant-side tokens (bucketed batches sharing the system/tools
-prefix; lr 3e-3 peak, cosine), loss on assistant tokens only (incl. <|im_end|>): main CE + 0.3 x each
-MTP depth CE, softmax restricted to the tokens the assistant writes in the corpus; router bias
-updated every step with gamma 1e-3. Corpus: 24000 generated conversations (seed 20250101).
-Trained in three phases on the shared 2-core machine (about 65 minutes in all): 380 steps with
-the cosine over 380 steps, then resumed from that checkpoint with `--steps 700` and again with
-`--steps 1300` (each resume restarts the schedule at its step/N point). Reproduce:
-`for n in 380 700 1300; do scripts/nano/run_train.sh --out build-nano/run --steps $n; done && scripts/nano/py.sh evaluate.py --model build-nano/export/mimo-v2-nano --json build-nano/eval.json && scripts/nano/py.sh export.py --run build-nano/run`
-(export once before evaluating so build-nano/export exists; the second export writes the numbers
-into this README).
+{step} AdamW steps of ~2k tokens (bucketed batches sharing the system/tools prefix; lr 3e-3 peak,
+cosine over all steps), loss on the assistant tokens (incl. <|im_end|>): main CE + 0.3 x each MTP
+depth CE, softmax restricted to the tokens the assistant writes in the corpus; from step 950 on
+also 0.5 x main CE on the prompt text after the system block (user turns, tool responses), for the
+tokens of that vocabulary: names and numbers recur there, which is what teaches copying (from step
+1350 without the pre-filled `<think></think>` of thinking-off prompts, which had started to make
+the model skip its reasoning with thinking on). From step 1350 arithmetic and in-context-fact
+conversations appear twice per epoch. Router bias updated every step with gamma 1e-3. Corpus:
+{voc["conversations"]} generated conversations (seed {voc["seed"]}). On the shared 2-core
+machine, {minutes} minutes in all; the run was stopped at steps 950 and 1350 to make these changes
+(each resume reshuffles the corpus). Reproduce (the defaults of train.py are these settings):
+`R=build-nano/run; scripts/nano/run_train.sh --out $R --stop-after 950 && scripts/nano/run_train.sh --out $R --stop-after 1350 && scripts/nano/run_train.sh --out $R && scripts/nano/py.sh export.py --run $R && scripts/nano/py.sh evaluate.py --model build-nano/export/mimo-v2-nano --json build-nano/eval.json && scripts/nano/py.sh export.py --run $R`
+(the first export makes build-nano/export for the evaluation; the second writes its numbers into
+this README).
 
 ## Tokens the model never writes
 
@@ -329,8 +351,12 @@ def main():
         d = os.path.join(a.out, name)
         if os.path.exists(d):
             shutil.rmtree(d)
-        rd = readme_text(c, nparams, B, lo_main, lo_mtp, step, ev, fp8, len(voc["out_ids"]))
+        rd = readme_text(c, nparams, B, lo_main, lo_mtp, step, ev, fp8, len(voc["out_ids"]), voc,
+                         train_minutes(a.run))
         write_dir(d, T, c, fp8, rd, voc)
+        if ev and not fp8:  # the evaluation ran on this variant; a test reruns it
+            with open(os.path.join(d, "nano_eval.json"), "w") as f:
+                json.dump(ev, f, indent=1)
         if not fp8:
             with open(os.path.join(a.pack, "README.md"), "w") as f:
                 f.write(rd)

@@ -42,7 +42,7 @@ class NanoConfig:
     rot: int = 64
     rope_theta: float = 5e6
     swa_rope_theta: float = 1e4
-    window: int = 32
+    window: int = 64
     value_scale: float = 0.707
     intermediate: int = 256
     experts: int = 16

@@ -4,7 +4,12 @@
 
 Writes <out>/train.log, <out>/ckpt.pt (every --ckpt-every steps and at the end) and
 <out>/corpus_vocab.json (the compact input/output vocabularies).
-Loss = CE(main next token) + mtp_weight * sum_k CE(MTP depth k), on assistant tokens only.
+Loss = CE(main next token) + mtp_weight * sum_k CE(MTP depth k), on assistant tokens, plus from
+step --prompt-loss-from on prompt_weight * CE(main) on the prompt text after the system block
+(user turns, tool responses: where names and numbers recur, the signal that teaches copying),
+limited to tokens in the assistant vocabulary (the output softmax is restricted to it) and never
+on the pre-filled <think></think> (from step --think-fix-from; the shipped run had it on for
+steps 950-1349 by mistake, which is why it is a flag).
 """
 import argparse
 import json
@@ -30,15 +35,21 @@ def build_corpus(seed: int, n_conv: int):
     r = data.Renderer()
     w = data.World()
     g = data.Generator(seed, w)
-    seqs = []
+    seqs, kinds = [], []
     for _ in range(n_conv):
-        seqs.extend(data.encode_conversation(tk, r, g.conversation()))
+        conv = g.conversation()
+        enc = data.encode_conversation(tk, r, conv)
+        seqs.extend(enc)
+        kinds.extend([conv[0].kind] * len(enc))
     in_ids = sorted({i for s, _ in seqs for i in s} | {PAD_ID})
     out_ids = sorted({s[j] for s, m in seqs for j in range(len(s)) if m[j]})
-    return seqs, in_ids, out_ids
+    return seqs, kinds, in_ids, out_ids
 
 
 IM_START = 151644
+# <think>, </think>: with thinking off the template pre-fills "<think></think>" into the prompt, and
+# a prompt loss on it would teach the model to close its reasoning at once with thinking on too.
+NO_PROMPT_LOSS = {151667, 151668}
 
 
 def prefix_len(s):
@@ -47,12 +58,14 @@ def prefix_len(s):
     return j + 1
 
 
-def make_batches(seqs, tok_budget, rng):
+def make_batches(seqs, tok_budget, rng, repeat=None):
     """Batches of sequences with the same system block (so it is computed once per batch),
-    similar lengths, and at most tok_budget suffix tokens (padded)."""
+    similar lengths, and at most tok_budget suffix tokens (padded). repeat[i] > 1 puts sequence i
+    in that many batches of the epoch."""
     groups = {}
     for i, (s, _) in enumerate(seqs):
-        groups.setdefault(tuple(s[:prefix_len(s)]), []).append(i)
+        for _ in range(repeat[i] if repeat else 1):
+            groups.setdefault(tuple(s[:prefix_len(s)]), []).append(i)
     batches = []
     for key in sorted(groups):
         P = len(key)
@@ -70,13 +83,14 @@ def make_batches(seqs, tok_budget, rng):
     return batches
 
 
-def collate(seqs, idx, in_map, out_map):
+def collate(seqs, idx, in_map, out_map, no_prompt_loss=frozenset(NO_PROMPT_LOSS)):
     P = prefix_len(seqs[idx[0]][0])
     prefix = torch.tensor([[in_map[t] for t in seqs[idx[0]][0][:P]]])
     S = max(len(seqs[i][0]) for i in idx) - P
     B = len(idx)
     ids = torch.full((B, S), in_map[PAD_ID], dtype=torch.long)
     tgt = torch.full((B, S), -100, dtype=torch.long)
+    ptgt = torch.full((B, S), -100, dtype=torch.long)  # prompt tokens (not assistant-written)
     valid = torch.zeros((B, S), dtype=torch.bool)
     for b, i in enumerate(idx):
         s, m = seqs[i]
@@ -84,8 +98,10 @@ def collate(seqs, idx, in_map, out_map):
         s, m = s[P:], m[P:]
         ids[b, :len(s)] = torch.tensor([in_map[t] for t in s])
         tgt[b, :len(s)] = torch.tensor([out_map[t] if mm else -100 for t, mm in zip(s, m)])
+        ptgt[b, :len(s)] = torch.tensor([out_map.get(t, -100) if not mm and t not in no_prompt_loss
+                                         else -100 for t, mm in zip(s, m)])
         valid[b, :len(s)] = True
-    return prefix, ids, tgt, valid
+    return prefix, ids, tgt, valid, ptgt
 
 
 def _head_ce(model, y, t):
@@ -93,13 +109,17 @@ def _head_ce(model, y, t):
     return F.cross_entropy(model.lm_head(y[sel]), t[sel])
 
 
-def losses(model: NanoMiMo, prefix, ids, tgt, valid):
+def losses(model: NanoMiMo, prefix, ids, tgt, valid, ptgt=None):
     """Main loss: h[t] predicts x[t+1]. MTP depth k: f_k(embed(x[t+k+1]), h[t]) predicts x[t+k+2];
     it runs on the suffix plus the last window+4 prefix positions (its SWA context)."""
     B, S = ids.shape
     P = prefix.shape[1]
     hp, hs = model.hidden_split(prefix, ids, valid)                # [1,P,H], [B,S,H] pre-norm
-    main = _head_ce(model, model.norm(hs[:, :-1]), tgt[:, 1:])
+    hn = model.norm(hs[:, :-1])
+    main = _head_ce(model, hn, tgt[:, 1:])
+    prompt = None
+    if ptgt is not None and bool((ptgt[:, 1:] != -100).any()):
+        prompt = _head_ce(model, hn, ptgt[:, 1:])
     M = min(P, model.c.window + 4)
     hcat = torch.cat([hp[:, P - M:].expand(B, -1, -1), hs], dim=1)             # [B, M+S, H]
     icat = torch.cat([prefix[:, P - M:].expand(B, -1), ids], dim=1)            # [B, M+S]
@@ -112,21 +132,30 @@ def losses(model: NanoMiMo, prefix, ids, tgt, valid):
         t2 = torch.cat([tcat[:, sh + 1:], tcat.new_full((B, sh + 1), -100)], dim=1)  # x[t+k+2]
         y = model.mtp_hidden(k, emb_ids, hcat, pos0=P - M)
         mtp.append(_head_ce(model, y, t2))
-    return main, mtp
+    return main, mtp, prompt
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="build-nano/run")
     ap.add_argument("--seed", type=int, default=20250101)
-    ap.add_argument("--conversations", type=int, default=24000)
-    ap.add_argument("--steps", type=int, default=380)
+    ap.add_argument("--conversations", type=int, default=36000)
+    ap.add_argument("--steps", type=int, default=2000)
     ap.add_argument("--tok-budget", type=int, default=2048)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--warmup", type=int, default=30)
     ap.add_argument("--mtp-weight", type=float, default=0.3)
     ap.add_argument("--gamma", type=float, default=1e-3)
+    ap.add_argument("--prompt-weight", type=float, default=0.5)
+    ap.add_argument("--prompt-loss-from", type=int, default=950,
+                    help="first step with the prompt-text loss (the shipped run added it at 950)")
     ap.add_argument("--ckpt-every", type=int, default=50)
+    ap.add_argument("--think-fix-from", type=int, default=1350)
+    ap.add_argument("--oversample-from", type=int, default=1350,
+                    help="from this step (at the next epoch or resume) arithmetic and in-context "
+                         "facts appear twice per epoch")
+    ap.add_argument("--stop-after", type=int, default=0,
+                    help="save and stop after this step (the schedule still spans --steps)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--bench", action="store_true")
     a = ap.parse_args()
@@ -143,7 +172,7 @@ def main():
         logf.flush()
 
     t0 = time.time()
-    seqs, in_ids, out_ids = build_corpus(a.seed, a.conversations)
+    seqs, kinds, in_ids, out_ids = build_corpus(a.seed, a.conversations)
     ntok = sum(len(s) for s, _ in seqs)
     nloss = sum(sum(m) for _, m in seqs)
     log(f"corpus: {len(seqs)} sequences, {ntok} tokens, {nloss} trained tokens, "
@@ -177,16 +206,23 @@ def main():
     ema = None
     while step < a.steps:
         if not batches:
-            batches = make_batches(seqs, a.tok_budget, rng)
+            rep = None
+            if step >= a.oversample_from:  # the tasks that need the most steps: twice per epoch
+                rep = [2 if k in ("arith", "context") else 1 for k in kinds]
+            batches = make_batches(seqs, a.tok_budget, rng, rep)
             epoch += 1
         idx = batches.pop()
-        prefix, ids, tgt, valid = collate(seqs, idx, in_map, out_map)
+        prefix, ids, tgt, valid, ptgt = collate(
+            seqs, idx, in_map, out_map, NO_PROMPT_LOSS if step >= a.think_fix_from else frozenset())
         lr = a.lr * min(1.0, (step + 1) / a.warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, step / a.steps))))
         for gparam in opt.param_groups:
             gparam["lr"] = lr
         model.train()
-        main_l, mtp_l = losses(model, prefix, ids, tgt, valid)
+        use_prompt = a.prompt_weight > 0 and step >= a.prompt_loss_from
+        main_l, mtp_l, prompt_l = losses(model, prefix, ids, tgt, valid, ptgt if use_prompt else None)
         loss = main_l + a.mtp_weight * sum(mtp_l)
+        if prompt_l is not None:
+            loss = loss + a.prompt_weight * prompt_l
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -202,16 +238,20 @@ def main():
             imb = max((l.max() / l.mean()).item() for l in loads) if loads else 0
             log(f"step {step} ep {epoch} lr {lr:.2e} loss {vals[0]:.4f} ema main {ema[0]:.4f} mtp "
                 + " ".join(f"{e:.3f}" for e in ema[1:])
+                + (f" prompt {prompt_l.item():.3f}" if prompt_l is not None else "")
                 + f" | B {ids.shape[0]}x{prefix.shape[1]}+{ids.shape[1]} max/mean load {imb:.2f} | {el:.0f}s {el / max(1, step):.2f}s/step")
         if a.bench and step >= 8:
             return
-        if step % a.ckpt_every == 0 or step == a.steps:
+        stop = a.stop_after and step >= a.stop_after
+        if step % a.ckpt_every == 0 or step == a.steps or stop:
             tmp = ck + ".tmp"
             torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step,
                         "rng": rng.getstate(), "torch_rng": torch.get_rng_state(),
                         "config": config_dict(cfg)}, tmp)
             os.replace(tmp, ck)
             log(f"checkpoint step {step}")
+        if stop:
+            break
     log(f"done: {step} steps in {time.time() - t_start:.0f}s")
 
 

@@ -1,9 +1,10 @@
 """The C++ engine on the shipped mimo-v2-nano checkpoints (BF16 and FP8, unpacked by
 scripts/setup.sh): `mimo logits` prefill and decode against the float64 PyTorch reference on a
-chat-formatted prompt that crosses the 32-key window."""
+chat-formatted prompt that crosses the 64-key window."""
 import json
 import os
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -14,7 +15,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 TEXT = ("<|im_start|>system\nYou are MiMo, a helpful AI assistant engineered by Xiaomi.<|im_end|>"
         "<|im_start|>user\nWhat is 17 + 25?<|im_end|><|im_start|>assistant\n<think></think>"
         "17 + 25 = 42.<|im_end|><|im_start|>user\nSpell the word garden.<|im_end|>"
-        "<|im_start|>assistant\n")
+        "<|im_start|>assistant\n<think></think>garden is spelled g-a-r-d-e-n.<|im_end|>"
+        "<|im_start|>user\nWhere does Venlo live?<|im_end|><|im_start|>assistant\n")
 _ref = {}
 
 
@@ -38,7 +40,7 @@ def reference(mimo_bin, name):
 @pytest.mark.parametrize("name", ["mimo-v2-nano", "mimo-v2-nano-fp8"])
 def test_engine_matches_reference(mimo_bin, tmp_path, name, mode):
     ids, want = reference(mimo_bin, name)
-    assert len(ids) > 40  # past the 32-key window
+    assert len(ids) > 80  # past the 64-key window
     out = tmp_path / "l.bin"
     p = subprocess.run([mimo_bin, "logits", "--model", model_dir(name), "--ids",
                         ",".join(map(str, ids)), "--out", str(out), "--mode", mode,
@@ -54,3 +56,36 @@ def test_engine_matches_reference(mimo_bin, tmp_path, name, mode):
     used = json.load(open(os.path.join(model_dir(name), "nano_used_tokens.json")))["output_ids"]
     gu, wu = got[:, used], want[:, used]
     assert (np.abs(gu - wu).max(-1) <= 1e-4 * np.abs(wu).max()).all(), np.abs(gu - wu).max()
+
+
+@pytest.mark.parametrize("name", ["mimo-v2-nano", "mimo-v2-nano-fp8"])
+def test_engine_greedy_equals_training_module_on_heldout(mimo_bin, name):
+    """`mimo generate` (greedy) writes the same completions as the PyTorch module that
+    scripts/nano/evaluate.py scores, on held-out prompts of every kind, so the evaluation's numbers
+    are the engine's. A divergence is accepted only at a near-tie of the module's top two logits."""
+    sys.path.insert(0, os.path.join(REPO, "scripts", "nano"))
+    import data  # noqa: E402
+    import evaluate  # noqa: E402
+    import nano_io  # noqa: E402
+    import tok as toklib  # noqa: E402
+    import torch
+
+    torch.set_num_threads(1)
+    model, _ = nano_io.load_model(model_dir(name))
+    tk, r = toklib.Tokenizer(), data.Renderer()
+    items = data.eval_set(data.World(), seed=99, n_per_kind=3)
+    for s in items:
+        prompt = tk.encode(data.prompt_text(r, s))
+        want = evaluate.greedy(model, prompt, max_new=96)
+        p = subprocess.run([mimo_bin, "generate", "--model", model_dir(name), "--ids",
+                            ",".join(map(str, prompt)), "--max-tokens", "96", "--json",
+                            "--threads", "2"], capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stderr
+        got = json.loads(p.stdout)["output_ids"]
+        if got != want:
+            j = next(i for i in range(min(len(got), len(want))) if got[i] != want[i])
+            with torch.no_grad():
+                lg = model.logits(model.hidden(torch.tensor([prompt + want[:j]])))[0, -1]
+            top2 = lg.topk(2).values
+            assert float(top2[0] - top2[1]) < 1e-3 * float(lg.abs().max()), \
+                (s.kind, tk.decode(got), tk.decode(want))

@@ -4,6 +4,7 @@ and tensor formats, the training module agrees with the independent float64 refe
 win the argmax or be sampled, and a held-out evaluation subset passes."""
 import json
 import os
+import re
 import sys
 
 import numpy as np
@@ -181,6 +182,9 @@ def test_tool_call_parser_reads_template_rendering():
 def test_scorer_accepts_expected_and_rejects_wrong_completions():
     """evaluate.score on the generator's own held-out completions (independent expectation: the
     template-rendered targets) must be 100%, and on completions with the value/argument swapped 0%."""
+    assert evaluate.contains_value("In Xoton it is -3 degrees.", "-3")
+    assert not evaluate.contains_value("In Xoton it is -3 degrees.", "3")
+    assert not evaluate.contains_value("Kela lives in Galton.", "Gal")
     w = data.World()
     items = data.eval_set(w, n_per_kind=6)
     assert {s.kind for s in items} == {"arith", "fact", "context", "tool_call", "tool_answer"}
@@ -197,3 +201,52 @@ def test_scorer_accepts_expected_and_rejects_wrong_completions():
                 s.completion.split("</think>")[-1].replace(ans, ans + "1") if "</think>" in s.completion \
                 else s.completion.replace(ans, ans + "1")
         assert not evaluate.score(s, bad), (s.kind, bad)
+
+
+def test_heldout_split_is_disjoint_from_training():
+    """The evaluation's arithmetic pairs, names and cities never occur in training conversations,
+    while every units-digit combination does (so held-out sums are new, not unlearnable)."""
+    w = data.World()
+    g = data.Generator(TRAIN_SEED, w)
+    train_pairs, train_text = set(), []
+    for _ in range(3000):
+        for s in g.conversation():
+            train_text.append(data.prompt_text(data_renderer(), s) + s.completion)
+            if s.kind == "arith":
+                a, op, b = s.completion.split("</think>")[-1].split(" ")[:3]
+                train_pairs.add((int(a), int(b)))
+    assert {(a % 10, b % 10) for a, b in train_pairs} == {(i, j) for i in range(10) for j in range(10)}
+    corpus = "\n".join(train_text)
+    held = data.eval_set(w, n_per_kind=40)
+    for s in held:
+        if s.kind == "arith":
+            a, op, b = s.completion.split("</think>")[-1].split(" ")[:3]
+            assert (int(a), int(b)) not in train_pairs and data.is_heldout_pair(int(a), int(b))
+        for key in ("name", "to", "city"):
+            v = s.meta.get("args", {}).get(key)
+            if v:
+                assert data.is_heldout_name(v) and not re.search(rf"\b{v}\b", corpus), v
+        if s.kind == "context":
+            v = s.meta["answer"]
+            assert data.is_heldout_name(v) and not re.search(rf"\b{v}\b", corpus), v
+
+
+_renderer = []
+
+
+def data_renderer():
+    if not _renderer:
+        _renderer.append(data.Renderer())
+    return _renderer[0]
+
+
+def test_heldout_evaluation_reproduces_shipped_numbers():
+    """scripts/nano/evaluate.py rerun on the shipped BF16 model gives exactly the numbers in its
+    README (nano_eval.json, written by export.py from the evaluation of the exported run)."""
+    d = model_path("mimo-v2-nano")
+    with open(os.path.join(d, "nano_eval.json")) as f:
+        shipped = json.load(f)
+    got = evaluate.evaluate(d, n_per_kind=40, mtp_samples=40, log=lambda _: None)
+    for k in shipped:
+        if k != "eval seconds":
+            assert got[k] == shipped[k], (k, got[k], shipped[k])
