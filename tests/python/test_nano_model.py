@@ -206,12 +206,12 @@ def test_scorer_accepts_expected_and_rejects_wrong_completions():
 def test_heldout_split_is_disjoint_from_training():
     """The evaluation's arithmetic pairs, names and cities never occur in training conversations,
     while every units-digit combination does (so held-out sums are new, not unlearnable)."""
-    w = data.World()
+    w, r = data.World(), data.Renderer()
     g = data.Generator(TRAIN_SEED, w)
     train_pairs, train_text = set(), []
     for _ in range(3000):
         for s in g.conversation():
-            train_text.append(data.prompt_text(data_renderer(), s) + s.completion)
+            train_text.append(data.prompt_text(r, s) + s.completion)
             if s.kind == "arith":
                 a, op, b = s.completion.split("</think>")[-1].split(" ")[:3]
                 train_pairs.add((int(a), int(b)))
@@ -230,14 +230,6 @@ def test_heldout_split_is_disjoint_from_training():
             v = s.meta["answer"]
             assert data.is_heldout_name(v) and not re.search(rf"\b{v}\b", corpus), v
 
-
-_renderer = []
-
-
-def data_renderer():
-    if not _renderer:
-        _renderer.append(data.Renderer())
-    return _renderer[0]
 
 
 def test_heldout_evaluation_reproduces_shipped_numbers():
