@@ -7,8 +7,8 @@ A two-turn tool conversation is packed into one sequence when the turn-1 prompt 
 prefix of the turn-2 prompt (thinking on; with thinking off the template drops the prefilled
 <think></think> from history, so the two turns become two sequences).
 
-Tasks: arithmetic (+, - on 0..40), counting, spelling, facts from a generated table of fictional
-people, facts given in the prompt, and tool use (get_weather, calculator, lookup_person,
+Tasks: arithmetic (+, - on 0..40, worked column by column: arith_working), counting, spelling,
+facts from a generated table of fictional people, facts given in the prompt as notes, and tool use (get_weather, calculator, lookup_person,
 send_message) with a tool response and a final answer that uses it.
 Held-out: arithmetic pairs (a, b) whose hash falls in a tenth of the table (every units-digit
 combination still occurs in training, with other tens: a held-out set defined by the units digits
@@ -189,6 +189,24 @@ def tool_call_text(name: str, args: Dict[str, str]) -> str:
     return s + "</function>\n</tool_call>"
 
 
+def arith_working(a: int, op: str, b: int) -> str:
+    """Column arithmetic written out, one digit fact per clause, so that a sum the model never saw
+    is made of steps it saw thousands of times: the problem restated (operands in a fixed order),
+    the ones column (with its carry or borrow), the tens column.
+      19 + 22. Ones: 9 + 2 = 11, write 1, carry 1. Tens: 1 + 2 + 1 = 4.
+      37 - 18. Ones: 17 - 8 = 9, borrow 1. Tens: 3 - 1 - 1 = 1."""
+    a1, a0, b1, b0 = a // 10, a % 10, b // 10, b % 10
+    if op == "+":
+        s0 = a0 + b0
+        carry = s0 // 10
+        return (f"{a} + {b}. Ones: {a0} + {b0} = {s0}, write {s0 % 10}, carry {carry}. "
+                f"Tens: {a1} + {b1} + {carry} = {a1 + b1 + carry}.")
+    borrow = 1 if a0 < b0 else 0
+    top = a0 + 10 * borrow
+    return (f"{a} - {b}. Ones: {top} - {b0} = {top - b0}, borrow {borrow}. "
+            f"Tens: {a1} - {b1} - {borrow} = {a1 - b1 - borrow}.")
+
+
 class Generator:
     def __init__(self, seed: int, world: World, heldout: bool = False):
         self.rng = random.Random(seed)
@@ -208,10 +226,13 @@ class Generator:
         c = a + b if op == "+" else a - b
         qs = (ADD_Q if op == "+" else SUB_Q)[1 if self.heldout and r.random() < 0.5 else 0]
         q = r.choice(qs).format(a=a, b=b)
-        think = f"<think>{a} {'plus' if op == '+' else 'minus'} {b} is {c}.</think>" if thinking else ""
-        ans = f"{a} {op} {b} = {c}."
-        return [Sample("arith", [{"role": "user", "content": q}], None, thinking, think + ans,
-                       {"answer": str(c)})]
+        work = arith_working(a, op, b)
+        if thinking:
+            text = f"<think>{work}</think>{a} {op} {b} = {c}."
+        else:
+            text = f"{work} So {a} {op} {b} = {c}."
+        return [Sample("arith", [{"role": "user", "content": q}], None, thinking, text,
+                       {"answer": str(c), "a": a, "b": b, "op": op})]
 
     def fact(self, thinking):
         r = self.rng
@@ -248,14 +269,17 @@ class Generator:
         return self._fresh(make, k)
 
     def context_fact(self, thinking):
+        """Facts given in the prompt as notes; the question names the notes, so it cannot be taken
+        for a question about the fact table (which the model answers from memory)."""
         r = self.rng
         k = r.randint(2, 4)
         names = self._names(k)
         cities = self._cities(k)
-        ctx = " ".join(f"{n} lives in {c}." for n, c in zip(names, cities))
+        ctx = "Notes: " + " ".join(f"{n} lives in {c}." for n, c in zip(names, cities))
         i = r.randrange(k)
-        q = ctx + " " + r.choice(["Where does {n} live?", "Which city is {n} in?"]).format(n=names[i])
-        think = f"<think>The text says {names[i]} lives in {cities[i]}.</think>" if thinking else ""
+        q = ctx + " " + r.choice(["Using the notes, where does {n} live?",
+                                  "According to the notes, which city is {n} in?"]).format(n=names[i])
+        think = f"<think>The notes say {names[i]} lives in {cities[i]}.</think>" if thinking else ""
         return [Sample("context", [{"role": "user", "content": q}], None, thinking,
                        think + f"{names[i]} lives in {cities[i]}.", {"answer": cities[i]})]
 
@@ -355,8 +379,8 @@ class Generator:
         s.kind = "fact_tools"
         return [s]
 
-    MIX = [("arith", 0.26), ("fact", 0.14), ("context_fact", 0.16), ("count", 0.04), ("spell", 0.05),
-           ("tool", 0.31), ("tool_direct", 0.04)]
+    MIX = [("arith", 0.30), ("fact", 0.12), ("context_fact", 0.17), ("count", 0.03), ("spell", 0.04),
+           ("tool", 0.30), ("tool_direct", 0.04)]
 
     def conversation(self) -> List[Sample]:
         x = self.rng.random()

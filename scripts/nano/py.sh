@@ -16,6 +16,6 @@ fi
 if [ -e "$LIB/libblas.so.3" ]; then
   export LD_LIBRARY_PATH="$PWD/$LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
-export OPENBLAS_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
+export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1} OMP_WAIT_POLICY=PASSIVE
 script="$1"; shift
 exec /usr/bin/python3 "scripts/nano/$script" "$@"

@@ -4,12 +4,14 @@
 
 Writes <out>/train.log, <out>/ckpt.pt (every --ckpt-every steps and at the end) and
 <out>/corpus_vocab.json (the compact input/output vocabularies).
-Loss = CE(main next token) + mtp_weight * sum_k CE(MTP depth k), on assistant tokens, plus from
-step --prompt-loss-from on prompt_weight * CE(main) on the prompt text after the system block
-(user turns, tool responses: where names and numbers recur, the signal that teaches copying),
-limited to tokens in the assistant vocabulary (the output softmax is restricted to it) and never
-on the pre-filled <think></think> (from step --think-fix-from; the shipped run had it on for
-steps 950-1349 by mistake, which is why it is a flag).
+Loss = CE(main next token) + mtp_weight * sum_k CE(MTP depth k), on assistant tokens, plus
+prompt_weight * CE(main) on the prompt text after the system block (user turns, tool responses:
+where names and numbers recur, the signal that teaches copying), limited to tokens in the
+assistant vocabulary (the output softmax is restricted to it) and never on the pre-filled
+<think></think> (a loss there teaches the model to close its reasoning at once with thinking on).
+The corpus is larger than the run (no sequence is seen twice), so the task mix in data.Generator
+is what the model sees. --prompt-loss-from / --think-fix-from / --oversample-from reproduce the
+phased recipe of the previous model (README of models-src/mimo-v2-nano before 2026-11-30).
 """
 import argparse
 import json
@@ -30,11 +32,22 @@ from model import NanoConfig, NanoMiMo, config_dict  # noqa: E402
 PAD_ID = 151643  # <|endoftext|>
 
 
-def build_corpus(seed: int, n_conv: int):
+def parse_mix(text: str):
+    """"arith=0.36,context_fact=0.22,..." -> Generator.MIX (every task named, weights summing to 1)."""
+    mix = [(k, float(v)) for k, v in (kv.split("=") for kv in text.split(","))]
+    names = [k for k, _ in data.Generator.MIX]
+    if sorted(k for k, _ in mix) != sorted(names) or abs(sum(v for _, v in mix) - 1) > 1e-6:
+        raise SystemExit(f"--mix must give every task of {names} a weight, summing to 1")
+    return mix
+
+
+def build_corpus(seed: int, n_conv: int, mix=None):
     tk = toklib.Tokenizer()
     r = data.Renderer()
     w = data.World()
     g = data.Generator(seed, w)
+    if mix:
+        g.MIX = mix
     seqs, kinds = [], []
     for _ in range(n_conv):
         conv = g.conversation()
@@ -139,21 +152,24 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="build-nano/run")
     ap.add_argument("--seed", type=int, default=20250101)
-    ap.add_argument("--conversations", type=int, default=36000)
-    ap.add_argument("--steps", type=int, default=2000)
+    ap.add_argument("--conversations", type=int, default=45000)
+    ap.add_argument("--steps", type=int, default=3600)
     ap.add_argument("--tok-budget", type=int, default=2048)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--warmup", type=int, default=30)
     ap.add_argument("--mtp-weight", type=float, default=0.3)
     ap.add_argument("--gamma", type=float, default=1e-3)
     ap.add_argument("--prompt-weight", type=float, default=0.5)
-    ap.add_argument("--prompt-loss-from", type=int, default=950,
-                    help="first step with the prompt-text loss (the shipped run added it at 950)")
+    ap.add_argument("--prompt-loss-from", type=int, default=0,
+                    help="first step with the prompt-text loss")
     ap.add_argument("--ckpt-every", type=int, default=50)
-    ap.add_argument("--think-fix-from", type=int, default=1350)
-    ap.add_argument("--oversample-from", type=int, default=1350,
+    ap.add_argument("--think-fix-from", type=int, default=0,
+                    help="first step that keeps the prompt loss off the pre-filled <think></think>")
+    ap.add_argument("--oversample-from", type=int, default=-1,
                     help="from this step (at the next epoch or resume) arithmetic and in-context "
-                         "facts appear twice per epoch")
+                         "facts appear twice per epoch; -1: never")
+    ap.add_argument("--mix", default="",
+                    help="task weights replacing data.Generator.MIX, e.g. arith=0.36,fact=0.06,...")
     ap.add_argument("--stop-after", type=int, default=0,
                     help="save and stop after this step (the schedule still spans --steps)")
     ap.add_argument("--threads", type=int, default=2)
@@ -172,14 +188,28 @@ def main():
         logf.flush()
 
     t0 = time.time()
-    seqs, kinds, in_ids, out_ids = build_corpus(a.seed, a.conversations)
+    seqs, kinds, in_ids, out_ids = build_corpus(a.seed, a.conversations, parse_mix(a.mix) if a.mix else None)
     ntok = sum(len(s) for s, _ in seqs)
     nloss = sum(sum(m) for _, m in seqs)
     log(f"corpus: {len(seqs)} sequences, {ntok} tokens, {nloss} trained tokens, "
         f"{len(in_ids)} input ids, {len(out_ids)} output ids ({time.time() - t0:.1f}s)")
-    with open(os.path.join(a.out, "corpus_vocab.json"), "w") as f:
-        json.dump({"in_ids": in_ids, "out_ids": out_ids, "seed": a.seed,
-                   "conversations": a.conversations}, f)
+    vpath = os.path.join(a.out, "corpus_vocab.json")
+    if os.path.exists(os.path.join(a.out, "ckpt.pt")) and os.path.exists(vpath) and not a.bench:
+        # resuming (perhaps with another --mix): the checkpoint's compact vocabularies stay; a
+        # sequence with a token outside them is dropped
+        with open(vpath) as f:
+            old = json.load(f)
+        iset, oset = set(old["in_ids"]), set(old["out_ids"])
+        keep = [j for j, (s, m) in enumerate(seqs)
+                if set(s) <= iset and all(t in oset for t, mm in zip(s, m) if mm)]
+        log(f"resume keeps the run's vocabularies ({len(old['in_ids'])} in, {len(old['out_ids'])} out): "
+            f"{len(seqs) - len(keep)} sequences with other tokens dropped")
+        seqs, kinds = [seqs[j] for j in keep], [kinds[j] for j in keep]
+        in_ids, out_ids = old["in_ids"], old["out_ids"]
+    else:
+        with open(vpath, "w") as f:
+            json.dump({"in_ids": in_ids, "out_ids": out_ids, "seed": a.seed,
+                       "conversations": a.conversations}, f)
     in_map = {t: i for i, t in enumerate(in_ids)}
     out_map = {t: i for i, t in enumerate(out_ids)}
     cfg = NanoConfig(n_in=len(in_ids), n_out=len(out_ids))
@@ -207,7 +237,7 @@ def main():
     while step < a.steps:
         if not batches:
             rep = None
-            if step >= a.oversample_from:  # the tasks that need the most steps: twice per epoch
+            if 0 <= a.oversample_from <= step:  # the tasks that need the most steps: twice per epoch
                 rep = [2 if k in ("arith", "context") else 1 for k in kinds]
             batches = make_batches(seqs, a.tok_budget, rng, rep)
             epoch += 1
@@ -225,7 +255,7 @@ def main():
             loss = loss + a.prompt_weight * prompt_l
         opt.zero_grad()
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        gnorm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0))
         opt.step()
         model.apply_constraints()
         model.balance(a.gamma)
@@ -239,7 +269,7 @@ def main():
             log(f"step {step} ep {epoch} lr {lr:.2e} loss {vals[0]:.4f} ema main {ema[0]:.4f} mtp "
                 + " ".join(f"{e:.3f}" for e in ema[1:])
                 + (f" prompt {prompt_l.item():.3f}" if prompt_l is not None else "")
-                + f" | B {ids.shape[0]}x{prefix.shape[1]}+{ids.shape[1]} max/mean load {imb:.2f} | {el:.0f}s {el / max(1, step):.2f}s/step")
+                + f" | gnorm {gnorm:.2f} B {ids.shape[0]}x{prefix.shape[1]}+{ids.shape[1]} max/mean load {imb:.2f} | {el:.0f}s {el / max(1, step):.2f}s/step")
         if a.bench and step >= 8:
             return
         stop = a.stop_after and step >= a.stop_after

@@ -203,25 +203,48 @@ def test_scorer_accepts_expected_and_rejects_wrong_completions():
         assert not evaluate.score(s, bad), (s.kind, bad)
 
 
+def test_arith_working_is_a_correct_column_derivation():
+    """Every worked sum the model is trained on is a valid column computation (checked by evaluating
+    each clause, not by re-running arith_working's formulas), ending in the right result."""
+    add = re.compile(r"^(\d+) \+ (\d+)\. Ones: (\d) \+ (\d) = (\d+), write (\d), carry ([01])\. "
+                     r"Tens: (\d) \+ (\d) \+ ([01]) = (\d)\.$")
+    sub = re.compile(r"^(\d+) - (\d+)\. Ones: (\d+) - (\d) = (\d), borrow ([01])\. "
+                     r"Tens: (\d) - (\d) - ([01]) = (\d)\.$")
+    for a in range(41):
+        for b in range(41):
+            m = add.match(data.arith_working(a, "+", b))
+            A, B, x0, y0, s0, w, c, x1, y1, c2, t = map(int, m.groups())
+            assert (A, B) == (a, b) and x0 + 10 * x1 == a and y0 + 10 * y1 == b
+            assert s0 == x0 + y0 and w == s0 % 10 and c == s0 // 10 == c2 and t == x1 + y1 + c
+            assert 10 * t + w == a + b
+            if b > a:
+                continue
+            m = sub.match(data.arith_working(a, "-", b))
+            A, B, top, y0, d0, br, x1, y1, br2, t = map(int, m.groups())
+            assert (A, B) == (a, b) and y0 + 10 * y1 == b and top % 10 == a % 10
+            assert br == br2 == (top >= 10) and top - y0 == d0 and x1 == a // 10 and t == x1 - y1 - br
+            assert 10 * t + d0 == a - b
+
+
 def test_heldout_split_is_disjoint_from_training():
     """The evaluation's arithmetic pairs, names and cities never occur in training conversations,
     while every units-digit combination does (so held-out sums are new, not unlearnable)."""
     w, r = data.World(), data.Renderer()
     g = data.Generator(TRAIN_SEED, w)
     train_pairs, train_text = set(), []
-    for _ in range(3000):
+    for _ in range(8000):  # a fifth of the training corpus
         for s in g.conversation():
             train_text.append(data.prompt_text(r, s) + s.completion)
             if s.kind == "arith":
-                a, op, b = s.completion.split("</think>")[-1].split(" ")[:3]
-                train_pairs.add((int(a), int(b)))
+                train_pairs.add((s.meta["a"], s.meta["b"]))
     assert {(a % 10, b % 10) for a, b in train_pairs} == {(i, j) for i in range(10) for j in range(10)}
     corpus = "\n".join(train_text)
     held = data.eval_set(w, n_per_kind=40)
     for s in held:
         if s.kind == "arith":
-            a, op, b = s.completion.split("</think>")[-1].split(" ")[:3]
-            assert (int(a), int(b)) not in train_pairs and data.is_heldout_pair(int(a), int(b))
+            a, b = s.meta["a"], s.meta["b"]
+            assert (a, b) not in train_pairs and data.is_heldout_pair(a, b)
+            assert f"{a} {s.meta['op']} {b} = {s.meta['answer']}." in s.completion
         for key in ("name", "to", "city"):
             v = s.meta.get("args", {}).get(key)
             if v:
