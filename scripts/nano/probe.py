@@ -5,7 +5,10 @@ vocabularies, no export), to watch a run without stopping it:
 
 Scores like evaluate.py (same held-out set and scorer); prompts with a token outside the run's
 input vocabulary are skipped; 'v' prints the misses. The shipped numbers come from evaluate.py."""
-import sys, os, json, re, shutil, tempfile
+import os
+import shutil
+import sys
+import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch
 import data, evaluate, export, tok as toklib

@@ -9,8 +9,8 @@ prompt_weight * CE(main) on the prompt text after the system block (user turns, 
 where names and numbers recur, the signal that teaches copying), limited to tokens in the
 assistant vocabulary (the output softmax is restricted to it) and never on the pre-filled
 <think></think> (a loss there teaches the model to close its reasoning at once with thinking on).
-The corpus is larger than the run (no sequence is seen twice), so the task mix in data.Generator
-is what the model sees. --prompt-loss-from / --think-fix-from / --oversample-from reproduce the
+The corpus is larger than the run reads (a resume reshuffles it), so the task mix in
+data.Generator (or --mix) is what the model sees. --prompt-loss-from / --think-fix-from / --oversample-from reproduce the
 phased recipe of the previous model (README of models-src/mimo-v2-nano before 2026-11-30).
 """
 import argparse
