@@ -166,6 +166,16 @@ def test_unused_tokens_never_win_or_sample(name):
     assert n_pos > 1500
 
 
+def test_committed_template_is_the_shared_one():
+    """models-src/mimo-v2-nano/chat_template.jinja (used where ../shared is absent) is the
+    MiMo-V2.5 template of ../shared byte for byte."""
+    shared, committed = data.TEMPLATE_CANDIDATES
+    if not os.path.exists(shared):
+        pytest.skip("../shared/data/chat_templates not beside this checkout")
+    with open(shared, "rb") as a, open(committed, "rb") as b:
+        assert a.read() == b.read()
+
+
 def test_tool_call_parser_reads_template_rendering():
     r = data.Renderer()
     args = {"to": "Ana", "text": "two  spaces\nand a line"}
