@@ -3,8 +3,10 @@ vocabularies, no export), to watch a run without stopping it:
 
   OPENBLAS_NUM_THREADS=1 scripts/nano/py.sh probe.py build-nano/run [N_PER_KIND] [v]
 
-Scores like evaluate.py (same held-out set and scorer); prompts with a token outside the run's
-input vocabulary are skipped; 'v' prints the misses. The shipped numbers come from evaluate.py."""
+Scores like evaluate.py (same scorer, held-out names and operand pairs) but on a validation draw
+(seed VALIDATION_SEED, not evaluate.py's 777), so choosing a checkpoint or a phase change from the
+probe does not select on the prompts the shipped numbers are measured on. Prompts with a token
+outside the run's input vocabulary are skipped; 'v' prints the misses."""
 import os
 import shutil
 import sys
@@ -13,6 +15,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch
 import data, evaluate, export, tok as toklib
 torch.set_num_threads(1)
+VALIDATION_SEED = 4242
 run = sys.argv[1]
 n = int(sys.argv[2]) if len(sys.argv) > 2 else 10
 tmp = tempfile.mkdtemp()
@@ -22,7 +25,7 @@ m, c, voc, step = export.load_run(tmp)
 in_map = {t: i for i, t in enumerate(voc["in_ids"])}; out_ids = voc["out_ids"]
 tk, r, w = toklib.Tokenizer(), data.Renderer(), data.World()
 res = {}
-for s in data.eval_set(w, n_per_kind=n):
+for s in data.eval_set(w, seed=VALIDATION_SEED, n_per_kind=n):
     p = tk.encode(data.prompt_text(r, s))
     if any(t not in in_map for t in p):
         continue
