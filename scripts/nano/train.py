@@ -18,6 +18,7 @@ import json
 import math
 import os
 import random
+import shutil
 import sys
 import time
 
@@ -172,6 +173,8 @@ def main():
                     help="task weights replacing data.Generator.MIX, e.g. arith=0.36,fact=0.06,...")
     ap.add_argument("--stop-after", type=int, default=0,
                     help="save and stop after this step (the schedule still spans --steps)")
+    ap.add_argument("--keep-from", type=int, default=0,
+                    help="from this step on, also keep each checkpoint as ckpt-STEP.pt (for average.py)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--bench", action="store_true")
     a = ap.parse_args()
@@ -279,6 +282,8 @@ def main():
                         "rng": rng.getstate(), "torch_rng": torch.get_rng_state(),
                         "config": config_dict(cfg)}, tmp)
             os.replace(tmp, ck)
+            if a.keep_from and step >= a.keep_from:
+                shutil.copyfile(ck, os.path.join(a.out, f"ckpt-{step}.pt"))
             log(f"checkpoint step {step}")
         if stop:
             break
