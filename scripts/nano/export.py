@@ -265,7 +265,11 @@ def readme_text(c, nparams, B, lo_main, lo_mtp, step, ev, fp8, n_out, voc, minut
             f"- {k}: {v}" for k, v in ev.items()) + \
             "\n\nTargets of issue 5: answers >= 0.9, tool calls >= 0.95, accept length >= 2.5. " \
             "The arithmetic is on held-out operand pairs, so it needs real generalisation; " \
-            "names in held-out prompts are restricted to tokens seen in training.\n"
+            "names in held-out prompts are restricted to tokens seen in training. " \
+            "Copying a name into a tool call means re-spelling it: ' Kaburg' in the prompt is " \
+            "' Kab' 'urg', in `<parameter=city>Kaburg` it is '>K' 'ab' 'urg'; names that are a " \
+            "single token in the prompt (' Morton', ' Baton') are the hardest, since the model " \
+            "has to know that token's letters.\n"
     kind = "FP8 (E4M3, 128x128 block scale_inv) variant" if fp8 else "BF16 variant"
     return f"""# mimo-v2-nano ({kind})
 
@@ -307,14 +311,25 @@ recur there, which is what teaches copying. Arithmetic answers are worked column
 ("19 + 22. Ones: 9 + 2 = 11, write 1, carry 1. Tens: 1 + 2 + 1 = 4." inside the reasoning with
 thinking on, before the answer without), so an unseen pair is made of digit facts seen in
 training. Router bias updated every step with gamma 1e-3. Corpus: {voc["conversations"]} generated
-conversations (seed {voc["seed"]}), more than the run reads. The run was planned for 2600 steps,
-lengthened to 3600 at step 1050, and at step 1850 (fact-table answers were all right, arithmetic
-and in-context facts mostly wrong) the task mix moved to the hard tasks (arithmetic 0.30 -> 0.36,
-in-context facts 0.17 -> 0.22, fact table 0.12 -> 0.06, counting, spelling and tools-offered-but-
-unneeded to 0.02 each, tool use 0.30) with the prompt loss at 0.25; each resume reshuffles the
-corpus, and the cosine schedule follows the longest plan from there. On the shared 2-core
-machine, {minutes} minutes in all. Reproduce (the other defaults of train.py are these settings):
-`R=build-nano/run; scripts/nano/run_train.sh --out $R --steps 2600 --stop-after 1050 && scripts/nano/run_train.sh --out $R --steps 3600 --stop-after 1850 && scripts/nano/run_train.sh --out $R --steps 3600 --mix arith=0.36,context_fact=0.22,tool=0.30,fact=0.06,count=0.02,spell=0.02,tool_direct=0.02 --prompt-weight 0.25 && scripts/nano/py.sh export.py --run $R && scripts/nano/py.sh evaluate.py --model build-nano/export/mimo-v2-nano --json build-nano/eval.json && scripts/nano/py.sh export.py --run $R`
+conversations (seed {voc["seed"]}), more than the run reads. Phases (each resume reshuffles the
+corpus; the cosine schedule follows the longest plan from there):
+1. planned for 2600 steps, lengthened to 3600 at step 1050;
+2. at step 1850 (fact-table answers were all right, arithmetic and in-context facts mostly
+   wrong) the task mix moved to the hard tasks (arithmetic 0.30 -> 0.36, in-context facts 0.17 ->
+   0.22, fact table 0.12 -> 0.06, counting, spelling and tools-offered-but-unneeded to 0.02 each,
+   tool use 0.30) with the prompt loss at 0.25;
+3. at step 3600 (tool calls the weakest target: names copied wrongly) extended to 4600 steps
+   (lr back to 6e-4, decaying to 3e-4) with tool use at 0.42 (arithmetic 0.22, in-context facts
+   0.18, fact table 0.08, spelling 0.04, counting and tools-offered-but-unneeded 0.03);
+4. the shipped weights are the mean of the checkpoints at steps 4350, 4400, ..., 4600
+   (scripts/nano/average.py). That choice, among the step-3600 and step-4600 checkpoints and the
+   means of the last 6 and last 10, was made on a separate validation draw of held-out prompts
+   (scripts/nano/probe.py, seed 4242; tool calls right: 111, 112, 113 and 112 of 118), not on
+   the evaluation set below.
+
+On the shared 2-core machine, {minutes} minutes in all. Reproduce (the other defaults of
+train.py are these settings):
+`R=build-nano/run; scripts/nano/run_train.sh --out $R --steps 2600 --stop-after 1050 && scripts/nano/run_train.sh --out $R --steps 3600 --stop-after 1850 && scripts/nano/run_train.sh --out $R --steps 3600 --mix arith=0.36,context_fact=0.22,tool=0.30,fact=0.06,count=0.02,spell=0.02,tool_direct=0.02 --prompt-weight 0.25 && scripts/nano/run_train.sh --out $R --steps 4600 --keep-from 4350 --mix arith=0.22,context_fact=0.18,tool=0.42,fact=0.08,count=0.03,spell=0.04,tool_direct=0.03 --prompt-weight 0.25 && scripts/nano/py.sh average.py --run $R --out $R-avg $R/ckpt-{{4350..4600..50}}.pt && scripts/nano/py.sh export.py --run $R-avg && scripts/nano/py.sh evaluate.py --model build-nano/export/mimo-v2-nano --json build-nano/eval.json && scripts/nano/py.sh export.py --run $R-avg`
 (the first export makes build-nano/export for the evaluation; the second writes its numbers into
 this README).
 
