@@ -127,6 +127,51 @@ TEST(Linear, LongPrefillMatchesReference) {
   }
 }
 
+// Batch invariance (docs/ARCHITECTURE.md): on every ISA, token t's output row is bit-identical
+// whether it runs alone (T == 1, the GEMV path) or among T tokens (the multi-token tile, any
+// position in any token tile or chunk), single- or multi-threaded. NaN-aware: a NaN in one run
+// and a number in the other fails, as does any other bit difference.
+TEST(Linear, OutputRowsDoNotDependOnTheNumberOfTokens) {
+  std::mt19937 rng(2024);
+  ThreadPool pool(2);
+  for (DType dt : kWeightDTypes) {
+    for (int64_t cols : {7, 129, 300}) {
+      for (int64_t block_cols : {128, 50}) {
+        if (dt != DType::kF8E4M3 && block_cols != 128) continue;
+        OwnedWeight ow = MakeWeight(dt, 37, cols, rng, block_cols);
+        const int64_t T = 101;  // > one 96-token chunk; token tiles of every width
+        const std::vector<float> x = RandomVector(T * cols, rng);  // [T, cols]
+        for (Isa isa : AvailableIsas()) {
+          const KernelTable& k = *KernelsFor(isa);
+          for (ExecContext ctx : {ExecContext{}, ExecContext{&pool}}) {
+            std::vector<float> alone(T * 37), batched(T * 37), pair(2 * 37);
+            for (int64_t t = 0; t < T; ++t) {
+              LinearOn(k, ctx, x.data() + t * cols, 1, ow.w, alone.data() + t * 37);
+            }
+            LinearOn(k, ctx, x.data(), T, ow.w, batched.data());
+            const std::string what = std::string(IsaName(isa)) + " " +
+                                     std::string(DTypeName(dt)) + " cols=" + std::to_string(cols) +
+                                     " block_cols=" + std::to_string(block_cols);
+            int bad = 0;
+            for (int64_t i = 0; i < T * 37 && bad < 3; ++i) {
+              if (F32ToBits(alone[i]) != F32ToBits(batched[i])) {
+                ADD_FAILURE() << what << " t=" << i / 37 << " r=" << i % 37 << ": alone "
+                              << alone[i] << " batched " << batched[i];
+                ++bad;
+              }
+            }
+            // A short step (a few decoding requests) reduces like both of the above.
+            LinearOn(k, ctx, x.data() + 5 * cols, 2, ow.w, pair.data());
+            for (int64_t i = 0; i < 2 * 37; ++i) {
+              EXPECT_EQ(F32ToBits(pair[i]), F32ToBits(alone[5 * 37 + i])) << what << " T=2";
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // The scale lookup itself, checked by hand: 2 rows x 4 cols, block_cols 2, three scale rows;
 // row 0 uses scale row 2, row 1 uses scale row 0.
 TEST(Linear, Fp8ScaleRowIndirectionByHand) {

@@ -3,12 +3,15 @@
 // Design: decode (T == 1) is memory-bound, so each weight row is streamed exactly once and decoded
 // in registers (bf16: shift; f16: vcvtph2ps; e4m3: a bit remap to f16 then vcvtph2ps, which also
 // gets subnormals right), 4 rows at a time for independent accumulator chains. FP8 block scales
-// multiply the per-block partial sums, not every element. Prefill (T > 1) decodes 4 rows once
-// into an fp32 scratch and runs a 4-row x 3-token register-tiled micro-kernel over it, so the
-// decode cost is paid once per row, not once per token.
+// multiply the per-block partial sums, not every element. T > 1 decodes 4 rows once per token
+// chunk into an fp32 scratch and runs a 4-row x 3-token register tile over it, so the decode
+// cost is paid once per row, not once per token; that tile reduces every (row, token) in exactly
+// the order of the T == 1 path, so outputs are batch-invariant (docs/ARCHITECTURE.md).
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
+#include <utility>
 #include <vector>
 
 #include "core/check.h"
@@ -17,8 +20,9 @@
 namespace mimo::avx2 {
 namespace {
 
-constexpr int kRows = 4;    // output rows per register tile
-constexpr int kTokens = 3;  // tokens per register tile (T > 1)
+constexpr int kRows = 4;             // output rows per register tile
+constexpr int kTokens = 3;           // tokens per register tile (T > 1): 12 accumulators
+constexpr int64_t kTokenChunk = 96;  // tokens per x chunk (768 KiB at 2048 cols: stays in L2)
 
 inline float HorizontalSum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -27,14 +31,13 @@ inline float HorizontalSum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-// Weight decoders. Load(p) returns 8 weights in "raw" units; Raw(p) one weight in the same units.
+// Weight decoders. Load(p) returns 8 weights in "raw" units.
 // kScaleFactor converts raw units to real ones (the e4m3 -> f16 remap leaves a factor 2^8).
 struct F32W {
   using T = float;
   static constexpr bool kBlockScaled = false;
   static constexpr float kScaleFactor = 1.0f;
   static __m256 Load(const T* p) { return _mm256_loadu_ps(p); }
-  static float Raw(const T* p) { return *p; }
 };
 
 struct BF16W {
@@ -45,7 +48,6 @@ struct BF16W {
     const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
   }
-  static float Raw(const T* p) { return BF16ToF32(*p); }
 };
 
 struct F16W {
@@ -55,7 +57,6 @@ struct F16W {
   static __m256 Load(const T* p) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }
-  static float Raw(const T* p) { return F16ToF32(*p); }
 };
 
 // e4m3 -> f16 bit remap: the f16 with the same sign, exponent field e (bias 15 instead of 7) and
@@ -76,8 +77,22 @@ struct F8W {
     h = _mm_blendv_epi8(h, _mm_set1_epi16(0x7e00), nan);
     return _mm256_cvtph_ps(h);
   }
-  static float Raw(const T* p) { return F8E4M3ToF32(*p) * (1.0f / 256.0f); }
 };
+
+// Lanes [0, n) set, n in [1, 8), for _mm256_maskload_ps / _mm256_maskstore_ps.
+inline __m256i TailMask(int64_t n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)),
+                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+// The n < 8 weights at p decoded as a vector whose lanes >= n hold +0 (a zero-padded copy, so
+// nothing past the row is read): a block's tail is one more masked FMA step, like AVX-512's.
+template <class W>
+inline __m256 LoadTail(const typename W::T* p, int64_t n) {
+  typename W::T buf[8] = {};
+  for (int64_t k = 0; k < n; ++k) buf[k] = p[k];
+  return W::Load(buf);
+}
 
 // Scale of block j of row r in raw units (1 for unscaled dtypes).
 template <class W>
@@ -130,14 +145,10 @@ void GemvTile(const float* x, const MatrixWeight& w, int64_t r0, float* y) {
       for (int i = 0; i < R; ++i) acc[i] = _mm256_fmadd_ps(W::Load(row[i] + c), xv, acc[i]);
     }
     if (c < ce) {
-      float tail[R] = {};
-      for (; c < ce; ++c) {
-#pragma GCC unroll 16
-        for (int i = 0; i < R; ++i) tail[i] += W::Raw(row[i] + c) * x[c];
-      }
+      const __m256 xv = _mm256_maskload_ps(x + c, TailMask(ce - c));
 #pragma GCC unroll 16
       for (int i = 0; i < R; ++i)
-        acc[i] = _mm256_add_ps(acc[i], _mm256_setr_ps(tail[i], 0, 0, 0, 0, 0, 0, 0));
+        acc[i] = _mm256_fmadd_ps(LoadTail<W>(row[i] + c, ce - c), xv, acc[i]);
     }
 #pragma GCC unroll 16
     for (int i = 0; i < R; ++i) {
@@ -152,76 +163,100 @@ void GemvTile(const float* x, const MatrixWeight& w, int64_t r0, float* y) {
   for (int i = 0; i < R; ++i) y[r0 + i] = HorizontalSum(total[i]);
 }
 
-// dst[c] = W[r, c] in real units.   dst [cols]
+// dst[c] = W[r, c] in raw units: exactly the vectors GemvTile's registers hold before the block
+// scale (lanes past a block's tail are left unwritten).   dst [cols]
 template <class W>
-void DecodeRow(const MatrixWeight& w, int64_t r, float* dst) {
+void DecodeRowRaw(const MatrixWeight& w, int64_t r, float* dst) {
   const auto* row = static_cast<const typename W::T*>(w.data) + r * w.cols;
   const int64_t cols = w.cols;
   const int64_t bc = W::kBlockScaled ? w.block_cols : cols;
-  for (int64_t cb = 0, j = 0; cb < cols; cb += bc, ++j) {
+  for (int64_t cb = 0; cb < cols; cb += bc) {
     const int64_t ce = std::min(cb + bc, cols);
-    const float s = BlockScale<W>(w, r, j);
-    const __m256 sv = _mm256_set1_ps(s);
     int64_t c = cb;
-    for (; c + 8 <= ce; c += 8) {
-      const __m256 v = W::Load(row + c);
-      _mm256_storeu_ps(dst + c, W::kBlockScaled ? _mm256_mul_ps(v, sv) : v);
-    }
-    for (; c < ce; ++c) dst[c] = W::kBlockScaled ? W::Raw(row + c) * s : W::Raw(row + c);
+    for (; c + 8 <= ce; c += 8) _mm256_storeu_ps(dst + c, W::Load(row + c));
+    if (c < ce) _mm256_maskstore_ps(dst + c, TailMask(ce - c), LoadTail<W>(row + c, ce - c));
   }
 }
 
-// y[t0 + t, r0 + i] = dot(x[t0 + t], wd[i]) for i < R, t < TT.   wd [R, cols] decoded rows.
-template <int R, int TT>
-void GemmTile(const float* x, int64_t t0, const float* wd, int64_t cols, int64_t rows, int64_t r0,
-              float* y) {
-  __m256 acc[R][TT];
-#pragma GCC unroll 16
-  for (int i = 0; i < R; ++i)
-#pragma GCC unroll 16
-    for (int t = 0; t < TT; ++t) acc[i][t] = _mm256_setzero_ps();
+// y[t0 + t, r0 + i] for i < R, t < TT over decoded raw rows.   wd [R, cols]; scale [R, nb] (block
+// scales in raw units, FP8 only); x [T, cols].
+// Batch invariance: every (row, token) is reduced exactly as GemvTile reduces it for one token:
+// 8 lane sums over each scale block in column order (the block's tail one masked step), the
+// block's scale applied with one FMA into a running total (a plain add when unscaled), one
+// HorizontalSum at the end. Only the weight source differs (registers there, a decoded L1
+// scratch here), so a token's output does not depend on how many tokens share the step.
+template <int R, int TT, bool kScaled>
+void MultiTile(const float* x, int64_t t0, const float* wd, const float* scale, int64_t nb,
+               int64_t cols, int64_t bc, int64_t rows, int64_t r0, float* y) {
+  alignas(32) float total[R][TT][8] = {};  // running totals; touched once per block
   const float* xt[TT];
 #pragma GCC unroll 16
   for (int t = 0; t < TT; ++t) xt[t] = x + (t0 + t) * cols;
-  int64_t c = 0;
-  for (; c + 8 <= cols; c += 8) {
-    __m256 xv[TT];
+  for (int64_t cb = 0, j = 0; cb < cols; cb += bc, ++j) {
+    const int64_t ce = std::min(cb + bc, cols);
+    __m256 acc[R][TT];
 #pragma GCC unroll 16
-    for (int t = 0; t < TT; ++t) xv[t] = _mm256_loadu_ps(xt[t] + c);
+    for (int i = 0; i < R; ++i)
+#pragma GCC unroll 16
+      for (int t = 0; t < TT; ++t) acc[i][t] = _mm256_setzero_ps();
+    int64_t c = cb;
+    for (; c + 8 <= ce; c += 8) {
+      __m256 xv[TT];
+#pragma GCC unroll 16
+      for (int t = 0; t < TT; ++t) xv[t] = _mm256_loadu_ps(xt[t] + c);
+#pragma GCC unroll 16
+      for (int i = 0; i < R; ++i) {
+        const __m256 wv = _mm256_loadu_ps(wd + i * cols + c);
+#pragma GCC unroll 16
+        for (int t = 0; t < TT; ++t) acc[i][t] = _mm256_fmadd_ps(wv, xv[t], acc[i][t]);
+      }
+    }
+    if (c < ce) {
+      const __m256i m = TailMask(ce - c);
+      __m256 xv[TT];
+#pragma GCC unroll 16
+      for (int t = 0; t < TT; ++t) xv[t] = _mm256_maskload_ps(xt[t] + c, m);
+#pragma GCC unroll 16
+      for (int i = 0; i < R; ++i) {
+        const __m256 wv = _mm256_maskload_ps(wd + i * cols + c, m);
+#pragma GCC unroll 16
+        for (int t = 0; t < TT; ++t) acc[i][t] = _mm256_fmadd_ps(wv, xv[t], acc[i][t]);
+      }
+    }
 #pragma GCC unroll 16
     for (int i = 0; i < R; ++i) {
-      const __m256 wv = _mm256_loadu_ps(wd + i * cols + c);
 #pragma GCC unroll 16
-      for (int t = 0; t < TT; ++t) acc[i][t] = _mm256_fmadd_ps(wv, xv[t], acc[i][t]);
+      for (int t = 0; t < TT; ++t) {
+        __m256 tv = _mm256_load_ps(total[i][t]);
+        if constexpr (kScaled) {
+          tv = _mm256_fmadd_ps(acc[i][t], _mm256_set1_ps(scale[i * nb + j]), tv);
+        } else {
+          tv = _mm256_add_ps(tv, acc[i][t]);
+        }
+        _mm256_store_ps(total[i][t], tv);
+      }
     }
   }
 #pragma GCC unroll 16
-  for (int i = 0; i < R; ++i) {
+  for (int i = 0; i < R; ++i)
 #pragma GCC unroll 16
-    for (int t = 0; t < TT; ++t) {
-      float s = HorizontalSum(acc[i][t]);
-      for (int64_t cc = c; cc < cols; ++cc) s += wd[i * cols + cc] * xt[t][cc];
-      y[(t0 + t) * rows + r0 + i] = s;
-    }
-  }
+    for (int t = 0; t < TT; ++t)
+      y[(t0 + t) * rows + r0 + i] = HorizontalSum(_mm256_load_ps(total[i][t]));
 }
 
-template <int R>
-void GemmTokens(const float* x, int64_t T, const float* wd, int64_t cols, int64_t rows, int64_t r0,
-                float* y) {
-  int64_t t = 0;
-  for (; t + kTokens <= T; t += kTokens) GemmTile<R, kTokens>(x, t, wd, cols, rows, r0, y);
-  switch (T - t) {
-    case 2:
-      GemmTile<R, 2>(x, t, wd, cols, rows, r0, y);
-      break;
-    case 1:
-      GemmTile<R, 1>(x, t, wd, cols, rows, r0, y);
-      break;
-    default:
-      break;
-  }
+using MultiFn = void (*)(const float*, int64_t, const float*, const float*, int64_t, int64_t,
+                         int64_t, int64_t, int64_t, float*);
+template <bool kScaled, int R, size_t... I>
+constexpr std::array<MultiFn, sizeof...(I)> MultiRow(std::index_sequence<I...>) {
+  return {&MultiTile<R, static_cast<int>(I) + 1, kScaled>...};
 }
+// [R - 1][TT - 1]
+template <bool kScaled>
+constexpr std::array<std::array<MultiFn, kTokens>, kRows> kMulti = {
+    MultiRow<kScaled, 1>(std::make_index_sequence<kTokens>()),
+    MultiRow<kScaled, 2>(std::make_index_sequence<kTokens>()),
+    MultiRow<kScaled, 3>(std::make_index_sequence<kTokens>()),
+    MultiRow<kScaled, 4>(std::make_index_sequence<kTokens>())};
 
 template <class W>
 void LinearRowsTyped(const float* x, int64_t T, const MatrixWeight& w, int64_t r0, int64_t r1,
@@ -244,24 +279,27 @@ void LinearRowsTyped(const float* x, int64_t T, const MatrixWeight& w, int64_t r
     }
     return;
   }
-  thread_local std::vector<float> scratch;  // [kRows, cols] decoded weight rows
-  scratch.resize(kRows * w.cols);
-  for (int64_t r = r0; r < r1; r += kRows) {
-    const int n = static_cast<int>(std::min<int64_t>(kRows, r1 - r));
-    for (int i = 0; i < n; ++i) DecodeRow<W>(w, r + i, scratch.data() + i * w.cols);
-    switch (n) {
-      case 4:
-        GemmTokens<4>(x, T, scratch.data(), w.cols, w.rows, r, y);
-        break;
-      case 3:
-        GemmTokens<3>(x, T, scratch.data(), w.cols, w.rows, r, y);
-        break;
-      case 2:
-        GemmTokens<2>(x, T, scratch.data(), w.cols, w.rows, r, y);
-        break;
-      default:
-        GemmTokens<1>(x, T, scratch.data(), w.cols, w.rows, r, y);
-        break;
+  // T > 1: each weight row is decoded once per token chunk into an L1 scratch and reused by a
+  // kRows x kTokens register tile; chunks of kTokenChunk tokens keep x in L2.
+  const int64_t cols = w.cols;
+  const int64_t bc = W::kBlockScaled ? w.block_cols : cols;
+  const int64_t nb = (cols + bc - 1) / bc;
+  thread_local std::vector<float> scratch, scale;  // [kRows, cols] raw rows; [kRows, nb]
+  scratch.resize(kRows * cols);
+  scale.resize(kRows * nb);
+  for (int64_t tc = 0; tc < T; tc += kTokenChunk) {
+    const int64_t nt = std::min(kTokenChunk, T - tc);
+    for (int64_t r = r0; r < r1; r += kRows) {
+      const int n = static_cast<int>(std::min<int64_t>(kRows, r1 - r));
+      for (int i = 0; i < n; ++i) {
+        DecodeRowRaw<W>(w, r + i, scratch.data() + i * cols);
+        for (int64_t j = 0; j < nb; ++j) scale[i * nb + j] = BlockScale<W>(w, r + i, j);
+      }
+      for (int64_t t = 0; t < nt; t += kTokens) {
+        const int tt = static_cast<int>(std::min<int64_t>(kTokens, nt - t));
+        kMulti<W::kBlockScaled>[n - 1][tt - 1](x + tc * cols, t, scratch.data(), scale.data(), nb,
+                                               cols, bc, w.rows, r, y + tc * w.rows);
+      }
     }
   }
 }

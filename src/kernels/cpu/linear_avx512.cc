@@ -2,12 +2,10 @@
 //
 // Same design as linear_avx2.cc, 16 lanes wide, with masked loads instead of scalar tails:
 // T == 1 streams each weight row once, decoding in registers, 4 rows per tile, FP8 block scales
-// applied to per-block partial sums, FP8 NaN codes tested once per cache line. 1 < T < 16
-// decodes 4 rows into an fp32 scratch once and runs a 4-row x 6-token register-tiled micro-kernel
-// (24 accumulators of the 32 zmm registers). T >= 16 switches to an outer-product form: x is
-// transposed to [cols, tokens] once per 256-token chunk and each decoded weight element is
-// broadcast against 16-token vectors, 12 rows x 32 tokens per tile, so there is no horizontal
-// reduction and x is streamed once per 12 rows instead of once per 4.
+// applied to per-block partial sums, FP8 NaN codes tested once per cache line. T > 1 decodes 4
+// rows once per 96-token chunk into an fp32 scratch and runs a 4-row x 6-token register tile
+// (24 accumulators of the 32 zmm registers) that reduces every (row, token) in exactly the order
+// of the T == 1 path, so outputs are batch-invariant (docs/ARCHITECTURE.md).
 // GCC 12 false positive inside avx512fintrin.h (_mm512_undefined_*; GCC PR105593).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -24,11 +22,9 @@
 namespace mimo::avx512 {
 namespace {
 
-constexpr int kRows = 4;
-constexpr int kTokens = 6;
-constexpr int kOuterRows = 12;        // rows per outer-product tile
-constexpr int kOuterMinT = 16;        // use the outer-product form from this many tokens on
-constexpr int64_t kTokenChunk = 256;  // tokens per x^T chunk (1 MiB at 1024 cols)
+constexpr int kRows = 4;             // weight rows per tile (GEMV and multi-token)
+constexpr int kTokens = 6;           // tokens per multi-token register tile (24 accumulators)
+constexpr int64_t kTokenChunk = 96;  // tokens per x chunk (768 KiB at 2048 cols: stays in L2)
 
 inline __mmask16 TailMask(int64_t n) { return static_cast<__mmask16>((1u << n) - 1u); }
 
@@ -199,160 +195,93 @@ void GemvTile(const float* x, const MatrixWeight& w, int64_t r0, float* y) {
   for (int i = 0; i < R; ++i) y[r0 + i] = _mm512_reduce_add_ps(total[i]);
 }
 
+// dst[c] = W[r, c] in raw units: exactly the vector GemvTile's registers hold before the block
+// scale (masked-off lanes of a block's tail are left unwritten).   dst [cols]
 template <class W>
-void DecodeRow(const MatrixWeight& w, int64_t r, float* dst) {
+void DecodeRowRaw(const MatrixWeight& w, int64_t r, float* dst) {
   const auto* row = static_cast<const typename W::T*>(w.data) + r * w.cols;
   const int64_t cols = w.cols;
   const int64_t bc = W::kBlockScaled ? w.block_cols : cols;
-  for (int64_t cb = 0, j = 0; cb < cols; cb += bc, ++j) {
+  for (int64_t cb = 0; cb < cols; cb += bc) {
     const int64_t ce = std::min(cb + bc, cols);
-    const __m512 sv = _mm512_set1_ps(BlockScale<W>(w, r, j));
     int64_t c = cb;
-    for (; c + 16 <= ce; c += 16) {
-      const __m512 v = W::Load(row + c);
-      _mm512_storeu_ps(dst + c, W::kBlockScaled ? _mm512_mul_ps(v, sv) : v);
-    }
+    for (; c + 16 <= ce; c += 16) _mm512_storeu_ps(dst + c, W::Load(row + c));
     if (c < ce) {
       const __mmask16 m = TailMask(ce - c);
-      const __m512 v = W::LoadMasked(row + c, m);
-      _mm512_mask_storeu_ps(dst + c, m, W::kBlockScaled ? _mm512_mul_ps(v, sv) : v);
+      _mm512_mask_storeu_ps(dst + c, m, W::LoadMasked(row + c, m));
     }
   }
 }
 
-template <int R, int TT>
-void GemmTile(const float* x, int64_t t0, const float* wd, int64_t cols, int64_t rows, int64_t r0,
-              float* y) {
-  __m512 acc[R][TT];
-#pragma GCC unroll 16
-  for (int i = 0; i < R; ++i)
-#pragma GCC unroll 16
-    for (int t = 0; t < TT; ++t) acc[i][t] = _mm512_setzero_ps();
+// y[t0 + t, r0 + i] for i < R, t < TT over decoded raw rows.   wd [R, cols]; scale [R, nb] (block
+// scales in raw units, FP8 only); x [T, cols].
+// Batch invariance: every (row, token) is reduced exactly as GemvTile reduces it for one token:
+// 16 lane sums over each scale block in column order, the block's scale applied with one FMA into
+// a running total (a plain add when unscaled), one _mm512_reduce_add_ps at the end. Only the
+// weight source differs (registers there, a decoded L1 scratch here), never the arithmetic, so a
+// token's output does not depend on how many tokens share the step.
+template <int R, int TT, bool kScaled>
+void MultiTile(const float* x, int64_t t0, const float* wd, const float* scale, int64_t nb,
+               int64_t cols, int64_t bc, int64_t rows, int64_t r0, float* y) {
+  alignas(64) float total[R][TT][16] = {};  // running totals; touched once per block
   const float* xt[TT];
 #pragma GCC unroll 16
   for (int t = 0; t < TT; ++t) xt[t] = x + (t0 + t) * cols;
-  auto step = [&](int64_t c, __mmask16 m) {
-    __m512 xv[TT];
+  for (int64_t cb = 0, j = 0; cb < cols; cb += bc, ++j) {
+    const int64_t ce = std::min(cb + bc, cols);
+    __m512 acc[R][TT];
 #pragma GCC unroll 16
-    for (int t = 0; t < TT; ++t) xv[t] = _mm512_maskz_loadu_ps(m, xt[t] + c);
+    for (int i = 0; i < R; ++i)
 #pragma GCC unroll 16
-    for (int i = 0; i < R; ++i) {
-      const __m512 wv = _mm512_maskz_loadu_ps(m, wd + i * cols + c);
+      for (int t = 0; t < TT; ++t) acc[i][t] = _mm512_setzero_ps();
+    auto step = [&](int64_t c, __mmask16 m) {
+      __m512 xv[TT];
 #pragma GCC unroll 16
-      for (int t = 0; t < TT; ++t) acc[i][t] = _mm512_fmadd_ps(wv, xv[t], acc[i][t]);
-    }
-  };
-  int64_t c = 0;
-  for (; c + 16 <= cols; c += 16) step(c, 0xffff);
-  if (c < cols) step(c, TailMask(cols - c));
+      for (int t = 0; t < TT; ++t) xv[t] = _mm512_maskz_loadu_ps(m, xt[t] + c);
 #pragma GCC unroll 16
-  for (int i = 0; i < R; ++i) {
+      for (int i = 0; i < R; ++i) {
+        const __m512 wv = _mm512_maskz_loadu_ps(m, wd + i * cols + c);
 #pragma GCC unroll 16
-    for (int t = 0; t < TT; ++t) y[(t0 + t) * rows + r0 + i] = _mm512_reduce_add_ps(acc[i][t]);
-  }
-}
-
-template <int R>
-void GemmTokens(const float* x, int64_t T, const float* wd, int64_t cols, int64_t rows, int64_t r0,
-                float* y) {
-  int64_t t = 0;
-  for (; t + kTokens <= T; t += kTokens) GemmTile<R, kTokens>(x, t, wd, cols, rows, r0, y);
-  switch (T - t) {
-    case 5:
-      GemmTile<R, 5>(x, t, wd, cols, rows, r0, y);
-      break;
-    case 4:
-      GemmTile<R, 4>(x, t, wd, cols, rows, r0, y);
-      break;
-    case 3:
-      GemmTile<R, 3>(x, t, wd, cols, rows, r0, y);
-      break;
-    case 2:
-      GemmTile<R, 2>(x, t, wd, cols, rows, r0, y);
-      break;
-    case 1:
-      GemmTile<R, 1>(x, t, wd, cols, rows, r0, y);
-      break;
-    default:
-      break;
-  }
-}
-
-// xt [cols, tpad] = x^T, tokens >= T zero.   x [T, cols]
-void TransposeX(const float* x, int64_t T, int64_t cols, int64_t tpad, float* xt) {
-  constexpr int64_t kB = 16;
-  for (int64_t cb = 0; cb < cols; cb += kB) {
-    const int64_t ce = std::min(cb + kB, cols);
-    for (int64_t t = 0; t < tpad; ++t) {
-      for (int64_t c = cb; c < ce; ++c) xt[c * tpad + t] = t < T ? x[t * cols + c] : 0.0f;
-    }
-  }
-}
-
-// y[t0 + t, r0 + i] for i < R, t < min(16 * NV, T - t0): weight broadcast x token vectors.
-// wd [R, cols] decoded rows; xt [cols, tpad].
-template <int R, int NV>
-void OuterTile(const float* xt, int64_t tpad, int64_t t0, int64_t T, const float* wd, int64_t cols,
-               int64_t rows, int64_t r0, float* y) {
-  __m512 acc[R][NV];
-#pragma GCC unroll 16
-  for (int i = 0; i < R; ++i)
-#pragma GCC unroll 16
-    for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
-  for (int64_t c = 0; c < cols; ++c) {
-    __m512 xv[NV];
-#pragma GCC unroll 16
-    for (int v = 0; v < NV; ++v) xv[v] = _mm512_loadu_ps(xt + c * tpad + t0 + 16 * v);
+        for (int t = 0; t < TT; ++t) acc[i][t] = _mm512_fmadd_ps(wv, xv[t], acc[i][t]);
+      }
+    };
+    int64_t c = cb;
+    for (; c + 16 <= ce; c += 16) step(c, 0xffff);
+    if (c < ce) step(c, TailMask(ce - c));
 #pragma GCC unroll 16
     for (int i = 0; i < R; ++i) {
-      const __m512 wb = _mm512_set1_ps(wd[i * cols + c]);
 #pragma GCC unroll 16
-      for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_fmadd_ps(wb, xv[v], acc[i][v]);
-    }
-  }
-  const int64_t nt = std::min<int64_t>(16 * NV, T - t0);
-#pragma GCC unroll 16
-  for (int i = 0; i < R; ++i) {
-    alignas(64) float tmp[16 * NV];
-#pragma GCC unroll 16
-    for (int v = 0; v < NV; ++v) _mm512_store_ps(tmp + 16 * v, acc[i][v]);
-    for (int64_t t = 0; t < nt; ++t) y[(t0 + t) * rows + r0 + i] = tmp[t];
-  }
-}
-
-using OuterFn = void (*)(const float*, int64_t, int64_t, int64_t, const float*, int64_t, int64_t,
-                         int64_t, float*);
-template <int NV, size_t... I>
-constexpr std::array<OuterFn, sizeof...(I)> OuterTable(std::index_sequence<I...>) {
-  return {&OuterTile<static_cast<int>(I) + 1, NV>...};
-}
-// [NV - 1][R - 1]
-constexpr std::array<OuterFn, kOuterRows> kOuter1 =
-    OuterTable<1>(std::make_index_sequence<kOuterRows>());
-constexpr std::array<OuterFn, kOuterRows> kOuter2 =
-    OuterTable<2>(std::make_index_sequence<kOuterRows>());
-
-template <class W>
-void LinearRowsOuter(const float* x, int64_t T, const MatrixWeight& w, int64_t r0, int64_t r1,
-                     float* y) {
-  const int64_t cols = w.cols;
-  thread_local std::vector<float> xt, scratch;  // [cols, tpad] x^T; [kOuterRows, cols] decoded
-  scratch.resize(kOuterRows * cols);
-  // Tokens in chunks so x^T stays cache-sized; weights are decoded once per chunk.
-  for (int64_t tc = 0; tc < T; tc += kTokenChunk) {
-    const int64_t nt = std::min(kTokenChunk, T - tc), tpad = (nt + 15) / 16 * 16;
-    xt.resize(cols * tpad);
-    TransposeX(x + tc * cols, nt, cols, tpad, xt.data());
-    for (int64_t r = r0; r < r1; r += kOuterRows) {
-      const int n = static_cast<int>(std::min<int64_t>(kOuterRows, r1 - r));
-      for (int i = 0; i < n; ++i) DecodeRow<W>(w, r + i, scratch.data() + i * cols);
-      for (int64_t t0 = 0; t0 < nt; t0 += 32) {
-        const OuterFn fn = nt - t0 > 16 ? kOuter2[n - 1] : kOuter1[n - 1];
-        fn(xt.data(), tpad, t0, nt, scratch.data(), cols, w.rows, r, y + tc * w.rows);
+      for (int t = 0; t < TT; ++t) {
+        __m512 tv = _mm512_load_ps(total[i][t]);
+        if constexpr (kScaled) {
+          tv = _mm512_fmadd_ps(acc[i][t], _mm512_set1_ps(scale[i * nb + j]), tv);
+        } else {
+          tv = _mm512_add_ps(tv, acc[i][t]);
+        }
+        _mm512_store_ps(total[i][t], tv);
       }
     }
   }
+#pragma GCC unroll 16
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 16
+    for (int t = 0; t < TT; ++t)
+      y[(t0 + t) * rows + r0 + i] = _mm512_reduce_add_ps(_mm512_load_ps(total[i][t]));
 }
+
+using MultiFn = void (*)(const float*, int64_t, const float*, const float*, int64_t, int64_t,
+                         int64_t, int64_t, int64_t, float*);
+template <bool kScaled, int R, size_t... I>
+constexpr std::array<MultiFn, sizeof...(I)> MultiRow(std::index_sequence<I...>) {
+  return {&MultiTile<R, static_cast<int>(I) + 1, kScaled>...};
+}
+// [R - 1][TT - 1]
+template <bool kScaled>
+constexpr std::array<std::array<MultiFn, kTokens>, kRows> kMulti = {
+    MultiRow<kScaled, 1>(std::make_index_sequence<kTokens>()),
+    MultiRow<kScaled, 2>(std::make_index_sequence<kTokens>()),
+    MultiRow<kScaled, 3>(std::make_index_sequence<kTokens>()),
+    MultiRow<kScaled, 4>(std::make_index_sequence<kTokens>())};
 
 template <class W>
 void LinearRowsTyped(const float* x, int64_t T, const MatrixWeight& w, int64_t r0, int64_t r1,
@@ -375,25 +304,27 @@ void LinearRowsTyped(const float* x, int64_t T, const MatrixWeight& w, int64_t r
     }
     return;
   }
-  if (T >= kOuterMinT) return LinearRowsOuter<W>(x, T, w, r0, r1, y);
-  thread_local std::vector<float> scratch;  // [kRows, cols] decoded weight rows
-  scratch.resize(kRows * w.cols);
-  for (int64_t r = r0; r < r1; r += kRows) {
-    const int n = static_cast<int>(std::min<int64_t>(kRows, r1 - r));
-    for (int i = 0; i < n; ++i) DecodeRow<W>(w, r + i, scratch.data() + i * w.cols);
-    switch (n) {
-      case 4:
-        GemmTokens<4>(x, T, scratch.data(), w.cols, w.rows, r, y);
-        break;
-      case 3:
-        GemmTokens<3>(x, T, scratch.data(), w.cols, w.rows, r, y);
-        break;
-      case 2:
-        GemmTokens<2>(x, T, scratch.data(), w.cols, w.rows, r, y);
-        break;
-      default:
-        GemmTokens<1>(x, T, scratch.data(), w.cols, w.rows, r, y);
-        break;
+  // T > 1: each weight row is decoded once per token chunk into an L1 scratch and reused by a
+  // kRows x kTokens register tile; chunks of kTokenChunk tokens keep x in L2.
+  const int64_t cols = w.cols;
+  const int64_t bc = W::kBlockScaled ? w.block_cols : cols;
+  const int64_t nb = (cols + bc - 1) / bc;
+  thread_local std::vector<float> scratch, scale;  // [kRows, cols] raw rows; [kRows, nb]
+  scratch.resize(kRows * cols);
+  scale.resize(kRows * nb);
+  for (int64_t tc = 0; tc < T; tc += kTokenChunk) {
+    const int64_t nt = std::min(kTokenChunk, T - tc);
+    for (int64_t r = r0; r < r1; r += kRows) {
+      const int n = static_cast<int>(std::min<int64_t>(kRows, r1 - r));
+      for (int i = 0; i < n; ++i) {
+        DecodeRowRaw<W>(w, r + i, scratch.data() + i * cols);
+        for (int64_t j = 0; j < nb; ++j) scale[i * nb + j] = BlockScale<W>(w, r + i, j);
+      }
+      for (int64_t t = 0; t < nt; t += kTokens) {
+        const int tt = static_cast<int>(std::min<int64_t>(kTokens, nt - t));
+        kMulti<W::kBlockScaled>[n - 1][tt - 1](x + tc * cols, t, scratch.data(), scale.data(), nb,
+                                               cols, bc, w.rows, r, y + tc * w.rows);
+      }
     }
   }
 }
