@@ -1,6 +1,8 @@
 // Owning tensor allocation (aligned, zeroed) and shape printing.
 #include "core/tensor.h"
 
+#include <sys/mman.h>
+
 #include <cstring>
 
 namespace mimo {
@@ -14,16 +16,33 @@ std::string ShapeToString(const Shape& s) {
   return out + "]";
 }
 
+void TensorBufferDeleter::operator()(void* p) const {
+  if (mapped_bytes > 0) {
+    munmap(p, mapped_bytes);
+  } else {
+    std::free(p);
+  }
+}
+
 void Tensor::Reset(DType dtype, Shape shape) {
   dtype_ = dtype;
   shape_ = std::move(shape);
   size_t bytes = nbytes();
   size_t alloc = (bytes + 63) / 64 * 64;
   if (alloc == 0) alloc = 64;
+  // Large buffers (KV-cache pools sized for the worst case) are anonymous mappings: zero pages
+  // are committed only when first written, so an unused budget costs no memory.
+  if (alloc >= kMapThreshold) {
+    void* p = mmap(nullptr, alloc, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    MIMO_CHECK(p != MAP_FAILED, "out of memory mapping %zu bytes", alloc);
+    buf_ = std::unique_ptr<void, TensorBufferDeleter>(p, TensorBufferDeleter{alloc});
+    return;
+  }
   void* p = std::aligned_alloc(64, alloc);
   MIMO_CHECK(p != nullptr, "out of memory allocating %zu bytes", alloc);
   std::memset(p, 0, alloc);
-  buf_.reset(p);
+  buf_ = std::unique_ptr<void, TensorBufferDeleter>(p, TensorBufferDeleter{0});
 }
 
 Tensor Tensor::Clone() const {

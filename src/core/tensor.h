@@ -38,6 +38,12 @@ struct TensorView {
   T* as() const { return static_cast<T*>(data); }
 };
 
+// Frees a Tensor buffer: an anonymous mapping of mapped_bytes, or an aligned_alloc block.
+struct TensorBufferDeleter {
+  size_t mapped_bytes = 0;
+  void operator()(void* p) const;
+};
+
 class Tensor {
  public:
   Tensor() = default;
@@ -47,7 +53,7 @@ class Tensor {
   Tensor(Tensor&&) noexcept = default;
   Tensor& operator=(Tensor&&) noexcept = default;
 
-  // (Re)allocates, zero-filled.
+  // (Re)allocates, zero-filled (buffers of 1 MiB and more lazily, as zero pages).
   void Reset(DType dtype, Shape shape);
   Tensor Clone() const;
 
@@ -61,10 +67,8 @@ class Tensor {
   size_t nbytes() const { return static_cast<size_t>(numel()) * DTypeSize(dtype_); }
 
  private:
-  struct FreeDeleter {
-    void operator()(void* p) const { std::free(p); }
-  };
-  std::unique_ptr<void, FreeDeleter> buf_;
+  static constexpr size_t kMapThreshold = size_t{1} << 20;
+  std::unique_ptr<void, TensorBufferDeleter> buf_;
   DType dtype_ = DType::kF32;
   Shape shape_;
 };

@@ -78,6 +78,9 @@ StatusOr<KvMemoryPlan> PlanKvMemory(const ModelConfig& config, const KvMemoryPla
       p.num_swa_blocks += rest / p.swa_bytes_per_block;  // spare room keeps more prefix blocks
     }
   }
+  if (o.num_full_blocks_override > 0 && p.num_full_layers > 0) {
+    p.num_full_blocks = o.num_full_blocks_override + 1;  // + the null block
+  }
   p.num_full_blocks = std::min<int64_t>(p.num_full_blocks, (int64_t{1} << 31) - 1);
   p.num_swa_blocks = std::min<int64_t>(p.num_swa_blocks, (int64_t{1} << 31) - 1);
   p.total_bytes =

@@ -19,6 +19,9 @@ struct KvMemoryPlanOptions {
   int max_sequences = 1;
   int64_t max_context = 4096;  // tokens per sequence
   int max_chunk_tokens = 1;    // largest number of new tokens of one sequence in one step
+  // > 0: exactly this many allocatable full-attention blocks, whatever the budget (vLLM's
+  // num_gpu_blocks_override; for tests and benchmarks that need a given cache size).
+  int64_t num_full_blocks_override = 0;
 };
 
 struct KvMemoryPlan {

@@ -77,6 +77,7 @@ StatusOr<std::unique_ptr<PagedKvAttention>> PagedKvAttention::Create(const Model
   po.max_sequences = o.max_sequences;
   po.max_context = o.max_context;
   po.max_chunk_tokens = o.max_chunk_tokens;
+  po.num_full_blocks_override = o.num_full_blocks_override;
   MIMO_ASSIGN_OR_RETURN(KvMemoryPlan plan, PlanKvMemory(config, po));
 
   std::unique_ptr<PagedKvAttention> a(new PagedKvAttention());
@@ -159,7 +160,10 @@ Status PagedKvAttention::PrepareStep(const StepBatch& batch) {
   }
   KvCacheManager& m = *manager_;
   for (const SequenceChunk& c : batch.chunks) {
-    if (m.HasSequence(c.seq_id) && c.start_pos == 0) m.FreeSequence(c.seq_id);  // new prompt
+    // A chunk at position 0 of a sequence that already computed tokens starts a new prompt.
+    if (m.HasSequence(c.seq_id) && c.start_pos == 0 && m.num_tokens(c.seq_id) > 0) {
+      m.FreeSequence(c.seq_id);
+    }
     if (!m.HasSequence(c.seq_id)) {
       if (c.start_pos != 0) {
         return InvalidArgument("sequence %d is not in the KV cache but starts at position %d",
@@ -218,6 +222,11 @@ void PagedKvAttention::Forward(ExecContext& ctx, int layer, const AttentionGeome
   s.Write(k, v, step_slots_[group].data(), batch.num_tokens);
   backends_[layer].backend->Run(ctx, g, s.view(), step_batches_[group], q, sinks, out);
   layer_done_[layer] = 1;
+}
+
+bool PagedKvAttention::ReserveSlots(int seq, int num_new_tokens, int num_lookahead_tokens) {
+  prepared_ = false;
+  return manager_->AllocateSlots(seq, num_new_tokens, num_lookahead_tokens).has_value();
 }
 
 StatusOr<int> PagedKvAttention::AttachCachedPrefix(int seq, std::span<const int32_t> prompt) {

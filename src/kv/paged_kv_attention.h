@@ -32,6 +32,7 @@ struct PagedKvOptions {
   int64_t max_context = 4096;           // per sequence; sizes the cache when no budget is given
   int max_chunk_tokens = 512;           // largest chunk of one sequence in a step
   bool enable_prefix_caching = true;
+  int64_t num_full_blocks_override = 0;  // --num-kv-blocks: see KvMemoryPlanOptions
   const AttentionBackendRegistry* registry = nullptr;  // null: BuiltinAttentionBackends()
 };
 
@@ -66,6 +67,11 @@ class PagedKvAttention final : public KvAttention {
   void Forward(ExecContext& ctx, int layer, const AttentionGeometry& g, const StepBatch& batch,
                const float* q, const float* k, const float* v, const float* sinks,
                float* out) override;
+
+  // Reserves slots for positions [num_tokens(seq), + num_new_tokens + num_lookahead) ahead of
+  // the step (the engine's scheduler plans this way: false = no room, nothing allocated; preempt
+  // or wait). The step's PrepareStep then finds them in place. The sequence must exist.
+  bool ReserveSlots(int seq, int num_new_tokens, int num_lookahead_tokens = 0);
 
   // Prefix caching: starts `seq` on the longest cached prefix of `prompt` and returns its length;
   // the first chunk then starts there. Records the prefix's ids.

@@ -15,9 +15,8 @@
 #include "chat/chat_output_parser.h"
 #include "chat/chat_template.h"
 #include "cli/command.h"
-#include "cli/model_loading.h"
-#include "engine/sampler.h"
-#include "tokenizer/bpe.h"
+#include "cli/engine_setup.h"
+#include "engine/request_stream.h"
 
 namespace mimo::cli {
 namespace {
@@ -45,46 +44,35 @@ bool RunToolCommand(const std::string& cmd, const std::string& input, std::strin
   return rc == 0;
 }
 
-struct ChatRuntime {
-  LoadedModel lm;
-  std::unique_ptr<Tokenizer> tok;
-  std::unique_ptr<ChatTemplate> tmpl;
-  std::set<int32_t> stop_ids;
-};
-
-// Generates one assistant turn for `prompt_ids`; returns the generated ids (stop token excluded).
-std::vector<int32_t> GenerateTurn(ChatRuntime& rt, const Args& a,
-                                  const std::vector<int32_t>& prompt_ids, int max_tokens,
-                                  Sampler& sampler, double* tok_per_s) {
-  const ModelConfig& cfg = rt.lm.model->config();
-  auto kv = MakeKvCacheOrReport("chat", a, *rt.lm.model, 1,
-                                static_cast<int64_t>(prompt_ids.size()) + max_tokens,
-                                static_cast<int>(prompt_ids.size()));
+// Generates one assistant turn for `prompt_ids` through the engine; returns the generated ids
+// without the stop token.
+std::vector<int32_t> GenerateTurn(EngineRuntime& rt, const std::vector<int32_t>& prompt_ids,
+                                  const SamplingParams& sp, int max_tokens, double* tok_per_s) {
+  GenerationRequest g;
+  g.prompt_ids = prompt_ids;
+  g.sampling = sp;
+  g.stop.max_tokens = std::min<int>(max_tokens, rt.engine->max_model_len() -
+                                                    static_cast<int>(prompt_ids.size()));
   std::vector<int32_t> out;
-  if (!kv) return out;
-  std::vector<float> logits(cfg.vocab_size);  // [vocab]
-  StepBatch b;
-  b.chunks.push_back({0, 0, static_cast<int>(prompt_ids.size()), 0});
-  b.num_tokens = static_cast<int>(prompt_ids.size());
-  ForwardOutputs fo;
-  fo.logit_rows = {b.num_tokens - 1};
-  fo.logits = logits.data();
-  rt.lm.model->Forward(rt.lm.ctx, b, prompt_ids.data(), *kv, fo);
-  int pos = b.num_tokens;
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < max_tokens; ++i) {
-    const int32_t next = sampler.Sample(logits.data(), cfg.vocab_size);
-    if (rt.stop_ids.count(next)) break;
-    out.push_back(next);
-    StepBatch d;
-    d.chunks.push_back({0, 0, 1, pos++});
-    d.num_tokens = 1;
-    ForwardOutputs o;
-    o.logits = logits.data();
-    rt.lm.model->Forward(rt.lm.ctx, d, &next, *kv, o);
+  RequestStream stream;
+  auto id = rt.engine->Submit(std::move(g), stream.Sink());
+  if (!id.ok()) {
+    std::fprintf(stderr, "mimo chat: error: %s\n", id.status().message().c_str());
+    return out;
   }
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  *tok_per_s = out.empty() ? 0.0 : out.size() / std::max(s, 1e-9);
+  rt.engine->RunUntilIdle();
+  RequestOutput ev, last;
+  while (stream.Next(&ev, 0.0)) {
+    out.insert(out.end(), ev.token_ids.begin(), ev.token_ids.end());
+    last = std::move(ev);
+  }
+  const std::vector<int32_t>& eos = rt.engine->eos_ids();
+  if (!out.empty() && last.finish_reason == FinishReason::kStop &&
+      std::find(eos.begin(), eos.end(), out.back()) != eos.end()) {
+    out.pop_back();
+  }
+  const double s = last.time - last.first_token_time;
+  *tok_per_s = out.size() > 1 ? (out.size() - 1) / std::max(s, 1e-9) : 0.0;
   return out;
 }
 
@@ -92,10 +80,9 @@ int RunChat(int argc, char** argv) {
   Args a;
   std::string err;
   std::vector<std::string> keys = {"model", "message", "messages", "system", "tools", "tool-exec",
-                                   "max-tokens", "temperature", "top-p", "seed", "threads",
-                                   "max-rounds"};
-  for (auto& k : KvCacheKeys()) keys.push_back(k);
-  std::vector<std::string> flags = KvCacheFlags();
+                                   "max-tokens", "temperature", "top-p", "seed", "max-rounds"};
+  for (auto& k : EngineKeys()) keys.push_back(k);
+  std::vector<std::string> flags = EngineFlags();
   flags.push_back("enable-thinking");
   flags.push_back("json");
   if (!a.Parse(argc, argv, keys, flags, &err) || !a.Has("model") ||
@@ -142,32 +129,17 @@ int RunChat(int argc, char** argv) {
     schema = std::move(s).value();
   }
 
-  ChatRuntime rt;
-  auto tok = Tokenizer::FromFile(dir + "/tokenizer.json");
-  if (!tok.ok()) {
-    std::fprintf(stderr, "mimo chat: error: %s\n", tok.status().message().c_str());
-    return 1;
-  }
-  rt.tok = std::move(tok).value();
   auto tmpl = ChatTemplate::FromModelDir(dir);
   if (!tmpl.ok()) {
     std::fprintf(stderr, "mimo chat: error: %s\n", tmpl.status().message().c_str());
     return 1;
   }
-  rt.tmpl = std::make_unique<ChatTemplate>(std::move(tmpl).value());
-  if (!LoadModelOrReport("chat", dir, static_cast<int>(a.GetInt("threads", 0)), &rt.lm)) return 1;
-  // Stop set by name as well as from config (V2.5 declares a single eos id).
-  for (int id : rt.lm.model->config().eos_token_ids) rt.stop_ids.insert(id);
-  for (const char* name : {"<|im_end|>", "<|endoftext|>"}) {
-    const int32_t id = rt.tok->TokenToId(name);
-    if (id >= 0) rt.stop_ids.insert(id);
-  }
-
+  EngineRuntime rt;
+  if (!MakeEngineOrReport("chat", a, true, 1, &rt)) return 1;
   SamplingParams sp;
   sp.temperature = static_cast<float>(a.GetDouble("temperature", 0.0));
   sp.top_p = static_cast<float>(a.GetDouble("top-p", 1.0));
   sp.seed = static_cast<uint64_t>(a.GetInt("seed", 0));
-  Sampler sampler(sp);
   const bool thinking = a.Has("enable-thinking");
   const Json kwargs = {{"enable_thinking", thinking}};
   const int max_tokens = static_cast<int>(a.GetInt("max-tokens", 256));
@@ -182,14 +154,14 @@ int RunChat(int argc, char** argv) {
   Json transcript = Json::array();
   for (int round = 0; round < max_rounds; ++round) {
     Json render_messages = messages;
-    auto prompt = rt.tmpl->Render(render_messages, tools, true, kwargs);
+    auto prompt = tmpl->Render(render_messages, tools, true, kwargs);
     if (!prompt.ok()) {
       std::fprintf(stderr, "mimo chat: error: %s\n", prompt.status().message().c_str());
       return 1;
     }
     const std::vector<int32_t> ids = rt.tok->Encode(*prompt);
     double tps = 0;
-    const std::vector<int32_t> out = GenerateTurn(rt, a, ids, max_tokens, sampler, &tps);
+    const std::vector<int32_t> out = GenerateTurn(rt, ids, sp, max_tokens, &tps);
     const std::string text = rt.tok->Decode(out);
     ChatParserOptions po;
     po.reasoning.enable_thinking = thinking;

@@ -1,128 +1,342 @@
-// `mimo generate`: prefill a prompt, then decode token by token (greedy or sampled); prints the
-// output ids and tok/s, or one JSON object with --json.
-#include <chrono>
+// `mimo generate`: requests through the serving engine (src/engine), never a decode loop of its
+// own. Single form: one prompt (--ids or --prompt), greedy or sampled; prints the output (ids, or
+// text with --prompt) and tok/s, or one JSON object with --json. Batch form: --requests IN.jsonl
+// --out OUT.jsonl runs every request of the file concurrently (continuous batching) and writes
+// one line per request (per sample when n > 1), in input order; a summary goes to stderr.
 #include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/command.h"
-#include "cli/model_loading.h"
-#include "engine/sampler.h"
-#include "tokenizer/bpe.h"
+#include "cli/engine_setup.h"
+#include "engine/request_stream.h"
 
 namespace mimo::cli {
 namespace {
 
-double Seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
+using Json = nlohmann::ordered_json;
+
+// All events of one sample, gathered.
+struct SampleResult {
+  std::vector<int32_t> ids;
+  std::vector<SampledToken> logprobs;
+  std::string text;
+  RequestOutput last;  // the final event (counts, timings, reason)
+};
+
+// Collects the events of every submission (engine thread) for reading after RunUntilIdle.
+class Collector {
+ public:
+  OutputSink Sink() {
+    return [this](RequestOutput&& o) {
+      SampleResult& r = results_[{o.request_id, o.index}];
+      r.ids.insert(r.ids.end(), o.token_ids.begin(), o.token_ids.end());
+      for (auto& lp : o.logprobs) r.logprobs.push_back(std::move(lp));
+      r.text += o.text;
+      r.last = std::move(o);
+    };
+  }
+  const SampleResult* Get(uint64_t id, int index) const {
+    auto it = results_.find({id, index});
+    return it == results_.end() ? nullptr : &it->second;
+  }
+
+ private:
+  std::map<std::pair<uint64_t, int>, SampleResult> results_;
+};
+
+double Ms(double a, double b) { return b > a && a > 0 ? (b - a) * 1e3 : 0.0; }
+
+// One request line -> GenerationRequest. Defaults follow the single form: greedy, 16 tokens.
+bool ParseRequestLine(const Json& j, const Tokenizer* tok, GenerationRequest* g, std::string* err) {
+  if (!j.is_object()) {
+    *err = "not a JSON object";
+    return false;
+  }
+  auto bad = [&](const char* field, const char* want) {
+    *err = std::string("field '") + field + "' must be " + want;
+    return false;
+  };
+  auto number = [&](const char* field, float* out) {
+    if (!j.contains(field) || j[field].is_null()) return true;
+    if (!j[field].is_number()) return bad(field, "a number");
+    *out = j[field].get<float>();
+    return true;
+  };
+  auto integer = [&](const char* field, int* out) {
+    if (!j.contains(field) || j[field].is_null()) return true;
+    if (!j[field].is_number_integer()) return bad(field, "an integer");
+    *out = j[field].get<int>();
+    return true;
+  };
+  if (j.contains("prompt_ids") == j.contains("prompt")) {
+    *err = "exactly one of 'prompt_ids' or 'prompt' is needed";
+    return false;
+  }
+  if (j.contains("prompt_ids")) {
+    if (!j["prompt_ids"].is_array()) return bad("prompt_ids", "an array of token ids");
+    for (const Json& x : j["prompt_ids"]) {
+      if (!x.is_number_integer()) return bad("prompt_ids", "an array of token ids");
+      g->prompt_ids.push_back(x.get<int32_t>());
+    }
+  } else {
+    if (!j["prompt"].is_string()) return bad("prompt", "a string");
+    if (!tok) {
+      *err = "'prompt' needs the model's tokenizer.json";
+      return false;
+    }
+    g->prompt_ids = tok->Encode(j["prompt"].get<std::string>());
+  }
+  SamplingParams& s = g->sampling;
+  s.temperature = 0.0f;
+  g->stop.max_tokens = 16;
+  if (!number("temperature", &s.temperature) || !number("top_p", &s.top_p) ||
+      !integer("top_k", &s.top_k) || !number("min_p", &s.min_p) ||
+      !number("presence_penalty", &s.presence_penalty) ||
+      !number("frequency_penalty", &s.frequency_penalty) ||
+      !number("repetition_penalty", &s.repetition_penalty) ||
+      !integer("max_tokens", &g->stop.max_tokens) ||
+      !integer("min_tokens", &g->stop.min_tokens) || !integer("n", &g->n) ||
+      !integer("logprobs", &s.logprobs)) {
+    return false;
+  }
+  if (j.contains("seed") && !j["seed"].is_null()) {
+    if (!j["seed"].is_number_integer()) return bad("seed", "an integer");
+    s.seed = j["seed"].get<uint64_t>();
+  }
+  if (j.contains("logit_bias") && !j["logit_bias"].is_null()) {
+    if (!j["logit_bias"].is_object()) return bad("logit_bias", "an object {token id: bias}");
+    for (auto it = j["logit_bias"].begin(); it != j["logit_bias"].end(); ++it) {
+      char* end = nullptr;
+      const long id = std::strtol(it.key().c_str(), &end, 10);
+      if (it.key().empty() || *end != '\0' || !it.value().is_number()) {
+        return bad("logit_bias", "an object {token id: bias}");
+      }
+      s.logit_bias.push_back({static_cast<int32_t>(id), it.value().get<float>()});
+    }
+  }
+  if (j.contains("stop") && !j["stop"].is_null()) {
+    if (j["stop"].is_string()) {
+      g->stop.stop.push_back(j["stop"].get<std::string>());
+    } else if (j["stop"].is_array()) {
+      for (const Json& x : j["stop"]) {
+        if (!x.is_string()) return bad("stop", "a string or an array of strings");
+        g->stop.stop.push_back(x.get<std::string>());
+      }
+    } else {
+      return bad("stop", "a string or an array of strings");
+    }
+  }
+  if (j.contains("stop_token_ids") && !j["stop_token_ids"].is_null()) {
+    if (!j["stop_token_ids"].is_array()) return bad("stop_token_ids", "an array of token ids");
+    for (const Json& x : j["stop_token_ids"]) {
+      if (!x.is_number_integer()) return bad("stop_token_ids", "an array of token ids");
+      g->stop.stop_token_ids.push_back(x.get<int32_t>());
+    }
+  }
+  if (j.contains("ignore_eos") && !j["ignore_eos"].is_null()) {
+    if (!j["ignore_eos"].is_boolean()) return bad("ignore_eos", "true or false");
+    g->stop.ignore_eos = j["ignore_eos"].get<bool>();
+  }
+  return true;
+}
+
+Json LogprobsJson(const std::vector<SampledToken>& lps) {
+  Json a = Json::array();
+  for (const SampledToken& t : lps) {
+    Json top = Json::array();
+    for (const auto& [id, lp] : t.top) top.push_back({id, lp});
+    a.push_back({{"id", t.id}, {"logprob", t.logprob}, {"top", top}});
+  }
+  return a;
+}
+
+int RunBatch(const Args& a) {
+  if (!a.Has("out")) {
+    std::fprintf(stderr, "mimo generate: --requests needs --out FILE\n");
+    return 2;
+  }
+  std::string text;
+  if (!ReadFileToString(a.Get("requests"), &text)) {
+    std::fprintf(stderr, "mimo generate: cannot read '%s'\n", a.Get("requests").c_str());
+    return 2;
+  }
+  EngineRuntime rt;
+  if (!MakeEngineOrReport("generate", a, false, 16, &rt)) return 1;
+  struct Line {
+    int number;
+    Json id;
+    std::string error;
+    uint64_t request_id = 0;
+    int n = 1;
+    bool logprobs = false;
+  };
+  std::vector<Line> lines;
+  Collector col;
+  std::istringstream in(text);
+  std::string row;
+  for (int number = 1; std::getline(in, row); ++number) {
+    if (row.find_first_not_of(" \t\r") == std::string::npos) continue;
+    Line l{number, number, "", 0, 1, false};
+    Json j = Json::parse(row, nullptr, false);
+    GenerationRequest g;
+    std::string err;
+    if (j.is_discarded()) {
+      l.error = "not valid JSON";
+    } else {
+      if (j.is_object() && j.contains("id")) l.id = j["id"];
+      if (!ParseRequestLine(j, rt.tok.get(), &g, &err)) l.error = err;
+    }
+    if (l.error.empty()) {
+      l.n = g.n;
+      l.logprobs = g.sampling.logprobs >= 0;
+      auto id = rt.engine->Submit(std::move(g), col.Sink());
+      if (id.ok()) {
+        l.request_id = *id;
+      } else {
+        l.error = id.status().message();
+      }
+    }
+    if (!l.error.empty()) {
+      std::fprintf(stderr, "mimo generate: %s line %d: %s\n", a.Get("requests").c_str(), number,
+                   l.error.c_str());
+    }
+    lines.push_back(std::move(l));
+  }
+  const double t0 = NowSeconds();
+  rt.engine->RunUntilIdle();
+  const double secs = NowSeconds() - t0;
+  std::ofstream out(a.Get("out"), std::ios::binary);
+  if (!out) {
+    std::fprintf(stderr, "mimo generate: cannot write '%s'\n", a.Get("out").c_str());
+    return 1;
+  }
+  int64_t prompt_tokens = 0, gen_tokens = 0;
+  int failed = 0;
+  for (const Line& l : lines) {
+    if (!l.error.empty()) {
+      ++failed;
+      out << Json{{"id", l.id}, {"line", l.number}, {"error", l.error}}.dump() << "\n";
+      continue;
+    }
+    for (int i = 0; i < l.n; ++i) {
+      const SampleResult* r = col.Get(l.request_id, i);
+      MIMO_CHECK(r != nullptr && r->last.finished, "request on line %d did not finish", l.number);
+      Json o = {{"id", l.id}};
+      if (l.n > 1) o["index"] = i;
+      o["output_ids"] = r->ids;
+      if (rt.tok) o["text"] = r->text;
+      o["finish_reason"] = FinishReasonName(r->last.finish_reason);
+      if (!r->last.error.empty()) o["error"] = r->last.error;
+      o["num_prompt_tokens"] = r->last.num_prompt_tokens;
+      o["num_cached_tokens"] = r->last.num_cached_tokens;
+      o["ttft_ms"] = Ms(r->last.arrival_time, r->last.first_token_time);
+      o["latency_ms"] = Ms(r->last.arrival_time, r->last.time);
+      if (l.logprobs) o["logprobs"] = LogprobsJson(r->logprobs);
+      out << o.dump() << "\n";
+      if (i == 0) prompt_tokens += r->last.num_prompt_tokens;
+      gen_tokens += static_cast<int64_t>(r->ids.size());
+    }
+  }
+  const EngineStats st = rt.engine->Stats();
+  std::fprintf(stderr,
+               "%zu requests (%d failed): %lld prompt + %lld generated tokens in %.2f s: %.1f "
+               "generated tok/s, %.1f total tok/s; %lld steps, %lld preemptions, %lld of %lld "
+               "prompt tokens from the prefix cache\n",
+               lines.size(), failed, static_cast<long long>(prompt_tokens),
+               static_cast<long long>(gen_tokens), secs, gen_tokens / std::max(secs, 1e-9),
+               (prompt_tokens + gen_tokens) / std::max(secs, 1e-9),
+               static_cast<long long>(st.num_steps), static_cast<long long>(st.num_preemptions),
+               static_cast<long long>(st.prefix_cache_hits),
+               static_cast<long long>(st.prefix_cache_queries));
+  return failed ? 1 : 0;
 }
 
 int RunGenerate(int argc, char** argv) {
   Args a;
   std::string err;
-  std::vector<std::string> keys = {"model", "ids", "prompt", "max-tokens", "temperature", "top-k",
-                                   "top-p", "seed", "threads"};
-  for (auto& k : KvCacheKeys()) keys.push_back(k);
-  std::vector<std::string> flags = KvCacheFlags();
+  std::vector<std::string> keys = {"model", "ids",   "prompt", "max-tokens", "temperature",
+                                   "top-k", "top-p", "min-p",  "seed",       "requests",
+                                   "out"};
+  for (auto& k : EngineKeys()) keys.push_back(k);
+  std::vector<std::string> flags = EngineFlags();
   flags.push_back("json");
   flags.push_back("ignore-eos");
-  if (!a.Parse(argc, argv, keys, flags, &err) ||
-      !a.Has("model") || (a.Has("ids") == a.Has("prompt"))) {
+  if (!a.Parse(argc, argv, keys, flags, &err) || !a.Has("model") ||
+      (a.Has("requests") ? (a.Has("ids") || a.Has("prompt")) : (a.Has("ids") == a.Has("prompt")))) {
     std::fprintf(stderr, "mimo generate: %s\n",
-                 err.empty() ? "need --model and one of --ids or --prompt" : err.c_str());
+                 err.empty() ? "need --model and one of --ids, --prompt or --requests" : err.c_str());
     return 2;
   }
+  if (a.Has("requests")) return RunBatch(a);
   std::vector<int> ids;
-  std::unique_ptr<Tokenizer> tok;  // with --prompt: encodes it and decodes the output
-  if (a.Has("prompt")) {
-    auto t = Tokenizer::FromFile(a.Get("model") + "/tokenizer.json");
-    if (!t.ok()) {
-      std::fprintf(stderr, "mimo generate: error: %s\n", t.status().message().c_str());
-      return 1;
-    }
-    tok = std::move(t).value();
-    for (int32_t id : tok->Encode(a.Get("prompt"))) ids.push_back(id);
-    if (ids.empty()) {
-      std::fprintf(stderr, "mimo generate: --prompt is empty\n");
-      return 2;
-    }
-  } else if (!ParseIdList(a.Get("ids"), &ids, &err)) {
+  if (a.Has("ids") && !ParseIdList(a.Get("ids"), &ids, &err)) {
     std::fprintf(stderr, "mimo generate: %s\n", err.c_str());
     return 2;
   }
-  LoadedModel lm;
-  if (!LoadModelOrReport("generate", a.Get("model"), static_cast<int>(a.GetInt("threads", 0)), &lm)) return 1;
-  const ModelConfig& cfg = lm.model->config();
-  for (int id : ids) {
-    if (id >= cfg.vocab_size) {
-      std::fprintf(stderr, "mimo generate: token id %d out of range (vocab_size %d)\n", id, cfg.vocab_size);
-      return 2;
-    }
+  EngineRuntime rt;
+  if (!MakeEngineOrReport("generate", a, a.Has("prompt"), 1, &rt)) return 1;
+  GenerationRequest g;
+  if (a.Has("prompt")) {
+    g.prompt_ids = rt.tok->Encode(a.Get("prompt"));
+  } else {
+    g.prompt_ids.assign(ids.begin(), ids.end());
   }
-  SamplingParams sp;
-  sp.temperature = static_cast<float>(a.GetDouble("temperature", 0.0));
-  sp.top_k = static_cast<int>(a.GetInt("top-k", 0));
-  sp.top_p = static_cast<float>(a.GetDouble("top-p", 1.0));
-  sp.seed = static_cast<uint64_t>(a.GetInt("seed", 0));
-  Sampler sampler(sp);
-  const int max_tokens = static_cast<int>(a.GetInt("max-tokens", 16));
-  const int64_t V = cfg.vocab_size;
-
-  auto kv_cache = MakeKvCacheOrReport("generate", a, *lm.model, 1,
-                                      static_cast<int64_t>(ids.size()) + max_tokens,
-                                      static_cast<int>(ids.size()));
-  if (!kv_cache) return 1;
-  KvAttention& kv = *kv_cache;
-  std::vector<float> logits(V);  // [vocab]
-  std::vector<int32_t> tokens(ids.begin(), ids.end());
+  g.sampling.temperature = static_cast<float>(a.GetDouble("temperature", 0.0));
+  g.sampling.top_k = static_cast<int>(a.GetInt("top-k", 0));
+  g.sampling.top_p = static_cast<float>(a.GetDouble("top-p", 1.0));
+  g.sampling.min_p = static_cast<float>(a.GetDouble("min-p", 0.0));
+  g.sampling.seed = static_cast<uint64_t>(a.GetInt("seed", 0));
+  g.stop.max_tokens = static_cast<int>(a.GetInt("max-tokens", 16));
+  g.stop.ignore_eos = a.Has("ignore-eos");
+  RequestStream stream;
+  auto id = rt.engine->Submit(std::move(g), stream.Sink());
+  if (!id.ok()) {
+    std::fprintf(stderr, "mimo generate: error: %s\n", id.status().message().c_str());
+    return 2;
+  }
+  rt.engine->RunUntilIdle();
   std::vector<int32_t> output;
-  auto t0 = std::chrono::steady_clock::now();
-  StepBatch b;
-  b.chunks.push_back({0, 0, static_cast<int>(tokens.size()), 0});
-  b.num_tokens = static_cast<int>(tokens.size());
-  ForwardOutputs out;
-  out.logit_rows = {b.num_tokens - 1};
-  out.logits = logits.data();
-  lm.model->Forward(lm.ctx, b, tokens.data(), kv, out);
-  auto t1 = std::chrono::steady_clock::now();
-  int pos = b.num_tokens;
-  for (int i = 0; i < max_tokens; ++i) {
-    const int32_t next = sampler.Sample(logits.data(), V);
-    output.push_back(next);
-    if (!a.Has("ignore-eos") && cfg.eos_token_id && next == *cfg.eos_token_id) break;
-    if (i + 1 == max_tokens) break;
-    StepBatch d;
-    d.chunks.push_back({0, 0, 1, pos++});
-    d.num_tokens = 1;
-    ForwardOutputs o;
-    o.logits = logits.data();
-    lm.model->Forward(lm.ctx, d, &next, kv, o);
+  std::string text;
+  RequestOutput ev, last;
+  while (stream.Next(&ev, 0.0)) {
+    output.insert(output.end(), ev.token_ids.begin(), ev.token_ids.end());
+    text += ev.text;
+    last = std::move(ev);
   }
-  auto t2 = std::chrono::steady_clock::now();
-  const double prefill_tps = tokens.size() / std::max(Seconds(t0, t1), 1e-9);
-  const double decode_tps = output.size() > 1 ? (output.size() - 1) / std::max(Seconds(t1, t2), 1e-9) : 0.0;
+  const int n_prompt = last.num_prompt_tokens;
+  const double prefill_s = last.first_token_time - last.first_scheduled_time;
+  const double decode_s = last.time - last.first_token_time;
+  const double prefill_tps = n_prompt / std::max(prefill_s, 1e-9);
+  const double decode_tps = output.size() > 1 ? (output.size() - 1) / std::max(decode_s, 1e-9) : 0.0;
   std::string list;
   for (size_t i = 0; i < output.size(); ++i) list += (i ? "," : "") + std::to_string(output[i]);
   if (a.Has("json")) {
-    std::printf("{\"output_ids\": [%s], \"num_prompt_tokens\": %zu, \"prefill_tokens_per_s\": %.3f, "
-                "\"decode_tokens_per_s\": %.3f}\n",
-                list.c_str(), tokens.size(), prefill_tps, decode_tps);
-  } else {
-    if (tok) {
-      std::printf("%s\n", tok->Decode(output).c_str());
-    } else {
-      std::printf("%s\n", list.c_str());
-    }
-    const double gbps = decode_tps * lm.model->ActiveWeightBytesPerToken() / 1e9;
-    std::fprintf(stderr,
-                 "prompt %zu tokens: %.1f tok/s prefill; %zu generated: %.1f tok/s decode "
-                 "(%.2f GB/s of active weights, %.1f MB/token)\n",
-                 tokens.size(), prefill_tps, output.size(), decode_tps, gbps,
-                 lm.model->ActiveWeightBytesPerToken() / 1e6);
+    std::printf("{\"output_ids\": [%s], \"num_prompt_tokens\": %d, \"finish_reason\": \"%s\", "
+                "\"prefill_tokens_per_s\": %.3f, \"decode_tokens_per_s\": %.3f}\n",
+                list.c_str(), n_prompt, FinishReasonName(last.finish_reason), prefill_tps,
+                decode_tps);
+    return 0;
   }
+  std::printf("%s\n", a.Has("prompt") ? rt.tok->Decode(output).c_str() : list.c_str());
+  const double bytes = rt.lm.model->ActiveWeightBytesPerToken();
+  std::fprintf(stderr,
+               "prompt %d tokens: %.1f tok/s prefill; %zu generated: %.1f tok/s decode "
+               "(%.2f GB/s of active weights, %.1f MB/token)\n",
+               n_prompt, prefill_tps, output.size(), decode_tps, decode_tps * bytes / 1e9,
+               bytes / 1e6);
   return 0;
 }
 
 }  // namespace
-MIMO_CLI_COMMAND("generate", "--model DIR (--ids 1,2,3 | --prompt TEXT) [--max-tokens N] [--temperature T] [--seed S] [--json]", RunGenerate);
+MIMO_CLI_COMMAND("generate",
+                 "--model DIR (--ids 1,2,3 | --prompt TEXT | --requests IN.jsonl --out OUT.jsonl) "
+                 "[--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] "
+                 "[--max-num-seqs N] [--max-num-batched-tokens N] [--json]",
+                 RunGenerate);
 }  // namespace mimo::cli

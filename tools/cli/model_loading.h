@@ -35,9 +35,31 @@ inline bool LoadModelOrReport(const char* cmd, const std::string& dir, int threa
 
 // Flags every model-running command accepts for its KV cache.
 inline std::vector<std::string> KvCacheKeys() {
-  return {"attention-backend", "block-size", "kv-cache-dtype", "kv-cache-memory"};
+  return {"attention-backend", "block-size", "kv-cache-dtype", "kv-cache-memory", "num-kv-blocks"};
 }
 inline std::vector<std::string> KvCacheFlags() { return {"strict-attention-backend"}; }
+
+// The KV-cache flags as PagedKvOptions (sequence counts and lengths left to the caller).
+inline bool KvOptionsFromArgs(const char* cmd, const Args& a, PagedKvOptions* o) {
+  o->attention_backend = a.Get("attention-backend");
+  o->strict_backend = a.Has("strict-attention-backend");
+  o->block_size = static_cast<int>(a.GetInt("block-size", 16));
+  auto dt = ParseKvCacheDType(a.Get("kv-cache-dtype", "f32"));
+  if (!dt.ok()) {
+    std::fprintf(stderr, "mimo %s: error: %s\n", cmd, dt.status().message().c_str());
+    return false;
+  }
+  o->kv_dtype = *dt;
+  // --kv-cache-memory: bytes, or a fraction of physical RAM when given as 0 < x <= 1 ("0.5").
+  const double mem = a.GetDouble("kv-cache-memory", 0.0);
+  if (mem > 0 && mem <= 1.0 && a.Get("kv-cache-memory").find('.') != std::string::npos) {
+    o->kv_cache_memory_fraction = mem;
+  } else {
+    o->kv_cache_memory_bytes = a.GetInt("kv-cache-memory", 0);
+  }
+  o->num_full_blocks_override = a.GetInt("num-kv-blocks", 0);
+  return true;
+}
 
 // Builds the paged KV cache (main + MTP layers) for `max_sequences` of up to `max_context`.
 inline std::unique_ptr<PagedKvAttention> MakeKvCacheOrReport(const char* cmd, const Args& a,
@@ -46,22 +68,7 @@ inline std::unique_ptr<PagedKvAttention> MakeKvCacheOrReport(const char* cmd, co
                                                              int64_t max_context,
                                                              int max_chunk_tokens) {
   PagedKvOptions o;
-  o.attention_backend = a.Get("attention-backend");
-  o.strict_backend = a.Has("strict-attention-backend");
-  o.block_size = static_cast<int>(a.GetInt("block-size", 16));
-  auto dt = ParseKvCacheDType(a.Get("kv-cache-dtype", "f32"));
-  if (!dt.ok()) {
-    std::fprintf(stderr, "mimo %s: error: %s\n", cmd, dt.status().message().c_str());
-    return nullptr;
-  }
-  o.kv_dtype = *dt;
-  // --kv-cache-memory: bytes, or a fraction of physical RAM when given as 0 < x <= 1 ("0.5").
-  const double mem = a.GetDouble("kv-cache-memory", 0.0);
-  if (mem > 0 && mem <= 1.0 && a.Get("kv-cache-memory").find('.') != std::string::npos) {
-    o.kv_cache_memory_fraction = mem;
-  } else {
-    o.kv_cache_memory_bytes = a.GetInt("kv-cache-memory", 0);
-  }
+  if (!KvOptionsFromArgs(cmd, a, &o)) return nullptr;
   o.max_sequences = max_sequences;
   o.max_context = max_context;
   o.max_chunk_tokens = max_chunk_tokens;

@@ -1,0 +1,413 @@
+// The engine step: drain the input queue, schedule, one batched forward pass, sample the rows
+// that need it, apply stop rules, emit events (see engine.h).
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+
+#include "core/check.h"
+#include "core/log.h"
+
+namespace mimo {
+
+const char* FinishReasonName(FinishReason r) {
+  switch (r) {
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kAbort:
+      return "abort";
+    case FinishReason::kError:
+      return "error";
+    default:
+      return "";
+  }
+}
+
+double NowSeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+std::vector<int32_t> ModelEosIds(const ModelConfig& config, const GenerationConfig& gen,
+                                 const Tokenizer* tokenizer) {
+  std::set<int32_t> ids(config.eos_token_ids.begin(), config.eos_token_ids.end());
+  ids.insert(gen.eos_token_ids.begin(), gen.eos_token_ids.end());
+  if (tokenizer) {
+    for (const char* name : {"<|im_end|>", "<|endoftext|>"}) {
+      const int32_t id = tokenizer->TokenToId(name);
+      if (id >= 0) ids.insert(id);
+    }
+  }
+  return {ids.begin(), ids.end()};
+}
+
+Engine::Engine(MimoV2Model& model, ExecContext ctx, const Tokenizer* tokenizer)
+    : model_(model), ctx_(ctx), tokenizer_(tokenizer) {}
+
+Engine::~Engine() { Shutdown(); }
+
+StatusOr<std::unique_ptr<Engine>> Engine::Create(MimoV2Model& model, ExecContext ctx,
+                                                 const Tokenizer* tokenizer,
+                                                 const EngineOptions& o) {
+  const ModelConfig& cfg = model.config();
+  const SchedulerOptions& so = o.scheduler;
+  if (so.max_num_seqs < 1) return InvalidArgument("max_num_seqs must be >= 1, got %d", so.max_num_seqs);
+  if (so.max_num_batched_tokens < 1) {
+    return InvalidArgument("max_num_batched_tokens must be >= 1, got %d", so.max_num_batched_tokens);
+  }
+  if (o.max_model_len < 0) return InvalidArgument("max_model_len must be >= 0");
+  std::unique_ptr<Engine> e(new Engine(model, ctx, tokenizer));
+  const int model_len = o.max_model_len > 0 ? o.max_model_len
+                        : cfg.max_position_embeddings > 0 ? cfg.max_position_embeddings
+                                                          : 4096;
+  PagedKvOptions kv = o.kv;
+  kv.max_sequences = so.max_num_seqs;
+  kv.max_context = model_len;
+  kv.max_chunk_tokens = so.max_num_batched_tokens;
+  ModelConfig kv_config = cfg;
+  kv_config.layers = model.KvLayerConfigs();  // MTP layers get KV layer ids after the main ones
+  if (kv.kv_cache_memory_bytes <= 0 && kv.kv_cache_memory_fraction <= 0) {
+    // Sized for every sequence at full length unless that exceeds half of physical memory.
+    KvMemoryPlanOptions po;
+    po.block_size = kv.block_size;
+    po.kv_dtype = kv.kv_dtype;
+    po.max_sequences = kv.max_sequences;
+    po.max_context = kv.max_context;
+    po.max_chunk_tokens = kv.max_chunk_tokens;
+    MIMO_ASSIGN_OR_RETURN(KvMemoryPlan full, PlanKvMemory(kv_config, po));
+    const int64_t half = PhysicalMemoryBytes() / 2;
+    if (half > 0 && full.total_bytes > half) kv.kv_cache_memory_bytes = half;
+  }
+  MIMO_ASSIGN_OR_RETURN(e->kv_, PagedKvAttention::Create(kv_config, kv));
+  const KvMemoryPlan& plan = e->kv_->memory_plan();
+  int max_len = model_len;
+  if (plan.num_full_layers > 0 && plan.tokens_that_fit < max_len) {
+    if (o.max_model_len > 0) {
+      return ResourceExhausted(
+          "the KV cache holds %lld tokens, less than max_model_len %d: raise --kv-cache-memory "
+          "or lower --max-model-len",
+          static_cast<long long>(plan.tokens_that_fit), o.max_model_len);
+    }
+    max_len = static_cast<int>(plan.tokens_that_fit);
+    MIMO_LOG_INFO("max_model_len lowered to %d: what one sequence can hold in the KV cache",
+                  max_len);
+  }
+  e->max_model_len_ = max_len;
+  e->max_waiting_ = std::max(1, o.max_waiting);
+  e->vocab_size_ = cfg.vocab_size;
+  e->eos_ids_ = o.eos_token_ids.empty() ? ModelEosIds(cfg, GenerationConfig{}, tokenizer)
+                                        : o.eos_token_ids;
+  e->scheduler_ = std::make_unique<Scheduler>(*e->kv_, so);
+  e->PublishStats();
+  return e;
+}
+
+StatusOr<uint64_t> Engine::Submit(GenerationRequest req, OutputSink sink) {
+  const int len = static_cast<int>(req.prompt_ids.size());
+  if (len == 0) return InvalidArgument("the prompt is empty");
+  for (int i = 0; i < len; ++i) {
+    const int32_t id = req.prompt_ids[i];
+    if (id < 0 || id >= vocab_size_) {
+      return InvalidArgument("prompt token %d (at position %d) is outside the vocabulary [0, %lld)",
+                             id, i, static_cast<long long>(vocab_size_));
+    }
+  }
+  if (len >= max_model_len_) {
+    return InvalidArgument(
+        "the prompt has %d tokens but the context length (max_model_len) is %d: no room to "
+        "generate",
+        len, max_model_len_);
+  }
+  const StopParams& s = req.stop;
+  if (s.max_tokens == 0 || s.max_tokens < -1) {
+    return InvalidArgument("max_tokens must be >= 1, got %d", s.max_tokens);
+  }
+  if (s.max_tokens > 0 && static_cast<int64_t>(len) + s.max_tokens > max_model_len_) {
+    return InvalidArgument(
+        "max_tokens %d plus the prompt's %d tokens exceed the context length (max_model_len) %d",
+        s.max_tokens, len, max_model_len_);
+  }
+  if (s.min_tokens < 0 || (s.max_tokens > 0 && s.min_tokens > s.max_tokens)) {
+    return InvalidArgument("min_tokens must be in [0, max_tokens], got %d", s.min_tokens);
+  }
+  for (int32_t id : s.stop_token_ids) {
+    if (id < 0 || id >= vocab_size_) {
+      return InvalidArgument("stop_token_ids: %d is outside the vocabulary", id);
+    }
+  }
+  for (const std::string& st : s.stop) {
+    if (st.empty()) return InvalidArgument("stop: an empty stop string");
+  }
+  if (!s.stop.empty() && tokenizer_ == nullptr) {
+    return InvalidArgument("stop strings need the model's tokenizer, which is not loaded");
+  }
+  if (req.n < 1 || req.n > 64) return InvalidArgument("n must be in [1, 64], got %d", req.n);
+  MIMO_RETURN_IF_ERROR(req.sampling.Validate(vocab_size_));
+
+  Pending p;
+  const uint64_t id = next_request_id_.fetch_add(1);
+  p.id = id;
+  p.spec = std::make_shared<const GenerationRequest>(std::move(req));
+  p.sink = std::make_shared<OutputSink>(std::move(sink));
+  p.arrival_time = NowSeconds();
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (static_cast<int>(pending_.size()) + stats_.num_waiting >= max_waiting_) {
+      return ResourceExhausted("the waiting queue is full (%d requests); retry later",
+                               max_waiting_);
+    }
+    pending_.push_back(std::move(p));
+  }
+  cv_.notify_all();
+  return id;
+}
+
+void Engine::Cancel(uint64_t request_id) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    cancels_.push_back(request_id);
+  }
+  cv_.notify_all();
+}
+
+EngineStats Engine::Stats() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return stats_;
+}
+
+RequestOutput Engine::MakeOutput(const Request& r) const {
+  RequestOutput o;
+  o.request_id = r.request_id;
+  o.index = r.index;
+  o.num_prompt_tokens = r.num_prompt_tokens();
+  o.num_cached_tokens = std::max(r.num_cached_tokens, 0);
+  o.num_output_tokens = static_cast<int>(r.output.size());
+  o.time = NowSeconds();
+  o.arrival_time = r.arrival_time;
+  o.first_scheduled_time = r.first_scheduled_time;
+  o.first_token_time = r.first_token_time;
+  return o;
+}
+
+void Engine::Admit(const Pending& p) {
+  const GenerationRequest& g = *p.spec;
+  std::vector<int32_t> unique;
+  if (g.sampling.repetition_penalty != 1.0f) {
+    unique = g.prompt_ids;
+    std::sort(unique.begin(), unique.end());
+    unique.erase(std::unique(unique.begin(), unique.end()), unique.end());
+  }
+  const uint64_t seed = g.sampling.seed ? *g.sampling.seed : RandomSeed();
+  std::vector<int>& seqs = seqs_of_[p.id];
+  int leader = -1;
+  for (int i = 0; i < g.n; ++i) {
+    auto r = std::make_unique<Request>();
+    r->request_id = p.id;
+    r->index = i;
+    r->seq_id = next_seq_id_++;
+    if (next_seq_id_ == (1 << 30)) next_seq_id_ = 0;
+    r->spec = p.spec;
+    r->sink = p.sink;
+    r->max_tokens = g.stop.max_tokens > 0 ? g.stop.max_tokens
+                                          : max_model_len_ - static_cast<int>(g.prompt_ids.size());
+    r->rng = SamplerRng(seed + static_cast<uint64_t>(i));  // sample i: seed + i (as vLLM)
+    r->prompt_unique = unique;
+    r->stop = std::make_unique<StopChecker>(tokenizer_, p.spec->stop, eos_ids_);
+    r->arrival_time = p.arrival_time;
+    // Samples 1.. reuse sample 0's prompt blocks through the prefix cache once it computed them.
+    if (i == 0) {
+      leader = r->seq_id;
+    } else if (kv_->manager().group(0).pool().caching()) {
+      r->prefill_leader = leader;
+    }
+    seqs.push_back(r->seq_id);
+    scheduler_->Add(std::move(r));
+  }
+}
+
+bool Engine::DrainInputs() {
+  std::deque<Pending> pending;
+  std::vector<uint64_t> cancels;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    pending.swap(pending_);
+    cancels.swap(cancels_);
+  }
+  for (const Pending& p : pending) Admit(p);
+  for (uint64_t id : cancels) {
+    auto it = seqs_of_.find(id);
+    if (it == seqs_of_.end()) continue;
+    const std::vector<int> seqs = it->second;
+    for (int seq : seqs) {
+      if (Request* r = scheduler_->Find(seq)) Abort(r, FinishReason::kAbort, "");
+    }
+  }
+  return !pending.empty() || !cancels.empty();
+}
+
+// Emits the final event and forgets the request (its KV blocks are freed at once).
+void Engine::Finish(Request* r, RequestOutput&& out) {
+  out.finished = true;
+  ++local_stats_.finished[static_cast<int>(out.finish_reason)];
+  std::shared_ptr<OutputSink> sink = r->sink;
+  const uint64_t id = r->request_id;
+  const int seq = r->seq_id;
+  auto it = seqs_of_.find(id);
+  if (it != seqs_of_.end()) {
+    it->second.erase(std::remove(it->second.begin(), it->second.end(), seq), it->second.end());
+    if (it->second.empty()) seqs_of_.erase(it);
+  }
+  std::unique_ptr<Request> gone = scheduler_->Remove(seq);
+  (*sink)(std::move(out));
+}
+
+void Engine::Abort(Request* r, FinishReason reason, const std::string& error) {
+  RequestOutput out = MakeOutput(*r);
+  out.finish_reason = reason;
+  out.error = error;
+  Finish(r, std::move(out));
+}
+
+void Engine::SampleAndEmit(Request* r, const float* logits) {
+  const GenerationRequest& g = *r->spec;
+  const TokenHistory h{r->prompt_unique, &r->output_counts};
+  std::vector<int32_t> mask;
+  if (static_cast<int>(r->output.size()) < g.stop.min_tokens) mask = r->stop->MinTokensMask(eos_ids_);
+  SampledToken t = sampler_.Sample(logits, vocab_size_, g.sampling, h, mask, r->rng);
+  r->output.push_back(t.id);
+  if (g.sampling.frequency_penalty != 0.0f || g.sampling.presence_penalty != 0.0f ||
+      g.sampling.repetition_penalty != 1.0f) {
+    ++r->output_counts[t.id];
+  }
+  kv_->RecordTokenIds(r->seq_id, std::span<const int32_t>(&t.id, 1));
+  ++local_stats_.generation_tokens;
+  if (r->first_token_time == 0) r->first_token_time = NowSeconds();
+  const StopChecker::Step s = r->stop->Append(t.id, static_cast<int>(r->output.size()),
+                                              r->max_tokens, r->num_tokens() >= max_model_len_);
+  RequestOutput out = MakeOutput(*r);
+  out.token_ids.push_back(t.id);
+  if (g.sampling.logprobs >= 0) out.logprobs.push_back(std::move(t));
+  out.text = s.text;
+  if (!s.finished) {
+    (*r->sink)(std::move(out));
+    return;
+  }
+  out.finish_reason = s.by_length ? FinishReason::kLength : FinishReason::kStop;
+  out.stop_reason = s.stop_reason;
+  Finish(r, std::move(out));
+}
+
+bool Engine::Step() {
+  const bool inputs = DrainInputs();
+  SchedulePlan plan = scheduler_->Schedule();
+  for (int seq : plan.unschedulable) {
+    Request* r = scheduler_->Find(seq);
+    Abort(r, FinishReason::kError,
+          StrFormat("the request needs more KV cache than there is (%d tokens; the cache holds "
+                    "%lld): raise --kv-cache-memory",
+                    r->num_tokens(), static_cast<long long>(kv_->memory_plan().tokens_that_fit)));
+  }
+  if (plan.empty()) {
+    PublishStats();
+    return inputs || !plan.unschedulable.empty();
+  }
+  const double now = NowSeconds();
+  for (const ScheduledChunk& c : plan.chunks) {
+    Request* r = scheduler_->Find(c.seq_id);
+    if (r->first_scheduled_time == 0) {
+      r->first_scheduled_time = now;
+      local_stats_.prompt_tokens += r->num_prompt_tokens();
+    }
+  }
+  const StepBatch batch = plan.ToStepBatch();
+  const std::vector<int> rows = plan.SampleRows();
+  ForwardOutputs fo;
+  if (!rows.empty()) {
+    logits_.resize(rows.size() * static_cast<size_t>(vocab_size_));
+    fo.logit_rows = rows;
+    fo.logits = logits_.data();
+  }
+  model_.Forward(ctx_, batch, plan.token_ids.data(), *kv_, fo);
+  scheduler_->OnStepDone(plan);
+  size_t k = 0;
+  for (const ScheduledChunk& c : plan.chunks) {
+    if (!c.sample) continue;
+    SampleAndEmit(scheduler_->Find(c.seq_id), logits_.data() + k++ * vocab_size_);
+  }
+  ++local_stats_.num_steps;
+  PublishStats();
+  return true;
+}
+
+void Engine::PublishStats() {
+  EngineStats s = local_stats_;
+  s.num_running = scheduler_->num_running();
+  s.num_waiting = scheduler_->num_waiting();
+  const SchedulerStats& ss = scheduler_->stats();
+  s.num_preemptions = ss.num_preemptions;
+  s.prefix_cache_queries = ss.prefix_cache_queries;
+  s.prefix_cache_hits = ss.prefix_cache_hits;
+  const KvCacheManager& m = kv_->manager();
+  for (int i = 0; i < m.num_groups(); ++i) {
+    s.kv_free_blocks_per_group.push_back(m.num_free_blocks(i));
+    s.kv_total_blocks_per_group.push_back(m.group(i).pool().num_blocks() - 1);
+  }
+  int g = 0;
+  for (int i = 0; i < m.num_groups(); ++i) {
+    if (m.group(i).kind_name() == std::string("full")) {
+      g = i;
+      break;
+    }
+  }
+  if (m.num_groups() > 0) {
+    s.num_kv_blocks = m.group(g).pool().num_blocks() - 1;  // the null block is never handed out
+    s.num_kv_free_blocks = m.num_free_blocks(g);
+    s.kv_cache_usage = s.num_kv_blocks > 0
+                           ? 1.0 - static_cast<double>(s.num_kv_free_blocks) / s.num_kv_blocks
+                           : 0.0;
+  }
+  std::lock_guard<std::mutex> lk(mu_);
+  stats_ = s;
+}
+
+void Engine::RunUntilIdle() {
+  while (Step() || scheduler_->has_work()) {
+  }
+}
+
+void Engine::Loop() {
+  for (;;) {
+    const bool busy = Step() || scheduler_->has_work();
+    std::unique_lock<std::mutex> lk(mu_);
+    if (stop_) return;
+    if (!busy) cv_.wait(lk, [&] { return stop_ || !pending_.empty() || !cancels_.empty(); });
+    if (stop_) return;
+  }
+}
+
+void Engine::Start() {
+  MIMO_CHECK(!thread_.joinable(), "engine already started");
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void Engine::Shutdown() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  if (!scheduler_) return;
+  // Everything still queued or in flight ends with kAbort.
+  DrainInputs();
+  std::vector<int> seqs;
+  for (const auto& [id, list] : seqs_of_) seqs.insert(seqs.end(), list.begin(), list.end());
+  for (int seq : seqs) {
+    if (Request* r = scheduler_->Find(seq)) Abort(r, FinishReason::kAbort, "");
+  }
+}
+
+}  // namespace mimo

@@ -1,0 +1,139 @@
+// The serving engine: many requests of different lengths sharing one model, each step one
+// batched forward pass over every scheduled token (vLLM v1's EngineCore, llama.cpp's server
+// context). One engine thread owns the scheduler, the KV cache and the model; any thread submits
+// and cancels through a locked queue and receives per-request events through its OutputSink.
+// The model and the KV cache know nothing of requests: the engine hands them a StepBatch.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/request.h"
+#include "engine/sampler.h"
+#include "engine/scheduler.h"
+#include "io/generation_config.h"
+#include "kv/paged_kv_attention.h"
+#include "model/mimo_v2.h"
+#include "tokenizer/bpe.h"
+
+namespace mimo {
+
+struct EngineOptions {
+  SchedulerOptions scheduler;
+  // Longest sequence (prompt + output). 0: the model's max_position_embeddings, lowered to what
+  // one sequence can hold in the KV cache. Set explicitly, a cache too small for it is an error.
+  int max_model_len = 0;
+  int max_waiting = 1024;  // submissions queued beyond this are refused (ResourceExhausted)
+  // Block size, dtype, memory budget, backend, prefix caching. max_sequences, max_context and
+  // max_chunk_tokens are derived from the limits above. With no budget, the cache is sized for
+  // max_num_seqs sequences of max_model_len, capped at half of physical memory.
+  PagedKvOptions kv;
+  std::vector<int32_t> eos_token_ids;  // empty: ModelEosIds()
+};
+
+// The model's end-of-sequence set: config.json and generation_config.json eos ids, plus
+// <|im_end|> and <|endoftext|> looked up by name when a tokenizer is given (V2.5 declares one id).
+std::vector<int32_t> ModelEosIds(const ModelConfig& config, const GenerationConfig& gen,
+                                 const Tokenizer* tokenizer);
+
+struct EngineStats {
+  int num_running = 0;
+  int num_waiting = 0;
+  double kv_cache_usage = 0;  // fraction of full-attention KV blocks in use
+  int64_t num_preemptions = 0;
+  int64_t prefix_cache_queries = 0;  // tokens
+  int64_t prefix_cache_hits = 0;     // tokens
+  int64_t prompt_tokens = 0;
+  int64_t generation_tokens = 0;
+  int64_t num_steps = 0;
+  int64_t finished[static_cast<int>(FinishReason::kCount)] = {};
+  int num_kv_free_blocks = 0;  // full-attention group (SWA group when the model has no full layers)
+  int num_kv_blocks = 0;
+  std::vector<int> kv_free_blocks_per_group;   // every KV-cache group (full, sliding window)
+  std::vector<int> kv_total_blocks_per_group;  // allocatable blocks (null block excluded)
+};
+
+class Engine {
+ public:
+  // model, ctx.pool and tokenizer (may be null: no text, no stop strings) must outlive the engine.
+  static StatusOr<std::unique_ptr<Engine>> Create(MimoV2Model& model, ExecContext ctx,
+                                                  const Tokenizer* tokenizer,
+                                                  const EngineOptions& opts);
+  ~Engine();  // Shutdown()
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // --- Any thread.
+  // Validates (every error names the field) and queues the request; returns its id. Errors:
+  // InvalidArgument (bad request, prompt or max_tokens beyond the context), ResourceExhausted
+  // (waiting queue full).
+  StatusOr<uint64_t> Submit(GenerationRequest request, OutputSink sink);
+  // Ends a request wherever it is; its blocks are freed before the next step; its sink gets a
+  // final event with FinishReason::kAbort. Unknown or finished ids are ignored.
+  void Cancel(uint64_t request_id);
+  EngineStats Stats() const;
+  int max_model_len() const { return max_model_len_; }
+  const std::vector<int32_t>& eos_ids() const { return eos_ids_; }
+  const KvMemoryPlan& kv_memory_plan() const { return kv_->memory_plan(); }
+
+  // --- Driving: from one thread with Step()/RunUntilIdle(), or Start() an engine thread.
+  // Applies queued submissions and cancellations, then runs one step. False when idle.
+  bool Step();
+  void RunUntilIdle();
+  void Start();
+  // Stops the engine thread (if started); requests still in flight end with kAbort.
+  void Shutdown();
+
+ private:
+  Engine(MimoV2Model& model, ExecContext ctx, const Tokenizer* tokenizer);
+  struct Pending {
+    uint64_t id;
+    std::shared_ptr<const GenerationRequest> spec;
+    std::shared_ptr<OutputSink> sink;
+    double arrival_time;
+  };
+  bool DrainInputs();
+  void Admit(const Pending& p);
+  void Finish(Request* r, RequestOutput&& out);
+  void Abort(Request* r, FinishReason reason, const std::string& error);
+  void SampleAndEmit(Request* r, const float* logits);
+  void PublishStats();
+  RequestOutput MakeOutput(const Request& r) const;
+  void Loop();
+
+  MimoV2Model& model_;
+  ExecContext ctx_;
+  const Tokenizer* tokenizer_;
+  int max_model_len_ = 0;
+  int max_waiting_ = 0;
+  int64_t vocab_size_ = 0;
+  std::vector<int32_t> eos_ids_;
+
+  // Engine thread only.
+  std::unique_ptr<PagedKvAttention> kv_;
+  std::unique_ptr<Scheduler> scheduler_;
+  Sampler sampler_;
+  std::vector<float> logits_;  // [sampled rows, vocab]
+  std::unordered_map<uint64_t, std::vector<int>> seqs_of_;  // request id -> seq ids alive
+  int next_seq_id_ = 0;
+  EngineStats local_stats_;
+
+  // Shared with submitting threads.
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Pending> pending_;
+  std::vector<uint64_t> cancels_;
+  std::atomic<uint64_t> next_request_id_{1};
+  bool stop_ = false;
+  EngineStats stats_;  // snapshot published after every step
+  std::thread thread_;
+};
+
+}  // namespace mimo
