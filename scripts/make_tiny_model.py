@@ -54,10 +54,24 @@ BENCH_GEOM = dict(FLASH_GEOM, vocab_size=32768, hidden_size=2048, intermediate_s
                   swa_num_key_value_heads=8, n_routed_experts=16, num_experts_per_tok=4,
                   mtp_layers=0, n_group=1, topk_group=1, routed_scaling_factor=None)
 
+# The Flash-shaped benchmark checkpoint of the kernel and engine issues: 8 layers (full at 0 and
+# 6), 32 heads, kv 4 (full) / 8 (SWA), window 128 with sinks, dense layer 0 of 4096, 64 experts
+# top-8 of 512, vocabulary 32768; FP8 with o_proj, embeddings and lm_head in BF16 (~611 MB read
+# per decode token, ~2 GB on disk).
+FLASH_BENCH_GEOM = dict(FLASH_GEOM, vocab_size=32768, hidden_size=2048, intermediate_size=4096,
+                        moe_intermediate_size=512, num_hidden_layers=8,
+                        hybrid_layer_pattern=[0, 1, 1, 1, 1, 1, 0, 1],
+                        moe_layer_freq=[0, 1, 1, 1, 1, 1, 1, 1], num_attention_heads=32,
+                        num_key_value_heads=4, swa_num_attention_heads=32,
+                        swa_num_key_value_heads=8, n_routed_experts=64, num_experts_per_tok=8,
+                        mtp_layers=0, n_group=1, topk_group=1, routed_scaling_factor=None,
+                        sliding_window=128)
+
 # Benchmarks only (docs/PERFORMANCE.md), kept out of VARIANTS so tests never build them.
 BENCH_VARIANTS = {
     "bench-bf16": dict(BENCH_GEOM, dtype="bf16"),
     "bench-fp8": dict(BENCH_GEOM, dtype="fp8"),
+    "bench-flash-fp8": dict(FLASH_BENCH_GEOM, dtype="fp8"),
 }
 
 VARIANTS = {
@@ -313,7 +327,9 @@ class Builder:
             "swa_num_key_value_heads": s["swa_num_key_value_heads"],
             "swa_head_dim": s["swa_head_dim"], "swa_v_head_dim": s["swa_v_head_dim"],
             "hybrid_layer_pattern": s["hybrid_layer_pattern"], "hybrid_block_size": None,
-            "sliding_window": 8, "sliding_window_size": 8, "attention_chunk_size": 8,
+            "sliding_window": s.get("sliding_window", 8),
+            "sliding_window_size": s.get("sliding_window", 8),
+            "attention_chunk_size": s.get("sliding_window", 8),
             "rope_theta": s.get("rope_theta", 5000000), "swa_rope_theta": 10000,
             "partial_rotary_factor": s["partial_rotary_factor"], "rope_scaling": None,
             "layernorm_epsilon": s.get("layernorm_epsilon", 1e-5), "hidden_act": "silu",

@@ -331,6 +331,7 @@ bool Engine::Step() {
     fo.logits = logits_.data();
   }
   model_.Forward(ctx_, batch, plan.token_ids.data(), *kv_, fo);
+  local_stats_.weight_bytes_read += model_.last_forward_stats().weight_bytes;
   scheduler_->OnStepDone(plan);
   size_t k = 0;
   for (const ScheduledChunk& c : plan.chunks) {

@@ -53,6 +53,7 @@ struct EngineStats {
   int64_t prompt_tokens = 0;
   int64_t generation_tokens = 0;
   int64_t num_steps = 0;
+  double weight_bytes_read = 0;  // by every forward pass so far (each distinct expert once a step)
   int64_t finished[static_cast<int>(FinishReason::kCount)] = {};
   int num_kv_free_blocks = 0;  // full-attention group (SWA group when the model has no full layers)
   int num_kv_blocks = 0;

@@ -427,6 +427,49 @@ StatusOr<QkvWeights> Checkpoint::BindSectionQkv(const QkvPlan& p) const {
   return out;
 }
 
+uint64_t Checkpoint::TotalFileBytes() const {
+  uint64_t total = 0;
+  for (const auto& f : set_->files()) total += f->size();
+  return total;
+}
+
+void Checkpoint::ReadThrough(
+    ThreadPool* pool, const std::function<void(uint64_t done, uint64_t total)>& progress) const {
+  constexpr uint64_t kChunk = uint64_t{32} << 20;  // bytes per work item
+  constexpr uint64_t kPage = 4096;
+  const uint64_t total = TotalFileBytes();
+  const int threads = pool ? pool->num_threads() : 1;
+  uint64_t done = 0;
+  std::vector<uint64_t> sums(threads, 0);
+  for (const auto& f : set_->files()) {
+    const uint8_t* base = f->base();
+    const uint64_t size = f->size();
+    // Rounds of one chunk per thread, so progress is reported between rounds.
+    for (uint64_t off = 0; off < size; off += kChunk * threads) {
+      const int64_t n = static_cast<int64_t>(
+          std::min<uint64_t>(threads, (size - off + kChunk - 1) / kChunk));
+      auto touch = [&](int64_t b, int64_t e, int t) {
+        for (int64_t i = b; i < e; ++i) {
+          const uint64_t lo = off + i * kChunk, hi = std::min(size, lo + kChunk);
+          uint64_t s = 0;
+          for (uint64_t p = lo; p < hi; p += kPage) s += base[p];
+          sums[t] += s;
+        }
+      };
+      if (pool) {
+        pool->ParallelFor(n, touch);
+      } else {
+        touch(0, n, 0);
+      }
+      done = std::min(total, done + std::min<uint64_t>(size - off, kChunk * threads));
+      if (progress) progress(done, total);
+    }
+  }
+  // Keep the reads observable so they are not optimised away.
+  volatile uint64_t sink = 0;
+  for (uint64_t s : sums) sink = sink + s;
+}
+
 std::vector<std::string> Checkpoint::TensorNames() const {
   std::vector<std::string> out;
   for (const std::string& n : set_->Names()) {

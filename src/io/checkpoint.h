@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <map>
 #include <memory>
@@ -13,6 +14,7 @@
 #include "core/matrix_weight.h"
 #include "core/status.h"
 #include "core/tensor.h"
+#include "core/thread_pool.h"
 #include "io/fp8_layout.h"
 #include "io/hf_config.h"
 #include "io/safetensors.h"
@@ -69,6 +71,13 @@ class Checkpoint {
   // The FP8 layout of every attention block (main and MTP layers) plus one kUniform count per
   // other FP8 weight; shape checks only, nothing is copied.
   StatusOr<std::map<Fp8Layout, int>> Fp8LayoutCounts() const;
+  // Reads every page of every file once, in parallel over `pool` (may be null), so the page
+  // faults of a memory-mapped checkpoint are paid here and not by the first request. progress
+  // (optional) gets (bytes read, total bytes) after each round.
+  void ReadThrough(ThreadPool* pool,
+                   const std::function<void(uint64_t done, uint64_t total)>& progress) const;
+  uint64_t TotalFileBytes() const;
+
   // Raw lookup (nullptr when absent or skipped).
   const SafetensorsTensor* FindTensor(const std::string& name) const;
 

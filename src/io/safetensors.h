@@ -46,6 +46,7 @@ class SafetensorsFile {
   const std::vector<SafetensorsEntry>& entries() const { return entries_; }
   const SafetensorsEntry* Find(const std::string& name) const;
   const void* DataOf(const SafetensorsEntry& e) const { return base_ + e.offset; }
+  const uint8_t* base() const { return base_; }  // [size()] the whole mapped file
   size_t size() const { return size_; }
 
  private:

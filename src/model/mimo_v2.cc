@@ -99,9 +99,9 @@ void MimoV2Model::Attention(ExecContext& ctx, int kv_layer, const LayerConfig& l
 }
 
 // §2.2: pre-norm block with two residuals.
-void MimoV2Model::DecoderLayer(ExecContext& ctx, int kv_layer, const LayerConfig& lc,
-                               const LayerWeights& w, const StepBatch& batch,
-                               const int32_t* positions, float* x, KvAttention& kv) {
+int MimoV2Model::DecoderLayer(ExecContext& ctx, int kv_layer, const LayerConfig& lc,
+                              const LayerWeights& w, const StepBatch& batch,
+                              const int32_t* positions, float* x, KvAttention& kv) {
   const ModelConfig& cfg = config();
   const int64_t T = batch.num_tokens, H = cfg.hidden_size;
   std::vector<float> h(T * H), y(T * H);  // [T, H] normed input / sublayer output
@@ -109,12 +109,14 @@ void MimoV2Model::DecoderLayer(ExecContext& ctx, int kv_layer, const LayerConfig
   Attention(ctx, kv_layer, lc, w.attn, batch, positions, h.data(), y.data(), kv);  // self_attn
   for (int64_t i = 0; i < T * H; ++i) x[i] += y[i];                            // residual
   RmsNorm(x, T, H, w.post_attention_layernorm, cfg.layernorm_epsilon, h.data());  // post norm
+  int experts = 0;
   if (lc.ffn == FfnKind::kMoe) {
-    MoeForward(ctx, cfg, w.moe, h.data(), T, y.data());  // §2.4 MoE
+    experts = MoeForward(ctx, cfg, w.moe, h.data(), T, y.data());  // §2.4 MoE
   } else {
     MlpForward(ctx, w.mlp, h.data(), T, y.data());  // §2.4 dense
   }
   for (int64_t i = 0; i < T * H; ++i) x[i] += y[i];  // residual
+  return experts;
 }
 
 void MimoV2Model::LmHead(ExecContext& ctx, const float* x, int64_t T,
@@ -141,11 +143,29 @@ void MimoV2Model::Forward(ExecContext& ctx, const StepBatch& batch, const int32_
   const std::vector<int32_t> positions = StepPositions(batch);
   std::vector<float> x(T * H);  // [T, H] residual stream
   Embedding(w_.embed_tokens, tokens, T, x.data());  // §2.1, no scaling
+  stats_ = ForwardStats{};
+  stats_.weight_bytes = static_cast<double>(T) * H * DTypeSize(w_.embed_tokens.dtype);
   for (int l = 0; l < cfg.num_hidden_layers; ++l) {
-    DecoderLayer(ctx, l, cfg.layers[l], w_.layers[l], batch, positions.data(), x.data(), kv);
+    const LayerWeights& w = w_.layers[l];
+    const int experts =
+        DecoderLayer(ctx, l, cfg.layers[l], w, batch, positions.data(), x.data(), kv);
+    double b = 2.0 * H * DTypeSize(w.input_layernorm.dtype) + MatrixBytes(w.attn.q_proj) +
+               MatrixBytes(w.attn.k_proj) + MatrixBytes(w.attn.v_proj) + MatrixBytes(w.attn.o_proj);
+    if (cfg.layers[l].ffn == FfnKind::kMoe) {
+      b += MatrixBytes(w.moe.gate);
+      if (!w.moe.experts.empty()) b += experts * MlpBytes(w.moe.experts[0]);
+      stats_.distinct_experts += experts;
+      ++stats_.moe_layers;
+    } else {
+      b += MlpBytes(w.mlp);
+    }
+    stats_.weight_bytes += b;
   }
   if (out.prenorm_hidden) std::copy(x.begin(), x.end(), out.prenorm_hidden);
-  if (out.logits) LmHead(ctx, x.data(), T, out.logit_rows, out.logits);
+  if (out.logits) {
+    LmHead(ctx, x.data(), T, out.logit_rows, out.logits);
+    stats_.weight_bytes += MatrixBytes(w_.lm_head);
+  }
 }
 
 void MimoV2Model::MtpForward(ExecContext& ctx, int i, const StepBatch& batch, const float* hprev,

@@ -25,6 +25,14 @@ struct ForwardOutputs {
   float* prenorm_hidden = nullptr;  // [T, hidden]
 };
 
+// What the last Forward read: weights actually used (each distinct chosen expert once), for
+// benchmarks against the bandwidth roofline.
+struct ForwardStats {
+  double weight_bytes = 0;  // embedding rows, attention, dense/MoE weights used, router, lm_head
+  int distinct_experts = 0;  // summed over MoE layers
+  int moe_layers = 0;
+};
+
 class MimoV2Model {
  public:
   static StatusOr<std::unique_ptr<MimoV2Model>> Load(const std::string& dir);
@@ -39,6 +47,9 @@ class MimoV2Model {
   // Geometry of every KV layer id (main layers then MTP layers), for cache planning.
   std::vector<LayerConfig> KvLayerConfigs() const;
 
+  // The checkpoint the weights point into (e.g. to ReadThrough it before serving).
+  const Checkpoint& checkpoint() const { return *ckpt_; }
+
   // Bytes of weights one decode token reads (embedding row, every attention and dense weight,
   // the router, top-k experts per MoE layer, lm_head): the numerator of the bandwidth roofline.
   double ActiveWeightBytesPerToken() const;
@@ -46,6 +57,7 @@ class MimoV2Model {
   // Runs the main model over the step's tokens [T] (positions from batch.chunks).
   void Forward(ExecContext& ctx, const StepBatch& batch, const int32_t* tokens, KvAttention& kv,
                const ForwardOutputs& out);
+  const ForwardStats& last_forward_stats() const { return stats_; }
 
   // MTP layer i on pairs (hprev_t, token_{t+1}) at position t (spec §3):
   // u = eh_proj([enorm(embed(token)) | hnorm(hprev)]); block; final_layernorm; shared lm_head.
@@ -56,8 +68,9 @@ class MimoV2Model {
 
  private:
   MimoV2Model() = default;
-  void DecoderLayer(ExecContext& ctx, int kv_layer, const LayerConfig& lc, const LayerWeights& w,
-                    const StepBatch& batch, const int32_t* positions, float* x, KvAttention& kv);
+  // Returns the distinct experts its MoE used (0 for a dense FFN).
+  int DecoderLayer(ExecContext& ctx, int kv_layer, const LayerConfig& lc, const LayerWeights& w,
+                   const StepBatch& batch, const int32_t* positions, float* x, KvAttention& kv);
   void Attention(ExecContext& ctx, int kv_layer, const LayerConfig& lc, const AttentionWeights& w,
                  const StepBatch& batch, const int32_t* positions, const float* h, float* out,
                  KvAttention& kv);
@@ -66,6 +79,7 @@ class MimoV2Model {
 
   std::unique_ptr<Checkpoint> ckpt_;
   ModelWeights w_;
+  ForwardStats stats_;  // of the last Forward (main model only)
 };
 
 // Positions [T] of the step's rows, from its chunks.

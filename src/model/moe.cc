@@ -66,8 +66,8 @@ void MlpForward(ExecContext& ctx, const MlpWeights& w, const float* h, int64_t T
   Linear(ctx, gate.data(), T, w.down_proj, out);
 }
 
-void MoeForward(ExecContext& ctx, const ModelConfig& cfg, const MoeWeights& w, const float* h,
-                int64_t T, float* out) {
+int MoeForward(ExecContext& ctx, const ModelConfig& cfg, const MoeWeights& w, const float* h,
+               int64_t T, float* out) {
   const int64_t H = cfg.hidden_size, E = cfg.n_routed_experts, K = cfg.num_experts_per_tok;
   std::vector<float> logits(T * E);  // [T, E]
   Linear(ctx, h, T, w.gate, logits.data());
@@ -82,9 +82,11 @@ void MoeForward(ExecContext& ctx, const ModelConfig& cfg, const MoeWeights& w, c
   }
   std::fill(out, out + T * H, 0.0f);
   std::vector<float> xin, yout;  // [n, H] gathered inputs / expert outputs
+  int used = 0;
   for (int64_t e = 0; e < E; ++e) {
     const auto& list = routed[e];
     if (list.empty()) continue;
+    ++used;
     const int64_t n = static_cast<int64_t>(list.size());
     xin.resize(n * H);
     yout.resize(n * H);
@@ -96,6 +98,7 @@ void MoeForward(ExecContext& ctx, const ModelConfig& cfg, const MoeWeights& w, c
       for (int64_t c = 0; c < H; ++c) o[c] += wt * yout[i * H + c];
     }
   }
+  return used;
 }
 
 }  // namespace mimo

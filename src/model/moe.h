@@ -18,8 +18,9 @@ void MoeRoute(const ModelConfig& cfg, const float* logits, const float* bias, in
               int32_t* experts, float* weights);
 
 // out [T, hidden] = sum_k weight_k * Expert_k(h).   h [T, hidden]
-void MoeForward(ExecContext& ctx, const ModelConfig& cfg, const MoeWeights& w, const float* h,
-                int64_t T, float* out);
+// Returns the number of distinct experts the T tokens chose (each is read once per call).
+int MoeForward(ExecContext& ctx, const ModelConfig& cfg, const MoeWeights& w, const float* h,
+               int64_t T, float* out);
 
 // Dense SiLU MLP: out [T, hidden] = down(silu(gate(h)) * up(h)).   h [T, hidden]
 void MlpForward(ExecContext& ctx, const MlpWeights& w, const float* h, int64_t T, float* out);

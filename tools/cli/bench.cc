@@ -21,10 +21,11 @@
 #include "core/thread_pool.h"
 #include "kernels/cpu_features.h"
 #include "kernels/dispatch.h"
-#include "cli/model_loading.h"
+#include "cli/engine_setup.h"
 #include "engine/sampler.h"
 
 namespace mimo::cli {
+int RunBenchBatch(const Args& a);  // bench_batch.cc
 namespace {
 
 // The benchmark clock. Wall time by default; with --clock cpu, process CPU time divided by the
@@ -357,6 +358,15 @@ int RunBench(int argc, char** argv) {
   const std::string sub = argc >= 2 ? argv[1] : "";
   Args a;
   std::string err;
+  if (sub == "batch") {
+    std::vector<std::string> keys = {"model", "concurrency", "prompt-len", "gen-len", "seed"};
+    for (auto& k : EngineKeys()) keys.push_back(k);
+    if (!a.Parse(argc - 1, argv + 1, keys, EngineFlags(), &err)) {
+      std::fprintf(stderr, "bench batch: %s\n", err.c_str());
+      return 2;
+    }
+    return RunBenchBatch(a);
+  }
   if (sub == "membw") {
     if (!a.Parse(argc - 1, argv + 1, {"threads", "size-mib", "reps", "clock"}, {}, &err)) {
       std::fprintf(stderr, "bench membw: %s\n", err.c_str());
@@ -396,15 +406,17 @@ int RunBench(int argc, char** argv) {
       "                          [--isa all|avx512|avx2|scalar] [--membw GB/s]\n"
       "                          [--working-set-mib 256] [--clock wall|cpu]\n"
       "       mimo bench e2e --model DIR [--threads N] [--prompt 16] [--tokens 32]\n"
-      "       mimo bench pool [--threads 2] [--regions 20000]\n");
+      "       mimo bench pool [--threads 2] [--regions 20000]\n"
+      "       mimo bench batch --model DIR [--concurrency 1,4,8,16] [--prompt-len 32]\n"
+      "                        [--gen-len 32] [--threads N] [engine and KV flags]\n");
   return 2;
 }
 
 }  // namespace
 
 MIMO_CLI_COMMAND("bench",
-                 "membw|kernels|e2e|pool [--threads N] ... (bandwidth, Linear, decode roofline, "
-                 "fork-join cost)",
+                 "membw|kernels|e2e|pool|batch [--threads N] ... (bandwidth, Linear, decode "
+                 "roofline, fork-join cost, engine throughput by concurrency)",
                  RunBench);
 
 }  // namespace mimo::cli
