@@ -177,4 +177,17 @@ StatusOr<std::string> ChatTemplate::Render(const nlohmann::ordered_json& message
   return template_.Render(vars);
 }
 
+bool ChatTemplate::ThinksByDefault() const {
+  const nlohmann::ordered_json probe =
+      nlohmann::ordered_json::array({{{"role", "user"}, {"content", "probe"}}});
+  auto render = [&](const nlohmann::ordered_json& kwargs) {
+    auto r = Render(probe, nullptr, true, kwargs);
+    return r.ok() ? *r : std::string("\x01error");
+  };
+  const std::string unset = render(nlohmann::ordered_json::object());
+  const std::string on = render({{"enable_thinking", true}});
+  const std::string off = render({{"enable_thinking", false}});
+  return unset == on && unset != off;
+}
+
 }  // namespace mimo

@@ -39,6 +39,11 @@ class ChatTemplate {
   // parsed JSON values, as vLLM does before rendering: templates iterate arguments as a mapping.
   static Status ParseToolCallArguments(nlohmann::ordered_json* messages);
 
+  // Whether the template reasons when a request leaves enable_thinking / thinking unset (MiMo-V2.5
+  // templates default to on, V2-Flash ones to off): a one-message probe rendered without the
+  // kwarg is compared with the renderings for true and false. False when neither matches.
+  bool ThinksByDefault() const;
+
   // Whether the template reads variable `name`.
   bool References(const std::string& name) const;
   // Overrides/adds special-token variables (bos_token, eos_token, ...).

@@ -17,7 +17,7 @@ namespace mimo::cli {
 // Flags of every engine-driving command, with vLLM's names.
 inline std::vector<std::string> EngineKeys() {
   std::vector<std::string> k = {"max-num-seqs", "max-num-batched-tokens", "max-model-len",
-                                "threads"};
+                                "max-waiting", "threads"};
   for (auto& x : KvCacheKeys()) k.push_back(x);
   return k;
 }
@@ -67,6 +67,7 @@ inline bool MakeEngineOrReport(const char* cmd, const Args& a, bool need_tokeniz
   o.scheduler.max_num_seqs = static_cast<int>(a.GetInt("max-num-seqs", default_max_num_seqs));
   o.scheduler.max_num_batched_tokens = static_cast<int>(a.GetInt("max-num-batched-tokens", 512));
   o.max_model_len = static_cast<int>(a.GetInt("max-model-len", 0));
+  o.max_waiting = static_cast<int>(a.GetInt("max-waiting", 1024));
   o.eos_token_ids = ModelEosIds(rt->lm.model->config(), rt->gen, rt->tok.get());
   auto e = Engine::Create(*rt->lm.model, rt->lm.ctx, rt->tok.get(), o);
   if (!e.ok()) {

@@ -1,0 +1,43 @@
+// ApiError rendering (see api_error.h).
+#include "server/api_error.h"
+
+namespace mimo {
+
+nlohmann::ordered_json ApiError::OpenAiJson() const {
+  nlohmann::ordered_json e = {{"message", message}, {"type", type}};
+  e["param"] = param.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(param);
+  e["code"] = code.empty() ? nlohmann::ordered_json(status) : nlohmann::ordered_json(code);
+  return {{"error", e}};
+}
+
+nlohmann::ordered_json ApiError::AnthropicJson() const {
+  std::string t = "invalid_request_error";
+  if (status == 401) t = "authentication_error";
+  if (status == 404) t = "not_found_error";
+  if (status == 429) t = "rate_limit_error";
+  if (status == 503) t = "overloaded_error";
+  if (status >= 500 && status != 503) t = "api_error";
+  return {{"type", "error"}, {"error", {{"type", t}, {"message", message}}}};
+}
+
+ApiError BadRequest(std::string message, std::string param) {
+  ApiError e;
+  e.message = std::move(message);
+  e.param = std::move(param);
+  return e;
+}
+
+ApiError FromStatus(const Status& s) {
+  ApiError e;
+  e.message = s.message();
+  if (s.code() == StatusCode::kResourceExhausted) {
+    e.status = 429;
+    e.type = "rate_limit_error";
+  } else if (s.code() != StatusCode::kInvalidArgument) {
+    e.status = 500;
+    e.type = "internal_server_error";
+  }
+  return e;
+}
+
+}  // namespace mimo

@@ -1,0 +1,40 @@
+// GenerationSession: the engine submissions of one HTTP request (n samples of one or several
+// prompts) seen from its handler thread. Waits for events, cancels every submission when the
+// client goes away (or the handler leaves early), and feeds the latency metrics (TTFT, ITL,
+// queue time, e2e, finish reasons). Not thread-safe: one handler thread.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/request_stream.h"
+#include "server/metrics.h"
+
+namespace mimo {
+
+class GenerationSession {
+ public:
+  GenerationSession(Engine& engine, ServerMetrics& metrics, int total_samples);
+  ~GenerationSession();  // cancels whatever has not finished
+  GenerationSession(const GenerationSession&) = delete;
+  GenerationSession& operator=(const GenerationSession&) = delete;
+
+  // Submits one prompt's request; its samples get choice indices base_index .. + n - 1.
+  Status Submit(GenerationRequest g, int base_index);
+  // The next event (its index is the choice index). `alive` is polled while waiting; when it
+  // returns false everything is cancelled and Next returns false.
+  bool Next(RequestOutput* ev, const std::function<bool()>& alive);
+  bool done() const { return stream_.done(); }
+  void CancelAll();
+
+ private:
+  Engine& engine_;
+  ServerMetrics& metrics_;
+  RequestStream stream_;
+  std::vector<uint64_t> ids_;
+  std::vector<double> last_token_time_;  // [total_samples]
+  int open_ = 0;                          // samples not finished
+};
+
+}  // namespace mimo

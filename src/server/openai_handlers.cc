@@ -1,0 +1,440 @@
+// POST /v1/chat/completions and /v1/completions: validate, render the chat template, tokenize,
+// submit to the engine, and answer in OpenAI's shapes, whole or streamed as SSE chunks ending in
+// `data: [DONE]`. Chat output goes through the `mimo` reasoning and tool-call parsers per choice
+// (streamed deltas never carry a partial tag).
+#include <httplib.h>
+
+#include <ctime>
+#include <random>
+
+#include "chat/chat_output_parser.h"
+#include "server/api_server.h"
+#include "server/response_writer.h"
+#include "tokenizer/utf8.h"
+
+namespace mimo {
+namespace {
+
+std::string RandomId(const char* prefix) {
+  static thread_local std::mt19937_64 rng(std::random_device{}());
+  static const char kAlnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  std::string s = prefix;
+  for (int i = 0; i < 24; ++i) s += kAlnum[rng() % 62];
+  return s;
+}
+
+OJson TokenText(const Tokenizer& tok, int32_t id) {
+  return utf8::Repair(tok.TokenBytes(id));
+}
+
+OJson TokenBytesJson(const Tokenizer& tok, int32_t id) {
+  OJson b = OJson::array();
+  for (unsigned char c : tok.TokenBytes(id)) b.push_back(static_cast<int>(c));
+  return b;
+}
+
+// Chat logprobs entries of the tokens of one event.
+OJson ChatLogprobs(const Tokenizer& tok, const std::vector<SampledToken>& lps) {
+  OJson content = OJson::array();
+  for (const SampledToken& t : lps) {
+    OJson top = OJson::array();
+    for (const auto& [id, lp] : t.top) {
+      top.push_back({{"token", TokenText(tok, id)}, {"logprob", lp}, {"bytes", TokenBytesJson(tok, id)}});
+    }
+    content.push_back({{"token", TokenText(tok, t.id)},
+                       {"logprob", t.logprob},
+                       {"bytes", TokenBytesJson(tok, t.id)},
+                       {"top_logprobs", top}});
+  }
+  return content;
+}
+
+const char* OpenAiFinishReason(FinishReason r, bool made_tool_calls) {
+  if (r == FinishReason::kStop && made_tool_calls) return "tool_calls";
+  return FinishReasonName(r);
+}
+
+OJson Usage(int prompt_tokens, int completion_tokens, int cached) {
+  return {{"prompt_tokens", prompt_tokens},
+          {"total_tokens", prompt_tokens + completion_tokens},
+          {"completion_tokens", completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", cached}}}};
+}
+
+OJson DeltaJson(const ChatDelta& d) {
+  OJson j = OJson::object();
+  if (!d.reasoning_content.empty()) j["reasoning_content"] = d.reasoning_content;
+  if (!d.content.empty()) j["content"] = d.content;
+  if (!d.tool_calls.empty()) {
+    OJson calls = OJson::array();
+    for (const ToolCallDelta& c : d.tool_calls) {
+      OJson cj = {{"index", c.index}};
+      if (!c.id.empty()) {
+        cj["id"] = c.id;
+        cj["type"] = "function";
+        cj["function"] = {{"name", c.name}, {"arguments", c.arguments}};
+      } else {
+        cj["function"] = {{"arguments", c.arguments}};
+      }
+      calls.push_back(cj);
+    }
+    j["tool_calls"] = calls;
+  }
+  return j;
+}
+
+// Per-choice state of one chat completion.
+struct ChatChoice {
+  std::unique_ptr<ChatOutputParser> parser;
+  ChatParseResult result;   // accumulated (whole responses)
+  OJson logprobs = OJson::array();
+  bool started = false;     // streamed the role chunk
+  bool made_calls = false;
+  FinishReason reason = FinishReason::kNone;
+  int output_tokens = 0;
+};
+
+// Shared by the event and tail writers of one response.
+struct ChatState {
+  std::string id;
+  int64_t created = 0;
+  std::string model;
+  bool logprobs = false;
+  bool include_usage = false;
+  std::vector<ChatChoice> choices;
+  int prompt_tokens = 0;
+  int cached_tokens = 0;
+  const Tokenizer* tok = nullptr;
+
+  OJson Chunk(int index, OJson delta, OJson logprobs_json, OJson finish) const {
+    OJson c = {{"index", index}, {"delta", std::move(delta)}};
+    c["logprobs"] = std::move(logprobs_json);
+    c["finish_reason"] = std::move(finish);
+    return {{"id", id},
+            {"object", "chat.completion.chunk"},
+            {"created", created},
+            {"model", model},
+            {"choices", OJson::array({c})}};
+  }
+
+  int completion_tokens() const {
+    int n = 0;
+    for (const ChatChoice& c : choices) n += c.output_tokens;
+    return n;
+  }
+
+  // Feeds one event to its choice's parser; returns the parsed delta.
+  ChatDelta Apply(const RequestOutput& ev) {
+    ChatChoice& c = choices[ev.index];
+    ChatDelta d = c.parser->Feed(ev.text);
+    if (ev.finished) {
+      ChatDelta tail = c.parser->Finish();
+      d.reasoning_content += tail.reasoning_content;
+      d.content += tail.content;
+      d.tool_calls.insert(d.tool_calls.end(), tail.tool_calls.begin(), tail.tool_calls.end());
+      c.reason = ev.finish_reason;
+    }
+    for (const ToolCallDelta& t : d.tool_calls) c.made_calls |= !t.id.empty();
+    c.output_tokens = ev.num_output_tokens;
+    prompt_tokens = ev.num_prompt_tokens;
+    cached_tokens = ev.num_cached_tokens;
+    return d;
+  }
+
+  std::string StreamEvent(const RequestOutput& ev) {
+    std::string out;
+    ChatChoice& c = choices[ev.index];
+    if (!c.started) {
+      c.started = true;
+      out += SseData(DumpJson(Chunk(ev.index, {{"role", "assistant"}, {"content", ""}}, nullptr, nullptr)));
+    }
+    const ChatDelta d = Apply(ev);
+    OJson lp = logprobs && !ev.logprobs.empty()
+                   ? OJson{{"content", ChatLogprobs(*tok, ev.logprobs)}}
+                   : OJson(nullptr);
+    if (!d.empty() || !lp.is_null()) out += SseData(DumpJson(Chunk(ev.index, DeltaJson(d), lp, nullptr)));
+    if (ev.finished) {
+      out += SseData(DumpJson(
+          Chunk(ev.index, OJson::object(), nullptr, OpenAiFinishReason(c.reason, c.made_calls))));
+    }
+    return out;
+  }
+
+  std::string StreamTail() const {
+    std::string out;
+    if (include_usage) {
+      OJson u = {{"id", id},        {"object", "chat.completion.chunk"},
+                 {"created", created}, {"model", model},
+                 {"choices", OJson::array()}};
+      u["usage"] = Usage(prompt_tokens, completion_tokens(), cached_tokens);
+      out += SseData(DumpJson(u));
+    }
+    return out + "data: [DONE]\n\n";
+  }
+
+  void Accumulate(const RequestOutput& ev) {
+    ChatChoice& c = choices[ev.index];
+    AccumulateChatDelta(Apply(ev), &c.result);
+    if (logprobs) {
+      for (const OJson& e : ChatLogprobs(*tok, ev.logprobs)) c.logprobs.push_back(e);
+    }
+  }
+
+  std::string Whole() const {
+    OJson choices_json = OJson::array();
+    for (size_t i = 0; i < choices.size(); ++i) {
+      const ChatChoice& c = choices[i];
+      const OJson parsed = c.result.ToJson();
+      OJson msg = {{"role", "assistant"}, {"content", parsed["content"]}};
+      if (!parsed["reasoning_content"].is_null()) msg["reasoning_content"] = parsed["reasoning_content"];
+      if (!parsed["tool_calls"].empty()) msg["tool_calls"] = parsed["tool_calls"];
+      OJson ch = {{"index", i}, {"message", msg}};
+      ch["logprobs"] = logprobs ? OJson{{"content", c.logprobs}} : OJson(nullptr);
+      ch["finish_reason"] = OpenAiFinishReason(c.reason, !c.result.tool_calls.empty());
+      choices_json.push_back(ch);
+    }
+    OJson r = {{"id", id},           {"object", "chat.completion"}, {"created", created},
+               {"model", model},     {"choices", choices_json}};
+    r["usage"] = Usage(prompt_tokens, completion_tokens(), cached_tokens);
+    return DumpJson(r);
+  }
+};
+
+}  // namespace
+
+void ApiServer::HandleChat(const httplib::Request& req, httplib::Response& res) {
+  const Protocol P = Protocol::kOpenAi;
+  OJson body;
+  if (!Admit(req, res, P, &body)) return;
+  ChatRequest cr;
+  if (auto e = ParseChatRequest(body, model_.defaults, &cr)) return SendError(res, *e, P);
+  if (!cr.response_format.is_null()) {
+    return SendError(res, BadRequest("response_format '" + cr.response_format["type"].get<std::string>() +
+                                         "' is not supported yet (structured outputs)",
+                                     "response_format"),
+                     P);
+  }
+  if (cr.tool_choice == "required" || cr.tool_choice == "function") {
+    return SendError(res, BadRequest("tool_choice '" + cr.tool_choice +
+                                         "' is not supported yet (structured outputs); use auto or none",
+                                     "tool_choice"),
+                     P);
+  }
+  // Thinking unset: the template's own default, made explicit so that template and parser agree.
+  if (!cr.template_kwargs.contains("enable_thinking") && !cr.template_kwargs.contains("thinking")) {
+    cr.template_kwargs["enable_thinking"] = model_.thinks_by_default;
+  }
+  auto prompt = model_.chat_template->Render(cr.messages, cr.tools, true, cr.template_kwargs);
+  if (!prompt.ok()) return SendError(res, BadRequest(prompt.status().message(), "messages"), P);
+  auto reasoning = ReasoningOptionsFromKwargs(cr.template_kwargs);
+  if (!reasoning.ok()) {
+    return SendError(res, BadRequest(reasoning.status().message(), "chat_template_kwargs"), P);
+  }
+  ChatParserOptions po;
+  po.reasoning = *reasoning;
+  po.reasoning.prompt_ends_in_think = PromptEndsInThink(*prompt);
+  ToolSchema schema;
+  if (cr.tool_choice != "none" && !cr.tools.is_null()) {
+    auto s = ToolSchema::FromJson(cr.tools);
+    if (!s.ok()) return SendError(res, BadRequest(s.status().message(), "tools"), P);
+    schema = std::move(s).value();
+  }
+  cr.gen.prompt_ids = model_.tokenizer->Encode(*prompt);
+  auto st = std::make_shared<ChatState>();
+  st->id = RandomId("chatcmpl-");
+  st->created = static_cast<int64_t>(std::time(nullptr));
+  st->model = model_.defaults.served_model_name;
+  st->logprobs = cr.gen.sampling.logprobs >= 0;
+  st->include_usage = cr.include_usage;
+  st->tok = model_.tokenizer;
+  st->prompt_tokens = static_cast<int>(cr.gen.prompt_ids.size());
+  for (int i = 0; i < cr.gen.n; ++i) {
+    st->choices.emplace_back();
+    st->choices.back().parser = std::make_unique<ChatOutputParser>(schema, po);
+  }
+  auto session = std::make_shared<GenerationSession>(*model_.engine, *metrics_, cr.gen.n);
+  const Status s = session->Submit(std::move(cr.gen), 0);
+  if (!s.ok()) return SendError(res, FromStatus(s), P);
+  if (cr.stream) {
+    RespondStreaming(res, session, [st](const RequestOutput& ev) { return st->StreamEvent(ev); },
+                     [st] { return st->StreamTail(); }, &in_flight_);
+  } else {
+    RespondWhenDone(res, session,
+                    [st](const RequestOutput& ev) {
+                      st->Accumulate(ev);
+                      return std::string();
+                    },
+                    [st] { return st->Whole(); }, &in_flight_);
+  }
+}
+
+namespace {
+
+// Legacy completions logprobs: {tokens, token_logprobs, top_logprobs, text_offset}.
+struct CompletionChoice {
+  std::string text;
+  OJson tokens = OJson::array(), token_logprobs = OJson::array(), top = OJson::array(),
+        offsets = OJson::array();
+  FinishReason reason = FinishReason::kNone;
+  int output_tokens = 0;
+  int prompt_tokens = 0;
+  int cached_tokens = 0;
+  size_t text_len = 0;  // bytes of text so far (for text_offset)
+};
+
+struct CompletionState {
+  std::string id;
+  int64_t created = 0;
+  std::string model;
+  int logprobs = -1;
+  bool include_usage = false;
+  std::vector<CompletionChoice> choices;
+  const Tokenizer* tok = nullptr;
+
+  OJson LogprobsOf(const RequestOutput& ev, CompletionChoice& c, bool delta) {
+    if (logprobs < 0) return nullptr;
+    OJson tokens = OJson::array(), lps = OJson::array(), top = OJson::array(),
+          offsets = OJson::array();
+    for (const SampledToken& t : ev.logprobs) {
+      tokens.push_back(TokenText(*tok, t.id));
+      lps.push_back(t.logprob);
+      OJson m = OJson::object();
+      for (const auto& [id, lp] : t.top) m[TokenText(*tok, id).get<std::string>()] = lp;
+      top.push_back(m);
+      offsets.push_back(c.text_len);
+    }
+    if (!delta) {
+      for (auto& x : tokens) c.tokens.push_back(x);
+      for (auto& x : lps) c.token_logprobs.push_back(x);
+      for (auto& x : top) c.top.push_back(x);
+      for (auto& x : offsets) c.offsets.push_back(x);
+    }
+    return {{"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", top}, {"text_offset", offsets}};
+  }
+
+  void Apply(const RequestOutput& ev, CompletionChoice& c) {
+    c.output_tokens = ev.num_output_tokens;
+    c.prompt_tokens = ev.num_prompt_tokens;
+    c.cached_tokens = ev.num_cached_tokens;
+    if (ev.finished) c.reason = ev.finish_reason;
+  }
+
+  std::string StreamEvent(const RequestOutput& ev) {
+    CompletionChoice& c = choices[ev.index];
+    Apply(ev, c);
+    OJson ch = {{"index", ev.index}, {"text", ev.text}};
+    ch["logprobs"] = LogprobsOf(ev, c, true);
+    c.text_len += ev.text.size();
+    ch["finish_reason"] = ev.finished ? OJson(FinishReasonName(ev.finish_reason)) : OJson(nullptr);
+    if (ev.text.empty() && ev.logprobs.empty() && !ev.finished) return "";
+    return SseData(DumpJson({{"id", id},
+                             {"object", "text_completion"},
+                             {"created", created},
+                             {"model", model},
+                             {"choices", OJson::array({ch})}}));
+  }
+
+  // Each prompt is counted once, whatever n (its samples share it).
+  OJson TotalUsage() const {
+    int prompt = 0, completion = 0, cached = 0;
+    for (size_t i = 0; i < choices.size(); ++i) {
+      completion += choices[i].output_tokens;
+      if (i % n == 0) {
+        prompt += choices[i].prompt_tokens;
+        cached += choices[i].cached_tokens;
+      }
+    }
+    return Usage(prompt, completion, cached);
+  }
+
+  std::string StreamTail() const {
+    std::string out;
+    if (include_usage) {
+      OJson u = {{"id", id}, {"object", "text_completion"}, {"created", created},
+                 {"model", model}, {"choices", OJson::array()}};
+      u["usage"] = TotalUsage();
+      out += SseData(DumpJson(u));
+    }
+    return out + "data: [DONE]\n\n";
+  }
+
+  void Accumulate(const RequestOutput& ev) {
+    CompletionChoice& c = choices[ev.index];
+    Apply(ev, c);
+    LogprobsOf(ev, c, false);
+    c.text += ev.text;
+    c.text_len += ev.text.size();
+  }
+
+  std::string Whole() const {
+    OJson arr = OJson::array();
+    for (size_t i = 0; i < choices.size(); ++i) {
+      const CompletionChoice& c = choices[i];
+      OJson ch = {{"index", i}, {"text", c.text}};
+      ch["logprobs"] = logprobs >= 0 ? OJson{{"tokens", c.tokens},
+                                             {"token_logprobs", c.token_logprobs},
+                                             {"top_logprobs", c.top},
+                                             {"text_offset", c.offsets}}
+                                     : OJson(nullptr);
+      ch["finish_reason"] = FinishReasonName(c.reason);
+      arr.push_back(ch);
+    }
+    OJson r = {{"id", id}, {"object", "text_completion"}, {"created", created},
+               {"model", model}, {"choices", arr}};
+    r["usage"] = TotalUsage();
+    return DumpJson(r);
+  }
+
+  size_t n = 1;  // samples per prompt
+};
+
+}  // namespace
+
+void ApiServer::HandleCompletion(const httplib::Request& req, httplib::Response& res) {
+  const Protocol P = Protocol::kOpenAi;
+  OJson body;
+  if (!Admit(req, res, P, &body)) return;
+  CompletionRequest cr;
+  if (auto e = ParseCompletionRequest(body, model_.defaults, &cr)) return SendError(res, *e, P);
+  if (!cr.response_format.is_null()) {
+    return SendError(res, BadRequest("response_format is not supported yet (structured outputs)",
+                                     "response_format"),
+                     P);
+  }
+  auto st = std::make_shared<CompletionState>();
+  st->id = RandomId("cmpl-");
+  st->created = static_cast<int64_t>(std::time(nullptr));
+  st->model = model_.defaults.served_model_name;
+  st->logprobs = cr.gen.sampling.logprobs;
+  st->include_usage = cr.include_usage;
+  st->tok = model_.tokenizer;
+  const int n = cr.gen.n;
+  st->n = static_cast<size_t>(n);
+  st->choices.resize(cr.prompts.size() * n);
+  auto session = std::make_shared<GenerationSession>(*model_.engine, *metrics_,
+                                                     static_cast<int>(st->choices.size()));
+  for (size_t p = 0; p < cr.prompts.size(); ++p) {
+    GenerationRequest g = cr.gen;
+    g.prompt_ids = cr.prompts[p].is_ids ? cr.prompts[p].ids
+                                        : model_.tokenizer->Encode(cr.prompts[p].text);
+    const Status s = session->Submit(std::move(g), static_cast<int>(p) * n);
+    if (!s.ok()) {
+      ApiError e = FromStatus(s);
+      if (cr.prompts.size() > 1) e.message = "prompt " + std::to_string(p) + ": " + e.message;
+      return SendError(res, e, P);  // the session cancels what was submitted
+    }
+  }
+  if (cr.stream) {
+    RespondStreaming(res, session, [st](const RequestOutput& ev) { return st->StreamEvent(ev); },
+                     [st] { return st->StreamTail(); }, &in_flight_);
+  } else {
+    RespondWhenDone(res, session,
+                    [st](const RequestOutput& ev) {
+                      st->Accumulate(ev);
+                      return std::string();
+                    },
+                    [st] { return st->Whole(); }, &in_flight_);
+  }
+}
+
+}  // namespace mimo

@@ -1,0 +1,424 @@
+// Request validation for /v1/chat/completions and /v1/completions (see openai_request.h).
+#include "server/openai_request.h"
+
+#include <cstdlib>
+
+#include "chat/chat_template.h"
+
+namespace mimo {
+namespace {
+
+std::string TypeName(const OJson& v) {
+  switch (v.type()) {
+    case OJson::value_t::null:
+      return "null";
+    case OJson::value_t::boolean:
+      return "a boolean";
+    case OJson::value_t::string:
+      return "a string";
+    case OJson::value_t::array:
+      return "an array";
+    case OJson::value_t::object:
+      return "an object";
+    default:
+      return "a number";
+  }
+}
+
+ApiError WrongType(const std::string& field, const char* want, const OJson& got) {
+  return BadRequest("'" + field + "' must be " + want + ", got " + TypeName(got), field);
+}
+
+// Reads optional typed fields; a present null counts as absent (as the OpenAI SDKs send it).
+class Fields {
+ public:
+  explicit Fields(const OJson& body) : b_(body) {}
+  const OJson* Get(const char* key) const {
+    auto it = b_.find(key);
+    return it == b_.end() || it->is_null() ? nullptr : &*it;
+  }
+  std::optional<ApiError> Number(const char* key, float* out) const {
+    const OJson* v = Get(key);
+    if (!v) return std::nullopt;
+    if (!v->is_number()) return WrongType(key, "a number", *v);
+    *out = v->get<float>();
+    return std::nullopt;
+  }
+  std::optional<ApiError> Int(const char* key, int* out) const {
+    const OJson* v = Get(key);
+    if (!v) return std::nullopt;
+    if (!v->is_number_integer()) return WrongType(key, "an integer", *v);
+    const int64_t x = v->get<int64_t>();
+    if (x < -(int64_t{1} << 31) || x >= (int64_t{1} << 31)) {
+      return BadRequest(std::string("'") + key + "' is out of range", key);
+    }
+    *out = static_cast<int>(x);
+    return std::nullopt;
+  }
+  std::optional<ApiError> Bool(const char* key, bool* out) const {
+    const OJson* v = Get(key);
+    if (!v) return std::nullopt;
+    if (!v->is_boolean()) return WrongType(key, "a boolean", *v);
+    *out = v->get<bool>();
+    return std::nullopt;
+  }
+
+ private:
+  const OJson& b_;
+};
+
+#define MIMO_TRY(expr)                       \
+  do {                                       \
+    if (auto _e = (expr)) return *_e;        \
+  } while (0)
+
+}  // namespace
+
+std::optional<ApiError> CheckModel(const OJson& body, const ServerDefaults& d) {
+  const OJson* m = Fields(body).Get("model");
+  if (!m) return std::nullopt;
+  if (!m->is_string()) return WrongType("model", "a string", *m);
+  if (m->get<std::string>() != d.served_model_name) {
+    ApiError e;
+    e.status = 404;
+    e.type = "not_found_error";
+    e.code = "model_not_found";
+    e.param = "model";
+    e.message = "The model `" + m->get<std::string>() + "` does not exist; this server serves `" +
+                d.served_model_name + "`.";
+    return e;
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> ParseGenerationFields(const OJson& body, const ServerDefaults& d,
+                                              bool chat, GenerationRequest* g) {
+  const Fields f(body);
+  SamplingParams& s = g->sampling;
+  StopParams& st = g->stop;
+  // Defaults: generation_config.json where it has them, else OpenAI's.
+  s.temperature = d.gen.temperature.value_or(1.0f);
+  s.top_p = d.gen.top_p.value_or(1.0f);
+  s.top_k = d.gen.top_k.value_or(0);
+  s.min_p = d.gen.min_p.value_or(0.0f);
+  s.repetition_penalty = d.gen.repetition_penalty.value_or(1.0f);
+  MIMO_TRY(f.Number("temperature", &s.temperature));
+  MIMO_TRY(f.Number("top_p", &s.top_p));
+  MIMO_TRY(f.Int("top_k", &s.top_k));
+  MIMO_TRY(f.Number("min_p", &s.min_p));
+  MIMO_TRY(f.Number("presence_penalty", &s.presence_penalty));
+  MIMO_TRY(f.Number("frequency_penalty", &s.frequency_penalty));
+  MIMO_TRY(f.Number("repetition_penalty", &s.repetition_penalty));
+  if (const OJson* v = f.Get("seed")) {
+    if (!v->is_number_integer()) return WrongType("seed", "an integer", *v);
+    s.seed = static_cast<uint64_t>(v->get<int64_t>());
+  }
+  MIMO_TRY(f.Int("n", &g->n));
+  if (g->n < 1) return BadRequest("'n' must be >= 1", "n");
+  // max_completion_tokens (newer OpenAI name) wins over max_tokens.
+  MIMO_TRY(f.Int("max_tokens", &st.max_tokens));
+  const char* max_field = "max_tokens";
+  if (f.Get("max_completion_tokens")) {
+    MIMO_TRY(f.Int("max_completion_tokens", &st.max_tokens));
+    max_field = "max_completion_tokens";
+  }
+  if ((f.Get("max_tokens") || f.Get("max_completion_tokens")) && st.max_tokens < 1) {
+    return BadRequest(std::string("'") + max_field + "' must be >= 1", max_field);
+  }
+  MIMO_TRY(f.Int("min_tokens", &st.min_tokens));
+  MIMO_TRY(f.Bool("ignore_eos", &st.ignore_eos));
+  MIMO_TRY(f.Bool("skip_special_tokens", &st.skip_special_tokens));
+  if (const OJson* v = f.Get("stop")) {
+    if (v->is_string()) {
+      st.stop.push_back(v->get<std::string>());
+    } else if (v->is_array()) {
+      for (const OJson& x : *v) {
+        if (!x.is_string()) return WrongType("stop", "a string or an array of strings", *v);
+        st.stop.push_back(x.get<std::string>());
+      }
+    } else {
+      return WrongType("stop", "a string or an array of strings", *v);
+    }
+    for (const std::string& x : st.stop) {
+      if (x.empty()) return BadRequest("'stop' contains an empty string", "stop");
+    }
+  }
+  if (const OJson* v = f.Get("stop_token_ids")) {
+    if (!v->is_array()) return WrongType("stop_token_ids", "an array of token ids", *v);
+    for (const OJson& x : *v) {
+      if (!x.is_number_integer()) return WrongType("stop_token_ids", "an array of token ids", *v);
+      st.stop_token_ids.push_back(x.get<int32_t>());
+    }
+  }
+  if (const OJson* v = f.Get("logit_bias")) {
+    if (!v->is_object()) return WrongType("logit_bias", "an object {token id: bias}", *v);
+    for (auto it = v->begin(); it != v->end(); ++it) {
+      char* end = nullptr;
+      const long id = std::strtol(it.key().c_str(), &end, 10);
+      if (it.key().empty() || *end != '\0') {
+        return BadRequest("'logit_bias' keys must be token ids, got '" + it.key() + "'",
+                          "logit_bias");
+      }
+      if (!it.value().is_number()) return WrongType("logit_bias", "an object {token id: bias}", *v);
+      s.logit_bias.push_back({static_cast<int32_t>(id), it.value().get<float>()});
+    }
+  }
+  if (chat) {
+    bool lp = false;
+    MIMO_TRY(f.Bool("logprobs", &lp));
+    int top = 0;
+    MIMO_TRY(f.Int("top_logprobs", &top));
+    if (f.Get("top_logprobs") && !lp) {
+      return BadRequest("'top_logprobs' needs 'logprobs' set to true", "top_logprobs");
+    }
+    if (top < 0 || top > 20) return BadRequest("'top_logprobs' must be in [0, 20]", "top_logprobs");
+    s.logprobs = lp ? top : -1;
+  } else if (const OJson* v = f.Get("logprobs")) {
+    if (!v->is_number_integer()) return WrongType("logprobs", "an integer", *v);
+    const int64_t lp = v->get<int64_t>();
+    if (lp < 0 || lp > 20) return BadRequest("'logprobs' must be in [0, 20]", "logprobs");
+    s.logprobs = static_cast<int>(lp);
+  }
+  // Range checks with the engine's own messages, which name the field.
+  const Status vs = s.Validate(d.vocab_size);
+  if (!vs.ok()) return BadRequest(vs.message());
+  return std::nullopt;
+}
+
+namespace {
+
+std::optional<ApiError> ParseStreamOptions(const OJson& body, bool* stream, bool* usage) {
+  const Fields f(body);
+  MIMO_TRY(f.Bool("stream", stream));
+  if (const OJson* so = f.Get("stream_options")) {
+    if (!so->is_object()) return WrongType("stream_options", "an object", *so);
+    if (!*stream) return BadRequest("'stream_options' is only allowed with stream: true", "stream_options");
+    MIMO_TRY(Fields(*so).Bool("include_usage", usage));
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> CheckResponseFormat(const OJson& body, OJson* out) {
+  const OJson* rf = Fields(body).Get("response_format");
+  if (!rf) return std::nullopt;
+  if (!rf->is_object() || !rf->contains("type") || !(*rf)["type"].is_string()) {
+    return BadRequest("'response_format' must be an object with a string 'type'", "response_format");
+  }
+  const std::string t = (*rf)["type"];
+  if (t != "text" && t != "json_object" && t != "json_schema") {
+    return BadRequest("'response_format.type' must be text, json_object or json_schema, got '" +
+                          t + "'",
+                      "response_format");
+  }
+  if (t != "text") *out = *rf;
+  return std::nullopt;
+}
+
+// A message's content: a string, null, or an array of text parts. Other parts (image, audio,
+// video, file) are refused: this engine is text-only.
+std::optional<ApiError> CheckContent(const OJson& content, size_t i, bool may_be_null) {
+  const std::string field = "messages[" + std::to_string(i) + "].content";
+  if (content.is_null()) {
+    if (may_be_null) return std::nullopt;
+    return BadRequest("'" + field + "' must not be null", field);
+  }
+  if (content.is_string()) return std::nullopt;
+  if (!content.is_array()) return WrongType(field, "a string or an array of content parts", content);
+  for (size_t k = 0; k < content.size(); ++k) {
+    const OJson& p = content[k];
+    const std::string pf = field + "[" + std::to_string(k) + "]";
+    if (!p.is_object() || !p.contains("type") || !p["type"].is_string()) {
+      return BadRequest("'" + pf + "' must be an object with a string 'type'", pf);
+    }
+    const std::string t = p["type"];
+    if (t == "text") {
+      if (!p.contains("text") || !p["text"].is_string()) {
+        return BadRequest("'" + pf + ".text' must be a string", pf + ".text");
+      }
+      continue;
+    }
+    return BadRequest("'" + pf + "' has type '" + t +
+                          "': this engine is text-only; image, audio, video and file parts are "
+                          "not supported",
+                      pf);
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> CheckMessages(const OJson& body, OJson* out) {
+  const OJson* m = Fields(body).Get("messages");
+  if (!m) return BadRequest("'messages' is required", "messages");
+  if (!m->is_array()) return WrongType("messages", "an array", *m);
+  if (m->empty()) return BadRequest("'messages' must not be empty", "messages");
+  for (size_t i = 0; i < m->size(); ++i) {
+    const OJson& msg = (*m)[i];
+    const std::string field = "messages[" + std::to_string(i) + "]";
+    if (!msg.is_object()) return WrongType(field, "an object", msg);
+    if (!msg.contains("role") || !msg["role"].is_string()) {
+      return BadRequest("'" + field + ".role' must be a string", field + ".role");
+    }
+    const std::string role = msg["role"];
+    if (role != "system" && role != "developer" && role != "user" && role != "assistant" &&
+        role != "tool") {
+      return BadRequest("'" + field + ".role' must be system, developer, user, assistant or tool, got '" +
+                            role + "'",
+                        field + ".role");
+    }
+    const bool has_calls = msg.contains("tool_calls") && !msg["tool_calls"].is_null();
+    if (!msg.contains("content") && !(role == "assistant" && has_calls)) {
+      return BadRequest("'" + field + ".content' is required", field + ".content");
+    }
+    if (msg.contains("content")) {
+      MIMO_TRY(CheckContent(msg["content"], i, role == "assistant"));
+    }
+    if (has_calls) {
+      if (role != "assistant") {
+        return BadRequest("'" + field + ".tool_calls' is only allowed on assistant messages",
+                          field + ".tool_calls");
+      }
+      if (!msg["tool_calls"].is_array()) {
+        return WrongType(field + ".tool_calls", "an array", msg["tool_calls"]);
+      }
+      for (const OJson& c : msg["tool_calls"]) {
+        if (!c.is_object() || !c.contains("function") || !c["function"].is_object() ||
+            !c["function"].contains("name") || !c["function"]["name"].is_string()) {
+          return BadRequest("'" + field + ".tool_calls' entries need function.name",
+                            field + ".tool_calls");
+        }
+      }
+    }
+    if (msg.contains("reasoning_content") && !msg["reasoning_content"].is_null() &&
+        !msg["reasoning_content"].is_string()) {
+      return WrongType(field + ".reasoning_content", "a string", msg["reasoning_content"]);
+    }
+  }
+  *out = *m;
+  const Status st = ChatTemplate::ParseToolCallArguments(out);
+  if (!st.ok()) return BadRequest(st.message(), "messages");
+  return std::nullopt;
+}
+
+std::optional<ApiError> CheckTools(const OJson& body, ChatRequest* r) {
+  const Fields f(body);
+  if (const OJson* t = f.Get("tools")) {
+    if (!t->is_array()) return WrongType("tools", "an array", *t);
+    for (size_t i = 0; i < t->size(); ++i) {
+      const OJson& tool = (*t)[i];
+      const std::string field = "tools[" + std::to_string(i) + "]";
+      if (!tool.is_object() || !tool.contains("function") || !tool["function"].is_object() ||
+          !tool["function"].contains("name") || !tool["function"]["name"].is_string()) {
+        return BadRequest("'" + field + "' must be {\"type\": \"function\", \"function\": {\"name\", ...}}",
+                          field);
+      }
+      if (tool.contains("type") && tool["type"] != "function") {
+        return BadRequest("'" + field + ".type' must be \"function\"", field + ".type");
+      }
+    }
+    if (!t->empty()) r->tools = *t;
+  }
+  MIMO_TRY(f.Bool("parallel_tool_calls", &r->parallel_tool_calls));
+  const OJson* tc = f.Get("tool_choice");
+  if (!tc) {
+    r->tool_choice = r->tools.is_null() ? "none" : "auto";
+    return std::nullopt;
+  }
+  if (tc->is_string()) {
+    const std::string c = *tc;
+    if (c != "none" && c != "auto" && c != "required") {
+      return BadRequest("'tool_choice' must be none, auto, required or {\"type\": \"function\", "
+                        "\"function\": {\"name\"}}, got '" + c + "'",
+                        "tool_choice");
+    }
+    r->tool_choice = c;
+  } else if (tc->is_object() && tc->contains("function") && (*tc)["function"].is_object() &&
+             (*tc)["function"].contains("name") && (*tc)["function"]["name"].is_string()) {
+    r->tool_choice = "function";
+    r->tool_choice_function = (*tc)["function"]["name"];
+  } else {
+    return BadRequest("'tool_choice' must be none, auto, required or {\"type\": \"function\", "
+                      "\"function\": {\"name\"}}",
+                      "tool_choice");
+  }
+  if (r->tool_choice != "none" && r->tools.is_null()) {
+    return BadRequest("'tool_choice' " + r->tool_choice + " needs 'tools'", "tool_choice");
+  }
+  if (r->tool_choice == "function") {
+    bool found = false;
+    for (const OJson& tool : r->tools) found |= tool["function"]["name"] == r->tool_choice_function;
+    if (!found) {
+      return BadRequest("'tool_choice' names function '" + r->tool_choice_function +
+                            "', which is not in 'tools'",
+                        "tool_choice");
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<ApiError> ParseChatRequest(const OJson& body, const ServerDefaults& d,
+                                         ChatRequest* r) {
+  if (!body.is_object()) return BadRequest("the request body must be a JSON object");
+  MIMO_TRY(CheckModel(body, d));
+  MIMO_TRY(CheckMessages(body, &r->messages));
+  MIMO_TRY(CheckTools(body, r));
+  MIMO_TRY(ParseStreamOptions(body, &r->stream, &r->include_usage));
+  MIMO_TRY(CheckResponseFormat(body, &r->response_format));
+  if (const OJson* k = Fields(body).Get("chat_template_kwargs")) {
+    if (!k->is_object()) return WrongType("chat_template_kwargs", "an object", *k);
+    r->template_kwargs = *k;
+  }
+  return ParseGenerationFields(body, d, true, &r->gen);
+}
+
+std::optional<ApiError> ParseCompletionRequest(const OJson& body, const ServerDefaults& d,
+                                               CompletionRequest* r) {
+  if (!body.is_object()) return BadRequest("the request body must be a JSON object");
+  MIMO_TRY(CheckModel(body, d));
+  const OJson* p = Fields(body).Get("prompt");
+  if (!p) return BadRequest("'prompt' is required", "prompt");
+  auto ids_of = [&](const OJson& a, CompletionRequest::Prompt* out) -> bool {
+    for (const OJson& x : a) {
+      if (!x.is_number_integer()) return false;
+      out->ids.push_back(x.get<int32_t>());
+    }
+    out->is_ids = true;
+    return true;
+  };
+  const char* want = "a string, an array of strings, an array of token ids or an array of such";
+  if (p->is_string()) {
+    r->prompts.push_back({p->get<std::string>(), {}, false});
+  } else if (p->is_array() && !p->empty() && (*p)[0].is_number_integer()) {
+    CompletionRequest::Prompt one;
+    if (!ids_of(*p, &one)) return WrongType("prompt", want, *p);
+    r->prompts.push_back(std::move(one));
+  } else if (p->is_array() && !p->empty()) {
+    for (const OJson& x : *p) {
+      CompletionRequest::Prompt one;
+      if (x.is_string()) {
+        one.text = x.get<std::string>();
+      } else if (!x.is_array() || !ids_of(x, &one)) {
+        return WrongType("prompt", want, *p);
+      }
+      r->prompts.push_back(std::move(one));
+    }
+  } else {
+    return p->is_array() ? BadRequest("'prompt' must not be empty", "prompt")
+                         : WrongType("prompt", want, *p);
+  }
+  for (const auto& one : r->prompts) {
+    if (!one.is_ids && one.text.empty()) return BadRequest("'prompt' must not be empty", "prompt");
+    if (one.is_ids && one.ids.empty()) return BadRequest("'prompt' must not be empty", "prompt");
+  }
+  MIMO_TRY(Fields(body).Bool("echo", &r->echo));
+  if (r->echo) return BadRequest("'echo' is not supported", "echo");
+  if (const OJson* s = Fields(body).Get("suffix")) {
+    (void)s;
+    return BadRequest("'suffix' is not supported", "suffix");
+  }
+  MIMO_TRY(ParseStreamOptions(body, &r->stream, &r->include_usage));
+  MIMO_TRY(CheckResponseFormat(body, &r->response_format));
+  return ParseGenerationFields(body, d, false, &r->gen);
+}
+
+}  // namespace mimo

@@ -1,0 +1,144 @@
+// `mimo serve`: the OpenAI- and Anthropic-compatible HTTP server (src/server) over the engine.
+// Start-up: listen at once (GET /health answers 503 while loading), load tokenizer, template,
+// model and engine, read the memory-mapped weights through once with a progress line (so the
+// first request does not pay every page fault; --no-warmup skips it), then serve. SIGINT /
+// SIGTERM drain: new requests get 503, requests in flight finish (up to --drain-timeout
+// seconds), then the process exits 0; a second signal exits at once.
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "chat/chat_template.h"
+#include "cli/command.h"
+#include "cli/engine_setup.h"
+#include "core/progress.h"
+#include "server/api_server.h"
+
+namespace mimo::cli {
+namespace {
+
+std::string BaseName(std::string path) {
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  const size_t s = path.rfind('/');
+  return s == std::string::npos ? path : path.substr(s + 1);
+}
+
+int RunServe(int argc, char** argv) {
+  Args a;
+  std::string err;
+  std::vector<std::string> keys = {"model", "host", "port", "served-model-name", "api-key",
+                                   "chat-template", "drain-timeout"};
+  for (auto& k : EngineKeys()) keys.push_back(k);
+  std::vector<std::string> flags = EngineFlags();
+  flags.push_back("no-warmup");
+  if (!a.Parse(argc, argv, keys, flags, &err) || !a.Has("model")) {
+    std::fprintf(stderr,
+                 "mimo serve: %s\nusage: mimo serve --model DIR [--host 127.0.0.1] [--port 8000] "
+                 "[--served-model-name NAME] [--api-key KEY] [--max-model-len N] [--max-num-seqs N] "
+                 "[--max-num-batched-tokens N] [--kv-cache-dtype f32|bf16|fp8] [--kv-cache-memory B] "
+                 "[--chat-template FILE] [--threads N] [--no-warmup]\n",
+                 err.empty() ? "missing --model" : err.c_str());
+    return 2;
+  }
+  // Signals are taken by one thread with sigwait; every other thread inherits the mask.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  std::atomic<int> signals{0};
+  std::thread sig_thread([&] {
+    for (;;) {
+      int s = 0;
+      if (sigwait(&sigs, &s) != 0) continue;
+      if (++signals >= 2 || s < 0) {
+        std::fprintf(stderr, "mimo serve: second signal, exiting now\n");
+        std::_Exit(130);
+      }
+    }
+  });
+  sig_thread.detach();
+
+  const std::string dir = a.Get("model");
+  ServerOptions so;
+  so.host = a.Get("host", "127.0.0.1");
+  so.port = static_cast<int>(a.GetInt("port", 8000));
+  so.api_key = a.Get("api-key");
+  so.served_model_name = a.Get("served-model-name", BaseName(dir));
+  ApiServer server(so);
+  const Status started = server.Start();
+  if (!started.ok()) {
+    std::fprintf(stderr, "mimo serve: error: %s\n", started.message().c_str());
+    return 1;
+  }
+  std::fprintf(stderr, "mimo serve: listening on http://%s:%d (loading %s)\n", so.host.c_str(),
+               server.port(), dir.c_str());
+
+  StatusOr<ChatTemplate> tmpl = InvalidArgument("no chat template");
+  if (a.Has("chat-template")) {
+    std::string text;
+    if (!ReadFileToString(a.Get("chat-template"), &text)) {
+      std::fprintf(stderr, "mimo serve: error: cannot read '%s'\n", a.Get("chat-template").c_str());
+      return 1;
+    }
+    tmpl = ChatTemplate::FromString(text);
+  } else {
+    tmpl = ChatTemplate::FromModelDir(dir);
+  }
+  if (!tmpl.ok()) {
+    std::fprintf(stderr, "mimo serve: error: %s\n", tmpl.status().message().c_str());
+    return 1;
+  }
+  EngineRuntime rt;
+  if (!MakeEngineOrReport("serve", a, true, 16, &rt)) return 1;
+  if (!a.Has("no-warmup")) {
+    const Checkpoint& ck = rt.lm.model->checkpoint();
+    ProgressLine pl("mimo serve: reading weights", static_cast<double>(ck.TotalFileBytes()), "GB");
+    ck.ReadThrough(rt.lm.pool.get(), [&](uint64_t done, uint64_t) {
+      pl.Update(static_cast<double>(done));
+      if (signals.load() > 0) std::_Exit(0);  // nothing to drain while loading
+    });
+    pl.Finish();
+  }
+  rt.engine->Start();
+  ServingModel m;
+  m.engine = rt.engine.get();
+  m.tokenizer = rt.tok.get();
+  m.chat_template = &tmpl.value();
+  m.thinks_by_default = tmpl->ThinksByDefault();
+  m.defaults.served_model_name = so.served_model_name;
+  m.defaults.max_model_len = rt.engine->max_model_len();
+  m.defaults.vocab_size = rt.lm.model->config().vocab_size;
+  m.defaults.gen = rt.gen;
+  server.SetModel(m);
+  std::fprintf(stderr,
+               "mimo serve: ready: model '%s', max_model_len %d, up to %lld sequences; KV cache "
+               "holds %lld tokens\n",
+               so.served_model_name.c_str(), rt.engine->max_model_len(),
+               static_cast<long long>(a.GetInt("max-num-seqs", 16)),
+               static_cast<long long>(rt.engine->kv_memory_plan().tokens_that_fit));
+
+  while (signals.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::fprintf(stderr, "mimo serve: draining\n");
+  server.BeginDrain();
+  const double timeout = a.GetDouble("drain-timeout", 30.0);
+  const auto t0 = std::chrono::steady_clock::now();
+  while (server.requests_in_flight() > 0 &&
+         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < timeout) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  rt.engine->Shutdown();  // whatever is still in flight ends with "abort"
+  server.Stop();
+  std::fprintf(stderr, "mimo serve: stopped\n");
+  return 0;
+}
+
+}  // namespace
+MIMO_CLI_COMMAND("serve",
+                 "--model DIR [--host H] [--port P] [--api-key K] [--max-num-seqs N] ... "
+                 "(OpenAI/Anthropic-compatible HTTP server)",
+                 RunServe);
+}  // namespace mimo::cli
