@@ -64,11 +64,19 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(MimoV2Model& model, ExecContext
                         : cfg.max_position_embeddings > 0 ? cfg.max_position_embeddings
                                                           : 4096;
   PagedKvOptions kv = o.kv;
+  SchedulerOptions sched = so;
+  if (o.speculator) {
+    kv.mtp_sequences_per_sequence = o.speculator->mtp_sequences_per_sequence();
+    kv.mtp_chunk_tokens = o.speculator->mtp_chunk_tokens();
+    sched.prefix_hit_margin = o.speculator->prefix_hit_margin();
+  }
   kv.max_sequences = so.max_num_seqs;
   kv.max_context = model_len;
   kv.max_chunk_tokens = so.max_num_batched_tokens;
   ModelConfig kv_config = cfg;
-  kv_config.layers = model.KvLayerConfigs();  // MTP layers get KV layer ids after the main ones
+  // MTP layers (KV layer ids after the main ones) get a cache only when they draft.
+  kv_config.layers = model.KvLayerConfigs();
+  if (kv.mtp_sequences_per_sequence == 0) kv_config.layers.resize(cfg.num_hidden_layers);
   if (kv.kv_cache_memory_bytes <= 0 && kv.kv_cache_memory_fraction <= 0) {
     // Sized for every sequence at full length unless that exceeds half of physical memory.
     KvMemoryPlanOptions po;
@@ -100,7 +108,12 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(MimoV2Model& model, ExecContext
   e->vocab_size_ = cfg.vocab_size;
   e->eos_ids_ = o.eos_token_ids.empty() ? ModelEosIds(cfg, GenerationConfig{}, tokenizer)
                                         : o.eos_token_ids;
-  e->scheduler_ = std::make_unique<Scheduler>(*e->kv_, so);
+  e->scheduler_ = std::make_unique<Scheduler>(*e->kv_, sched);
+  if (o.speculator) {
+    MIMO_RETURN_IF_ERROR(o.speculator->Attach(*e->kv_, kv.block_size));
+    e->spec_ = o.speculator;
+    e->local_stats_.spec_accepted_per_pos.assign(o.speculator->num_speculative_tokens(), 0);
+  }
   e->PublishStats();
   return e;
 }
@@ -265,44 +278,89 @@ void Engine::Finish(Request* r, RequestOutput&& out) {
 }
 
 void Engine::Abort(Request* r, FinishReason reason, const std::string& error) {
+  if (spec_) spec_->Release(r->seq_id);
   RequestOutput out = MakeOutput(*r);
   out.finish_reason = reason;
   out.error = error;
   Finish(r, std::move(out));
 }
 
-void Engine::SampleAndEmit(Request* r, const float* logits) {
+bool Engine::EmitTokens(Request* r, std::vector<SampledToken> tokens) {
   const GenerationRequest& g = *r->spec;
-  const TokenHistory h{r->prompt_unique, &r->output_counts};
-  std::vector<int32_t> mask;
-  if (static_cast<int>(r->output.size()) < g.stop.min_tokens) mask = r->stop->MinTokensMask(eos_ids_);
-  SampledToken t = sampler_.Sample(logits, vocab_size_, g.sampling, h, mask, r->rng);
-  r->output.push_back(t.id);
-  if (g.sampling.frequency_penalty != 0.0f || g.sampling.presence_penalty != 0.0f ||
-      g.sampling.repetition_penalty != 1.0f) {
-    ++r->output_counts[t.id];
-  }
-  kv_->RecordTokenIds(r->seq_id, std::span<const int32_t>(&t.id, 1));
-  ++local_stats_.generation_tokens;
-  if (r->first_token_time == 0) r->first_token_time = NowSeconds();
-  const StopChecker::Step s = r->stop->Append(t.id, static_cast<int>(r->output.size()),
-                                              r->max_tokens, r->num_tokens() >= max_model_len_);
+  const bool counts = g.sampling.frequency_penalty != 0.0f || g.sampling.presence_penalty != 0.0f ||
+                      g.sampling.repetition_penalty != 1.0f;
   RequestOutput out = MakeOutput(*r);
-  out.token_ids.push_back(t.id);
-  if (g.sampling.logprobs >= 0) out.logprobs.push_back(std::move(t));
-  out.text = s.text;
+  StopChecker::Step s;
+  for (SampledToken& t : tokens) {
+    r->output.push_back(t.id);
+    if (counts) ++r->output_counts[t.id];
+    kv_->RecordTokenIds(r->seq_id, std::span<const int32_t>(&t.id, 1));
+    ++local_stats_.generation_tokens;
+    if (r->first_token_time == 0) r->first_token_time = NowSeconds();
+    s = r->stop->Append(t.id, static_cast<int>(r->output.size()), r->max_tokens,
+                        r->num_tokens() >= max_model_len_);
+    out.token_ids.push_back(t.id);
+    if (g.sampling.logprobs >= 0) out.logprobs.push_back(std::move(t));
+    out.text += s.text;
+    if (s.finished) break;  // nothing past a stop
+  }
+  out.num_output_tokens = static_cast<int>(r->output.size());
+  out.first_token_time = r->first_token_time;
+  out.time = NowSeconds();
   if (!s.finished) {
     (*r->sink)(std::move(out));
-    return;
+    return false;
   }
   out.finish_reason = s.by_length ? FinishReason::kLength : FinishReason::kStop;
   out.stop_reason = s.stop_reason;
   Finish(r, std::move(out));
+  return true;
+}
+
+bool Engine::SampleAndEmit(Request* r, const float* logits) {
+  const GenerationRequest& g = *r->spec;
+  const TokenHistory h{r->prompt_unique, &r->output_counts};
+  std::vector<int32_t> mask;
+  if (static_cast<int>(r->output.size()) < g.stop.min_tokens) mask = r->stop->MinTokensMask(eos_ids_);
+  return EmitTokens(r, {sampler_.Sample(logits, vocab_size_, g.sampling, h, mask, r->rng)});
+}
+
+// Rows [1 + num_draft] for positions N .. N + num_draft; the accepted drafts and one more token
+// are appended. KV written for rejected drafts is rolled back first, so their slots are never
+// published to the prefix cache under the accepted tokens' ids.
+bool Engine::VerifyAndEmit(Request* r, const float* logits, int num_draft) {
+  std::vector<SampledToken> toks = spec_->Verify(*r, logits, vocab_size_, eos_ids_, sampler_);
+  const int accepted = static_cast<int>(toks.size()) - 1;
+  ++local_stats_.spec_num_drafts;
+  local_stats_.spec_num_draft_tokens += num_draft;
+  local_stats_.spec_num_accepted_tokens += accepted;
+  for (int i = 0; i < accepted && i < static_cast<int>(local_stats_.spec_accepted_per_pos.size()); ++i) {
+    ++local_stats_.spec_accepted_per_pos[i];
+  }
+  r->draft.clear();
+  r->draft_probs.clear();
+  r->num_computed = r->num_tokens() + accepted;  // x_N and the accepted drafts
+  const Status st = kv_->Rewind(r->seq_id, r->num_computed);
+  MIMO_CHECK(st.ok(), "%s", st.message().c_str());
+  return EmitTokens(r, std::move(toks));
+}
+
+void Engine::Propose(const std::vector<Request*>& reqs) {
+  std::vector<int> max_drafts;
+  for (Request* r : reqs) {
+    const int remaining = r->max_tokens - static_cast<int>(r->output.size());
+    max_drafts.push_back(std::max(0, std::min({spec_->num_speculative_tokens(), remaining - 1,
+                                               max_model_len_ - r->num_tokens()})));
+  }
+  spec_->Propose(ctx_, reqs, max_drafts);
 }
 
 bool Engine::Step() {
   const bool inputs = DrainInputs();
   SchedulePlan plan = scheduler_->Schedule();
+  if (spec_) {
+    for (int seq : plan.preempted) spec_->Release(seq);
+  }
   for (int seq : plan.unschedulable) {
     Request* r = scheduler_->Find(seq);
     Abort(r, FinishReason::kError,
@@ -330,14 +388,33 @@ bool Engine::Step() {
     fo.logit_rows = rows;
     fo.logits = logits_.data();
   }
+  if (spec_) {
+    hidden_.resize(static_cast<size_t>(batch.num_tokens) * model_.config().hidden_size);
+    fo.prenorm_hidden = hidden_.data();
+  }
   model_.Forward(ctx_, batch, plan.token_ids.data(), *kv_, fo);
   local_stats_.weight_bytes_read += model_.last_forward_stats().weight_bytes;
+  if (spec_) {
+    std::vector<Request*> chunk_reqs;
+    for (const ScheduledChunk& c : plan.chunks) chunk_reqs.push_back(scheduler_->Find(c.seq_id));
+    spec_->ObserveStep(plan, hidden_.data(), chunk_reqs);
+  }
   scheduler_->OnStepDone(plan);
   size_t k = 0;
+  std::vector<Request*> draft_next;  // requests that sampled and continue
   for (const ScheduledChunk& c : plan.chunks) {
     if (!c.sample) continue;
-    SampleAndEmit(scheduler_->Find(c.seq_id), logits_.data() + k++ * vocab_size_);
+    Request* r = scheduler_->Find(c.seq_id);
+    const float* rows = logits_.data() + k * vocab_size_;
+    k += 1 + c.num_draft;
+    const bool done = c.num_draft > 0 ? VerifyAndEmit(r, rows, c.num_draft) : SampleAndEmit(r, rows);
+    if (done) {
+      if (spec_) spec_->Release(c.seq_id);
+    } else if (spec_) {
+      draft_next.push_back(r);
+    }
   }
+  if (spec_ && !draft_next.empty()) Propose(draft_next);
   ++local_stats_.num_steps;
   PublishStats();
   return true;

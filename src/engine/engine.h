@@ -18,6 +18,7 @@
 #include "engine/request.h"
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
+#include "engine/speculator.h"
 #include "io/generation_config.h"
 #include "kv/paged_kv_attention.h"
 #include "model/mimo_v2.h"
@@ -36,6 +37,8 @@ struct EngineOptions {
   // max_num_seqs sequences of max_model_len, capped at half of physical memory.
   PagedKvOptions kv;
   std::vector<int32_t> eos_token_ids;  // empty: ModelEosIds()
+  // Speculative decoding (e.g. spec/MtpSpeculator); null: off.
+  std::shared_ptr<Speculator> speculator;
 };
 
 // The model's end-of-sequence set: config.json and generation_config.json eos ids, plus
@@ -57,6 +60,12 @@ struct EngineStats {
   int64_t finished[static_cast<int>(FinishReason::kCount)] = {};
   int num_kv_free_blocks = 0;  // full-attention group (SWA group when the model has no full layers)
   int num_kv_blocks = 0;
+  // Speculative decoding: verification steps with drafts, drafted and accepted tokens, and
+  // accepted tokens per draft position.
+  int64_t spec_num_drafts = 0;
+  int64_t spec_num_draft_tokens = 0;
+  int64_t spec_num_accepted_tokens = 0;
+  std::vector<int64_t> spec_accepted_per_pos;
   std::vector<int> kv_free_blocks_per_group;   // every KV-cache group (full, sliding window)
   std::vector<int> kv_total_blocks_per_group;  // allocatable blocks (null block excluded)
 };
@@ -104,7 +113,11 @@ class Engine {
   void Admit(const Pending& p);
   void Finish(Request* r, RequestOutput&& out);
   void Abort(Request* r, FinishReason reason, const std::string& error);
-  void SampleAndEmit(Request* r, const float* logits);
+  // Appends tokens (stop rules, KV token ids, one event); true when the request finished.
+  bool EmitTokens(Request* r, std::vector<SampledToken> tokens);
+  bool SampleAndEmit(Request* r, const float* logits);
+  bool VerifyAndEmit(Request* r, const float* logits, int num_draft);
+  void Propose(const std::vector<Request*>& reqs);
   void PublishStats();
   RequestOutput MakeOutput(const Request& r) const;
   void Loop();
@@ -122,6 +135,8 @@ class Engine {
   std::unique_ptr<Scheduler> scheduler_;
   Sampler sampler_;
   std::vector<float> logits_;  // [sampled rows, vocab]
+  std::vector<float> hidden_;  // [T, hidden] pre-norm hidden states (speculative decoding)
+  std::shared_ptr<Speculator> spec_;
   std::unordered_map<uint64_t, std::vector<int>> seqs_of_;  // request id -> seq ids alive
   int next_seq_id_ = 0;
   EngineStats local_stats_;

@@ -68,6 +68,10 @@ struct Request {
   std::shared_ptr<const GenerationRequest> spec;
   std::shared_ptr<OutputSink> sink;
   std::vector<int32_t> output;  // sampled ids so far
+  // Speculative decoding: proposed tokens after the last verified one, scheduled for
+  // verification in the next step, and (sampling) each draft's distribution.
+  std::vector<int32_t> draft;
+  std::vector<std::vector<TokenProb>> draft_probs;
   int num_computed = 0;         // tokens whose K/V are in the cache
   int num_cached_tokens = -1;   // prefix hit at first admission (-1: not admitted yet)
   int max_tokens = 0;           // effective limit (from the request and the context length)
@@ -86,8 +90,12 @@ struct Request {
   const std::vector<int32_t>& prompt() const { return spec->prompt_ids; }
   int num_prompt_tokens() const { return static_cast<int>(spec->prompt_ids.size()); }
   int num_tokens() const { return num_prompt_tokens() + static_cast<int>(output.size()); }
+  int num_tokens_with_spec() const { return num_tokens() + static_cast<int>(draft.size()); }
+  // Prompt, then output, then drafts.
   int32_t token_at(int pos) const {
-    return pos < num_prompt_tokens() ? spec->prompt_ids[pos] : output[pos - num_prompt_tokens()];
+    if (pos < num_prompt_tokens()) return spec->prompt_ids[pos];
+    pos -= num_prompt_tokens();
+    return pos < static_cast<int>(output.size()) ? output[pos] : draft[pos - output.size()];
   }
   bool finished() const { return status == RequestStatus::kFinished; }
 };

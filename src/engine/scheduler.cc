@@ -24,7 +24,8 @@ std::vector<int> SchedulePlan::SampleRows() const {
   int row = 0;
   for (const ScheduledChunk& c : chunks) {
     row += c.num_tokens;
-    if (c.sample) rows.push_back(row - 1);
+    if (!c.sample) continue;
+    for (int r = row - 1 - c.num_draft; r < row; ++r) rows.push_back(r);
   }
   return rows;
 }
@@ -55,7 +56,16 @@ bool Scheduler::WaitsForLeader(const Request& r) const {
 }
 
 void Scheduler::AddChunk(Request* r, int n, SchedulePlan* plan) {
-  plan->chunks.push_back({r->seq_id, r->num_computed, n, r->num_computed + n == r->num_tokens()});
+  // Drafts the budget cut off are dropped (they are only proposals).
+  const int reach = r->num_computed + n;
+  if (reach < r->num_tokens_with_spec()) {
+    const int keep = std::max(0, reach - r->num_tokens());
+    r->draft.resize(keep);
+    if (r->draft_probs.size() > r->draft.size()) r->draft_probs.resize(r->draft.size());
+  }
+  const bool sample = reach == r->num_tokens_with_spec();
+  plan->chunks.push_back({r->seq_id, r->num_computed, n, sample,
+                          sample ? static_cast<int>(r->draft.size()) : 0});
   for (int i = 0; i < n; ++i) plan->token_ids.push_back(r->token_at(r->num_computed + i));
 }
 
@@ -64,6 +74,9 @@ void Scheduler::Preempt(Request* victim) {
   running_.pop_back();
   kv_.FreeSequence(victim->seq_id);  // recomputed on readmission (mostly from the prefix cache)
   victim->num_computed = 0;
+  victim->draft.clear();
+  victim->draft_probs.clear();
+  preempted_.push_back(victim->seq_id);
   victim->status = RequestStatus::kPreempted;
   waiting_.push_front(victim);
   ++stats_.num_preemptions;
@@ -75,7 +88,7 @@ void Scheduler::Preempt(Request* victim) {
 void Scheduler::ScheduleRunning(SchedulePlan* plan, int* budget, bool* preempted) {
   for (size_t i = 0; i < running_.size() && *budget > 0; ++i) {
     Request* r = running_[i];
-    const int n = std::min(r->num_tokens() - r->num_computed, *budget);
+    const int n = std::min(r->num_tokens_with_spec() - r->num_computed, *budget);
     if (n <= 0) continue;
     bool reserved = false;
     while (!(reserved = kv_.ReserveSlots(r->seq_id, n))) {
@@ -102,7 +115,12 @@ void Scheduler::AdmitWaiting(SchedulePlan* plan, int* budget) {
     }
     std::vector<int32_t> tokens(r->prompt());
     tokens.insert(tokens.end(), r->output.begin(), r->output.end());
-    StatusOr<int> hit = kv_.AttachCachedPrefix(r->seq_id, tokens);
+    // Lookup over a shortened list caps the hit so that the margin is computed.
+    const size_t lookup = static_cast<size_t>(
+        std::max<int64_t>(1, static_cast<int64_t>(tokens.size()) - opts_.prefix_hit_margin + 1));
+    StatusOr<int> hit =
+        kv_.AttachCachedPrefix(r->seq_id, std::span<const int32_t>(tokens).first(
+                                              std::min(lookup, tokens.size())));
     MIMO_CHECK(hit.ok(), "%s", hit.status().message().c_str());
     const int n = std::min(r->num_tokens() - *hit, *budget);
     if (!kv_.ReserveSlots(r->seq_id, n)) {
@@ -128,11 +146,13 @@ void Scheduler::AdmitWaiting(SchedulePlan* plan, int* budget) {
 
 SchedulePlan Scheduler::Schedule() {
   SchedulePlan plan;
+  preempted_.clear();
   int budget = opts_.max_num_batched_tokens;
   bool preempted = false;
   ScheduleRunning(&plan, &budget, &preempted);
   // After a preemption the cache is full: admitting would only preempt again (vLLM does the same).
   if (!preempted) AdmitWaiting(&plan, &budget);
+  plan.preempted = preempted_;
   return plan;
 }
 

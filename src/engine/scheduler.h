@@ -22,6 +22,9 @@ namespace mimo {
 struct SchedulerOptions {
   int max_num_seqs = 16;             // running requests at most
   int max_num_batched_tokens = 512;  // token budget of one step (and largest chunk)
+  // A prefix-cache hit leaves at least this many tokens to compute (speculative decoding: the
+  // drafter needs the hidden states of the last window of positions).
+  int prefix_hit_margin = 0;
 };
 
 // One request's rows in a step: positions start_pos .. start_pos + num_tokens - 1.
@@ -30,6 +33,7 @@ struct ScheduledChunk {
   int start_pos = 0;
   int num_tokens = 0;
   bool sample = false;  // the chunk reaches the request's last known token: sample its last row
+  int num_draft = 0;    // of its tokens, drafts to verify (sample: its last 1 + num_draft rows)
 };
 
 struct SchedulePlan {
@@ -37,11 +41,13 @@ struct SchedulePlan {
   std::vector<int32_t> token_ids;      // [num_tokens] input id of every row
   // Requests that can never run (alone they do not fit the cache): the engine fails them.
   std::vector<int> unschedulable;
+  std::vector<int> preempted;  // requests preempted while planning (their drafts dropped)
 
   int num_tokens() const { return static_cast<int>(token_ids.size()); }
   bool empty() const { return chunks.empty(); }
   StepBatch ToStepBatch() const;
-  std::vector<int> SampleRows() const;  // the last row of every sampled chunk, in chunk order
+  // Rows whose logits are needed, in chunk order: for every sampled chunk its last 1 + num_draft.
+  std::vector<int> SampleRows() const;
 };
 
 struct SchedulerStats {
@@ -84,6 +90,7 @@ class Scheduler {
   std::unordered_map<int, std::unique_ptr<Request>> requests_;  // by seq id
   std::vector<Request*> running_;  // admission order: the last one is preempted first
   std::deque<Request*> waiting_;   // FCFS; preempted requests go back to the front
+  std::vector<int> preempted_;     // this step's
   SchedulerStats stats_;
 };
 

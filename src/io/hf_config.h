@@ -25,6 +25,7 @@ struct LayerConfig {
   float rope_theta = 0.0f;
   int sliding_window = 0;  // 0 on full layers
   bool has_sinks = false;  // attention_sink_bias present
+  bool mtp = false;        // an MTP layer (KV layer configs only: its cache is a pool of its own)
 };
 
 struct ModelConfig {

@@ -41,8 +41,9 @@ int KvCacheManager::ComputeCachedPrefix(std::span<const int32_t> tokens) const {
   int k = static_cast<int>(hashes.size());
   for (bool changed = true; changed && k > 0;) {
     changed = false;
-    for (const auto& g : groups_) {
-      int k2 = g->MaxCacheHit(hashes, k);
+    for (size_t g = 0; g < groups_.size(); ++g) {
+      if (!config_.groups[g].default_member) continue;
+      int k2 = groups_[g]->MaxCacheHit(hashes, k);
       if (k2 < k) {
         k = k2;
         changed = true;
@@ -52,17 +53,51 @@ int KvCacheManager::ComputeCachedPrefix(std::span<const int32_t> tokens) const {
   return k * config_.block_size;
 }
 
-StatusOr<int> KvCacheManager::AddSequence(int seq, std::span<const int32_t> tokens) {
+StatusOr<int> KvCacheManager::AddSequence(int seq, std::span<const int32_t> tokens,
+                                          uint32_t group_mask) {
   if (HasSequence(seq)) return InvalidArgument("KV cache: sequence %d already exists", seq);
-  const int hit = ComputeCachedPrefix(tokens);
-  const int k = hit / config_.block_size;
   SeqState st;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    if (config_.groups[g].default_member) st.groups |= 1u << g;
+  }
+  if (group_mask != 0) st.groups = group_mask & all_groups_mask();
+  // Prefix hits are looked up in the default-member groups only (only they publish blocks).
+  bool only_default = true;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    if (((st.groups >> g) & 1u) && !config_.groups[g].default_member) only_default = false;
+  }
+  const int hit = only_default ? ComputeCachedPrefix(tokens) : 0;
+  const int k = hit / config_.block_size;
   st.num_tokens = hit;
   st.token_ids.assign(tokens.begin(), tokens.begin() + hit);
   st.block_hashes = HashFullBlocks(st.token_ids, config_.block_size, config_.cache_salt);
-  for (auto& g : groups_) g->AddSequence(seq, g->HitBlocks(st.block_hashes, k));
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    if ((st.groups >> g) & 1u) groups_[g]->AddSequence(seq, groups_[g]->HitBlocks(st.block_hashes, k));
+  }
   seqs_.emplace(seq, std::move(st));
   return hit;
+}
+
+Status KvCacheManager::AddSequenceAt(int seq, int start_pos, uint32_t group_mask) {
+  if (HasSequence(seq)) return InvalidArgument("KV cache: sequence %d already exists", seq);
+  if (start_pos < 0 || start_pos % config_.block_size != 0) {
+    return InvalidArgument("KV cache: a sequence must start at a block boundary, not %d", start_pos);
+  }
+  if (group_mask == 0 || (group_mask & ~all_groups_mask()) != 0) {
+    return InvalidArgument("KV cache: bad group mask %x", group_mask);
+  }
+  SeqState st;
+  st.groups = group_mask;
+  st.hashing = false;
+  st.num_tokens = start_pos;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    if ((group_mask >> g) & 1u) {
+      groups_[g]->AddSequence(
+          seq, std::vector<int32_t>(start_pos / config_.block_size, BlockPool::kNullBlock));
+    }
+  }
+  seqs_.emplace(seq, std::move(st));
+  return Status::Ok();
 }
 
 std::optional<BlockAllocation> KvCacheManager::AllocateSlots(int seq, int num_new_tokens,
@@ -73,20 +108,28 @@ std::optional<BlockAllocation> KvCacheManager::AllocateSlots(int seq, int num_ne
   const int total = first + num_new_tokens + num_lookahead_tokens;
   // Blocks before the window of the first new query are dead whatever happens next: release
   // them before counting free blocks.
-  for (auto& g : groups_) g->RemoveSkippedBlocks(seq, first);
-  for (auto& g : groups_) {
-    if (g->NumNewBlocksNeeded(seq, total) > g->num_free_blocks()) return std::nullopt;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    if ((st.groups >> g) & 1u) groups_[g]->RemoveSkippedBlocks(seq, first);
+  }
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    if (((st.groups >> g) & 1u) &&
+        groups_[g]->NumNewBlocksNeeded(seq, total) > groups_[g]->num_free_blocks()) {
+      return std::nullopt;
+    }
   }
   BlockAllocation a;
   a.seq_id = seq;
   a.first_pos = first;
   a.num_tokens = num_new_tokens + num_lookahead_tokens;
-  for (auto& g : groups_) a.new_blocks.push_back(g->AllocateNewBlocks(seq, total));
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    a.new_blocks.push_back((st.groups >> g) & 1u ? groups_[g]->AllocateNewBlocks(seq, total)
+                                                 : std::vector<int>{});
+  }
   return a;
 }
 
 void KvCacheManager::HashNewBlocks(int seq, SeqState& st) {
-  if (!config_.enable_prefix_caching) return;
+  if (!config_.enable_prefix_caching || !st.hashing) return;
   const int known = std::min<int>(st.num_tokens, static_cast<int>(st.token_ids.size()));
   const int full = known / config_.block_size;
   uint64_t parent = st.block_hashes.empty() ? kRootBlockHash : st.block_hashes.back();
@@ -96,15 +139,18 @@ void KvCacheManager::HashNewBlocks(int seq, SeqState& st) {
     parent = HashBlockTokens(parent, ids, config_.cache_salt);
     st.block_hashes.push_back(parent);
   }
-  for (auto& g : groups_) g->CacheFullBlocks(seq, st.block_hashes, full);
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    if ((st.groups >> g) & 1u) groups_[g]->CacheFullBlocks(seq, st.block_hashes, full);
+  }
 }
 
 void KvCacheManager::CommitTokens(int seq, int num_new_tokens, std::span<const int32_t> token_ids) {
   SeqState& st = State(seq);
   MIMO_CHECK(num_new_tokens >= 0, "negative commit");
   const int end = st.num_tokens + num_new_tokens;
-  for (const auto& g : groups_) {
-    MIMO_CHECK(static_cast<int64_t>(g->BlockTable(seq).size()) * config_.block_size >= end,
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    if (!((st.groups >> g) & 1u)) continue;
+    MIMO_CHECK(static_cast<int64_t>(groups_[g]->BlockTable(seq).size()) * config_.block_size >= end,
                "commit of sequence %d to %d tokens beyond its allocated slots", seq, end);
   }
   st.num_tokens = end;
@@ -129,8 +175,9 @@ Status KvCacheManager::Rewind(int seq, int num_tokens) {
     return InvalidArgument("KV cache: sequence %d has %d tokens, cannot rewind forward to %d", seq,
                            st.num_tokens, num_tokens);
   }
-  for (const auto& g : groups_) {
-    if (!g->CanServeFrom(seq, num_tokens)) {
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    if (!((st.groups >> g) & 1u)) continue;
+    if (!groups_[g]->CanServeFrom(seq, num_tokens)) {
       return InvalidArgument(
           "KV cache: sequence %d cannot rewind to %d: the sliding window already released keys "
           "that position needs",
@@ -149,8 +196,10 @@ Status KvCacheManager::Rewind(int seq, int num_tokens) {
 }
 
 void KvCacheManager::FreeSequence(int seq) {
-  State(seq);  // checks existence
-  for (auto& g : groups_) g->FreeSequence(seq);
+  const SeqState& st = State(seq);
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    if ((st.groups >> g) & 1u) groups_[g]->FreeSequence(seq);
+  }
   seqs_.erase(seq);
 }
 

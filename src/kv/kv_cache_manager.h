@@ -22,6 +22,9 @@ struct KvCacheGroupConfig {
   AttentionKind kind = AttentionKind::kFull;
   int sliding_window = 0;  // kSlidingWindow only
   int num_blocks = 0;      // including the null block
+  // Sequences started by AddSequence belong to it (the MTP group is joined only explicitly, by
+  // the draft sequences of speculative decoding, through AddSequenceAt).
+  bool default_member = true;
 };
 
 struct KvCacheManagerConfig {
@@ -56,10 +59,17 @@ class KvCacheManager {
   // evicted is shortened to the longest P whose window is still cached.
   int ComputeCachedPrefix(std::span<const int32_t> tokens) const;
 
-  // Starts a sequence. With `tokens` and prefix caching on, it attaches the cached prefix and
-  // returns its length (the engine starts computing from there); otherwise returns 0.
-  StatusOr<int> AddSequence(int seq, std::span<const int32_t> tokens = {});
+  // Starts a sequence in the groups of group_mask (0: the default-member groups). With `tokens`
+  // and prefix caching on, it attaches the cached prefix and returns its length (the engine
+  // starts computing from there); otherwise returns 0.
+  StatusOr<int> AddSequence(int seq, std::span<const int32_t> tokens = {}, uint32_t group_mask = 0);
+  // Starts a sequence in the groups of `group_mask` (bit g = group g) at position start_pos (a
+  // multiple of the block size): positions before it are never written nor read (their table
+  // entries are the null block). Not prefix-cached.
+  Status AddSequenceAt(int seq, int start_pos, uint32_t group_mask);
   bool HasSequence(int seq) const { return seqs_.count(seq) > 0; }
+  bool InGroup(int seq, int group) const { return (State(seq).groups >> group) & 1u; }
+  uint32_t all_groups_mask() const { return (1u << groups_.size()) - 1u; }
 
   // Ensures slots for positions [num_tokens(seq), num_tokens(seq) + new + lookahead), first
   // releasing blocks sliding-window groups no longer need (relative to the first new token).
@@ -87,6 +97,8 @@ class KvCacheManager {
 
  private:
   struct SeqState {
+    uint32_t groups = 0;                 // bit g: the sequence has a block table in group g
+    bool hashing = true;                 // full blocks are published to the prefix cache
     int num_tokens = 0;                  // computed tokens (K/V written)
     std::vector<int32_t> token_ids;      // known ids of tokens [0, token_ids.size())
     std::vector<uint64_t> block_hashes;  // hashes of full blocks with known ids

@@ -31,9 +31,15 @@ StatusOr<KvMemoryPlan> PlanKvMemory(const ModelConfig& config, const KvMemoryPla
   p.max_sequences = o.max_sequences;
   p.max_context = o.max_context;
   const int64_t es = static_cast<int64_t>(DTypeSize(o.kv_dtype));
+  int mtp_window = 0;
   for (const LayerConfig& l : config.layers) {
     const int64_t per_token = int64_t{l.num_key_value_heads} * (l.head_dim + l.v_head_dim) * es;
-    if (l.attention == AttentionKind::kSlidingWindow) {
+    if (l.mtp) {
+      if (l.sliding_window <= 0) return InvalidArgument("MTP layer without a sliding window");
+      ++p.num_mtp_layers;
+      p.mtp_bytes_per_token += per_token;
+      mtp_window = std::max(mtp_window, l.sliding_window);
+    } else if (l.attention == AttentionKind::kSlidingWindow) {
       if (l.sliding_window <= 0) return InvalidArgument("sliding-window layer with window 0");
       ++p.num_swa_layers;
       p.swa_bytes_per_token += per_token;
@@ -56,7 +62,18 @@ StatusOr<KvMemoryPlan> PlanKvMemory(const ModelConfig& config, const KvMemoryPla
 
   p.num_swa_blocks =
       p.num_swa_layers > 0 ? int64_t{o.max_sequences} * p.swa_blocks_per_sequence + 1 : 0;
-  const int64_t swa_total = p.num_swa_blocks * p.swa_bytes_per_block;
+  if (p.num_mtp_layers > 0) {
+    p.mtp_bytes_per_block = p.mtp_bytes_per_token * o.block_size;
+    const int chunk = o.mtp_chunk_tokens > 0 ? o.mtp_chunk_tokens : o.max_chunk_tokens;
+    p.mtp_blocks_per_sequence = (mtp_window - 1 + chunk + o.block_size - 1) / o.block_size + 1;
+    p.num_mtp_blocks =
+        o.mtp_sequences_per_sequence > 0
+            ? int64_t{o.max_sequences} * o.mtp_sequences_per_sequence * p.mtp_blocks_per_sequence + 1
+            : std::max<int64_t>(p.num_swa_blocks, int64_t{o.max_sequences} * p.mtp_blocks_per_sequence + 1);
+  }
+  // The fixed pools: sliding-window and MTP layers, bounded by their windows.
+  const int64_t swa_total =
+      p.num_swa_blocks * p.swa_bytes_per_block + p.num_mtp_blocks * p.mtp_bytes_per_block;
   if (o.budget_bytes <= 0) {
     p.num_full_blocks = p.num_full_layers > 0 ? int64_t{o.max_sequences} * ctx_blocks + 1 : 0;
   } else {
@@ -83,8 +100,9 @@ StatusOr<KvMemoryPlan> PlanKvMemory(const ModelConfig& config, const KvMemoryPla
   }
   p.num_full_blocks = std::min<int64_t>(p.num_full_blocks, (int64_t{1} << 31) - 1);
   p.num_swa_blocks = std::min<int64_t>(p.num_swa_blocks, (int64_t{1} << 31) - 1);
-  p.total_bytes =
-      p.num_full_blocks * p.full_bytes_per_block + p.num_swa_blocks * p.swa_bytes_per_block;
+  p.total_bytes = p.num_full_blocks * p.full_bytes_per_block +
+                  p.num_swa_blocks * p.swa_bytes_per_block +
+                  p.num_mtp_blocks * p.mtp_bytes_per_block;
   p.budget_bytes = o.budget_bytes > 0 ? o.budget_bytes : p.total_bytes;
   p.tokens_that_fit = p.num_full_layers > 0 ? (p.num_full_blocks - 1) * o.block_size : 0;
   return p;

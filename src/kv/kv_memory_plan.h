@@ -22,6 +22,12 @@ struct KvMemoryPlanOptions {
   // > 0: exactly this many allocatable full-attention blocks, whatever the budget (vLLM's
   // num_gpu_blocks_override; for tests and benchmarks that need a given cache size).
   int64_t num_full_blocks_override = 0;
+  // MTP layers (LayerConfig::mtp) keep their sliding-window caches in a pool of their own, under
+  // sequence ids of their own: this many MTP sequences per sequence (speculative decoding: one
+  // per draft depth), each computing up to mtp_chunk_tokens positions in a step. 0: the pool is
+  // sized like the main sliding-window pool (tools that run MTP layers on ordinary sequences).
+  int mtp_sequences_per_sequence = 0;
+  int mtp_chunk_tokens = 0;
 };
 
 struct KvMemoryPlan {
@@ -48,6 +54,12 @@ struct KvMemoryPlan {
   int64_t budget_bytes = 0;
   int64_t num_full_blocks = 0;
   int64_t num_swa_blocks = 0;
+  // MTP layers' pool.
+  int num_mtp_layers = 0;
+  int64_t mtp_bytes_per_token = 0;
+  int64_t mtp_bytes_per_block = 0;
+  int mtp_blocks_per_sequence = 0;  // per MTP sequence
+  int64_t num_mtp_blocks = 0;
   int64_t total_bytes = 0;      // what the pools take
   int64_t tokens_that_fit = 0;  // full-layer token slots over all sequences
 };

@@ -78,6 +78,8 @@ StatusOr<std::unique_ptr<PagedKvAttention>> PagedKvAttention::Create(const Model
   po.max_context = o.max_context;
   po.max_chunk_tokens = o.max_chunk_tokens;
   po.num_full_blocks_override = o.num_full_blocks_override;
+  po.mtp_sequences_per_sequence = o.mtp_sequences_per_sequence;
+  po.mtp_chunk_tokens = o.mtp_chunk_tokens;
   MIMO_ASSIGN_OR_RETURN(KvMemoryPlan plan, PlanKvMemory(config, po));
 
   std::unique_ptr<PagedKvAttention> a(new PagedKvAttention());
@@ -89,17 +91,22 @@ StatusOr<std::unique_ptr<PagedKvAttention>> PagedKvAttention::Create(const Model
   KvCacheManagerConfig mc;
   mc.block_size = o.block_size;
   mc.enable_prefix_caching = o.enable_prefix_caching;
-  std::vector<std::pair<AttentionKind, int>> keys;
+  // One group per (kind, window, MTP): MTP layers get a pool of their own (their draft sequences
+  // are not the main model's).
+  std::vector<std::tuple<AttentionKind, int, bool>> keys;
   for (const LayerConfig& l : config.layers) {
-    std::pair<AttentionKind, int> key{
-        l.attention, l.attention == AttentionKind::kSlidingWindow ? l.sliding_window : 0};
+    std::tuple<AttentionKind, int, bool> key{
+        l.attention, l.attention == AttentionKind::kSlidingWindow ? l.sliding_window : 0, l.mtp};
     int g = 0;
     while (g < static_cast<int>(keys.size()) && keys[g] != key) ++g;
     if (g == static_cast<int>(keys.size())) {
       keys.push_back(key);
-      const bool swa = key.first == AttentionKind::kSlidingWindow;
-      mc.groups.push_back({key.first, key.second,
-                           static_cast<int>(swa ? plan.num_swa_blocks : plan.num_full_blocks)});
+      const bool swa = std::get<0>(key) == AttentionKind::kSlidingWindow;
+      const int64_t blocks = l.mtp ? plan.num_mtp_blocks
+                             : swa ? plan.num_swa_blocks
+                                   : plan.num_full_blocks;
+      mc.groups.push_back({std::get<0>(key), std::get<1>(key), static_cast<int>(blocks), !l.mtp});
+      if (l.mtp) a->mtp_group_ = g;
     }
     a->layer_group_.push_back(g);
   }
@@ -169,7 +176,8 @@ Status PagedKvAttention::PrepareStep(const StepBatch& batch) {
         return InvalidArgument("sequence %d is not in the KV cache but starts at position %d",
                                c.seq_id, c.start_pos);
       }
-      MIMO_RETURN_IF_ERROR(m.AddSequence(c.seq_id).status());
+      // Started implicitly (tools driving the model by hand): every group, MTP layers included.
+      MIMO_RETURN_IF_ERROR(m.AddSequence(c.seq_id, {}, m.all_groups_mask()).status());
     }
     const int cached = m.num_tokens(c.seq_id);
     if (c.start_pos > cached) {
@@ -192,6 +200,7 @@ Status PagedKvAttention::PrepareStep(const StepBatch& batch) {
   for (int g = 0; g < G; ++g) {
     step_batches_[g].num_tokens = batch.num_tokens;
     for (const SequenceChunk& c : batch.chunks) {
+      if (!m.InGroup(c.seq_id, g)) continue;  // e.g. MTP draft sequences outside the MTP pool
       m.SlotMapping(c.seq_id, g, c.start_pos, c.num_tokens, &step_slots_[g][c.token_begin]);
       const std::vector<int32_t>& table = m.BlockTable(c.seq_id, g);
       step_batches_[g].seqs.push_back(
@@ -227,6 +236,17 @@ void PagedKvAttention::Forward(ExecContext& ctx, int layer, const AttentionGeome
 bool PagedKvAttention::ReserveSlots(int seq, int num_new_tokens, int num_lookahead_tokens) {
   prepared_ = false;
   return manager_->AllocateSlots(seq, num_new_tokens, num_lookahead_tokens).has_value();
+}
+
+Status PagedKvAttention::AddMtpSequence(int seq, int start_pos) {
+  if (mtp_group_ < 0) return InvalidArgument("the model has no MTP layers");
+  prepared_ = false;
+  return manager_->AddSequenceAt(seq, start_pos, 1u << mtp_group_);
+}
+
+Status PagedKvAttention::Rewind(int seq, int num_tokens) {
+  prepared_ = false;
+  return manager_->Rewind(seq, num_tokens);
 }
 
 StatusOr<int> PagedKvAttention::AttachCachedPrefix(int seq, std::span<const int32_t> prompt) {

@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <span>
+#include <tuple>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,8 @@ struct PagedKvOptions {
   int max_chunk_tokens = 512;           // largest chunk of one sequence in a step
   bool enable_prefix_caching = true;
   int64_t num_full_blocks_override = 0;  // --num-kv-blocks: see KvMemoryPlanOptions
+  int mtp_sequences_per_sequence = 0;    // speculative decoding: draft depths (see the plan)
+  int mtp_chunk_tokens = 0;
   const AttentionBackendRegistry* registry = nullptr;  // null: BuiltinAttentionBackends()
 };
 
@@ -73,6 +76,13 @@ class PagedKvAttention final : public KvAttention {
   // or wait). The step's PrepareStep then finds them in place. The sequence must exist.
   bool ReserveSlots(int seq, int num_new_tokens, int num_lookahead_tokens = 0);
 
+  // Speculative decoding: a draft sequence of the MTP layers only, starting at start_pos (a block
+  // boundary; earlier positions are never read). Freed with FreeSequence.
+  Status AddMtpSequence(int seq, int start_pos);
+  bool has_mtp_pool() const { return mtp_group_ >= 0; }
+  // Forgets computed tokens from num_tokens on (rejected drafts), see KvCacheManager::Rewind.
+  Status Rewind(int seq, int num_tokens);
+
   // Prefix caching: starts `seq` on the longest cached prefix of `prompt` and returns its length;
   // the first chunk then starts there. Records the prefix's ids.
   StatusOr<int> AttachCachedPrefix(int seq, std::span<const int32_t> prompt);
@@ -94,6 +104,7 @@ class PagedKvAttention final : public KvAttention {
   KvMemoryPlan plan_;
   std::unique_ptr<KvCacheManager> manager_;
   std::vector<int> layer_group_;              // [num_layers] -> KV-cache group
+  int mtp_group_ = -1;                        // the MTP layers' group, if any
   std::vector<KvLayerStorage> storage_;       // [num_layers]
   std::vector<LayerBackendChoice> backends_;  // [num_layers]
 

@@ -30,6 +30,7 @@ std::vector<LayerConfig> MimoV2Model::KvLayerConfigs() const {
   for (size_t i = 0; i < w_.mtp.size(); ++i) {
     LayerConfig lc = w_.mtp_layer_config;
     lc.has_sinks = !w_.mtp[i].block.attn.sinks.empty();
+    lc.mtp = true;
     out.push_back(lc);
   }
   return out;
@@ -169,8 +170,7 @@ void MimoV2Model::Forward(ExecContext& ctx, const StepBatch& batch, const int32_
 }
 
 void MimoV2Model::MtpForward(ExecContext& ctx, int i, const StepBatch& batch, const float* hprev,
-                             const int32_t* tokens, KvAttention& kv, float* logits,
-                             float* hidden_out) {
+                             const int32_t* tokens, KvAttention& kv, const MtpOutputs& out) {
   const ModelConfig& cfg = config();
   const MtpLayerWeights& m = w_.mtp[i];
   const int64_t T = batch.num_tokens, H = cfg.hidden_size;
@@ -191,11 +191,22 @@ void MimoV2Model::MtpForward(ExecContext& ctx, int i, const StepBatch& batch, co
   LayerConfig lc = w_.mtp_layer_config;
   lc.has_sinks = !m.block.attn.sinks.empty();
   DecoderLayer(ctx, mtp_kv_layer(i), lc, m.block, batch, positions.data(), x.data(), kv);
-  if (hidden_out) std::copy(x.begin(), x.end(), hidden_out);
-  if (logits) {
-    RmsNorm(x.data(), T, H, m.final_layernorm, eps, x.data());
-    Linear(ctx, x.data(), T, w_.lm_head, logits);
+  if (out.hidden_out) std::copy(x.begin(), x.end(), out.hidden_out);
+  if (!out.logits) return;
+  std::vector<float> sel;  // [rows, H] the wanted rows, final-normed
+  int64_t n = T;
+  if (out.logit_rows.empty()) {
+    sel = std::move(x);
+  } else {
+    n = static_cast<int64_t>(out.logit_rows.size());
+    sel.resize(n * H);
+    for (int64_t r = 0; r < n; ++r) {
+      const int row = out.logit_rows[r];
+      std::copy(x.begin() + row * H, x.begin() + (row + 1) * H, sel.begin() + r * H);
+    }
   }
+  RmsNorm(sel.data(), n, H, m.final_layernorm, eps, sel.data());
+  Linear(ctx, sel.data(), n, out.head ? *out.head : w_.lm_head, out.logits);
 }
 
 }  // namespace mimo

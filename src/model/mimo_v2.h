@@ -25,6 +25,14 @@ struct ForwardOutputs {
   float* prenorm_hidden = nullptr;  // [T, hidden]
 };
 
+// What MtpForward writes.
+struct MtpOutputs {
+  std::vector<int> logit_rows;         // rows whose logits are wanted; empty: every row
+  float* logits = nullptr;             // [rows, head rows] (optional)
+  const MatrixWeight* head = nullptr;  // null: the shared lm_head; else e.g. a draft vocabulary
+  float* hidden_out = nullptr;         // [T, hidden] block output before final_layernorm
+};
+
 // What the last Forward read: weights actually used (each distinct chosen expert once), for
 // benchmarks against the bandwidth roofline.
 struct ForwardStats {
@@ -61,10 +69,9 @@ class MimoV2Model {
 
   // MTP layer i on pairs (hprev_t, token_{t+1}) at position t (spec §3):
   // u = eh_proj([enorm(embed(token)) | hnorm(hprev)]); block; final_layernorm; shared lm_head.
-  //   hprev [T, hidden]; tokens [T]; logits [T, vocab]; hidden_out [T, hidden] (block output
-  //   before final_layernorm; optional).
+  //   hprev [T, hidden]; tokens [T].
   void MtpForward(ExecContext& ctx, int i, const StepBatch& batch, const float* hprev,
-                  const int32_t* tokens, KvAttention& kv, float* logits, float* hidden_out);
+                  const int32_t* tokens, KvAttention& kv, const MtpOutputs& out);
 
  private:
   MimoV2Model() = default;

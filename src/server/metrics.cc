@@ -69,16 +69,6 @@ void ServerMetrics::ObserveFinished(const RequestOutput& last) {
   }
 }
 
-void ServerMetrics::ObserveSpecDecode(int64_t drafts, int64_t draft_tokens, int64_t accepted,
-                                      const std::vector<int64_t>& per_pos) {
-  std::lock_guard<std::mutex> lk(mu_);
-  spec_drafts_ += drafts;
-  spec_draft_tokens_ += draft_tokens;
-  spec_accepted_ += accepted;
-  if (spec_accepted_per_pos_.size() < per_pos.size()) spec_accepted_per_pos_.resize(per_pos.size());
-  for (size_t i = 0; i < per_pos.size(); ++i) spec_accepted_per_pos_[i] += per_pos[i];
-}
-
 std::string ServerMetrics::Render(const EngineStats& e) const {
   std::lock_guard<std::mutex> lk(mu_);
   const std::string label = "model_name=\"" + model_name_ + "\"";
@@ -142,16 +132,16 @@ std::string ServerMetrics::Render(const EngineStats& e) const {
   histogram("mimo:request_queue_time_seconds",
             "Histogram of time spent in the waiting queue in seconds.", queue_);
   counter("mimo:spec_decode_num_drafts_total", "Number of spec decoding drafts.",
-          static_cast<double>(spec_drafts_));
+          static_cast<double>(e.spec_num_drafts));
   counter("mimo:spec_decode_num_draft_tokens_total", "Number of draft tokens.",
-          static_cast<double>(spec_draft_tokens_));
+          static_cast<double>(e.spec_num_draft_tokens));
   counter("mimo:spec_decode_num_accepted_tokens_total", "Number of accepted tokens.",
-          static_cast<double>(spec_accepted_));
+          static_cast<double>(e.spec_num_accepted_tokens));
   head("mimo:spec_decode_num_accepted_tokens_per_pos_total", "counter",
        "Accepted tokens per draft position.");
-  for (size_t i = 0; i < spec_accepted_per_pos_.size(); ++i) {
+  for (size_t i = 0; i < e.spec_accepted_per_pos.size(); ++i) {
     sample("mimo:spec_decode_num_accepted_tokens_per_pos_total",
-           static_cast<double>(spec_accepted_per_pos_[i]), ",position=\"" + std::to_string(i) + "\"");
+           static_cast<double>(e.spec_accepted_per_pos[i]), ",position=\"" + std::to_string(i) + "\"");
   }
   return out;
 }

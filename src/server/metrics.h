@@ -32,19 +32,14 @@ class ServerMetrics {
   void ObserveFirstToken(double ttft_seconds);
   void ObserveInterToken(double seconds);
   void ObserveQueueTime(double seconds);
-  // Speculative decoding (filled by the MTP issue): accepted tokens per draft position.
-  void ObserveSpecDecode(int64_t drafts, int64_t draft_tokens, int64_t accepted,
-                         const std::vector<int64_t>& accepted_per_pos);
-
-  // The text of GET /metrics; gauges and engine counters come from `engine`.
+  // The text of GET /metrics; gauges and engine counters (tokens, finish reasons, prefix cache,
+  // preemptions, speculative decoding) come from `engine`.
   std::string Render(const EngineStats& engine) const;
 
  private:
   std::string model_name_;
   mutable std::mutex mu_;
   Histogram ttft_, itl_, e2e_, queue_;
-  int64_t spec_drafts_ = 0, spec_draft_tokens_ = 0, spec_accepted_ = 0;
-  std::vector<int64_t> spec_accepted_per_pos_;
 };
 
 }  // namespace mimo

@@ -8,10 +8,14 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <fstream>
 #include <map>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "engine/request_stream.h"
+#include "spec/mtp_speculator.h"
 
 namespace mimo {
 namespace {
@@ -40,9 +44,11 @@ Nano& Load() {
 }
 
 std::unique_ptr<Engine> MakeEngine(int max_seqs, int budget, DType kv_dtype = DType::kF32,
-                                   int64_t kv_bytes = 0, int block_size = 16) {
+                                   int64_t kv_bytes = 0, int block_size = 16,
+                                   std::shared_ptr<Speculator> spec = nullptr) {
   Nano& n = Load();
   EngineOptions o;
+  o.speculator = spec;
   o.scheduler.max_num_seqs = max_seqs;
   o.scheduler.max_num_batched_tokens = budget;
   o.kv.kv_dtype = kv_dtype;
@@ -317,6 +323,141 @@ TEST(Engine, BadRequestsGetErrorsNamingTheProblem) {
   EXPECT_NE(submit(g).find("stop"), std::string::npos);
   g.stop.stop = {};
   EXPECT_EQ(submit(g), "");
+}
+
+
+// MTP drafting over the nano model's output vocabulary (models/mimo-v2-nano/nano_used_tokens.json).
+std::shared_ptr<Speculator> Mtp(int k, bool chained = false) {
+  Nano& n = Load();
+  MtpSpeculatorOptions o;
+  o.num_speculative_tokens = k;
+  o.chained = chained;
+  std::ifstream f(kModel + "/nano_used_tokens.json");
+  const nlohmann::json j = nlohmann::json::parse(f);
+  for (int id : j["output_ids"]) o.draft_vocab.push_back(id);
+  auto s = MtpSpeculator::Create(*n.model, o);
+  EXPECT_TRUE(s.ok()) << s.status().message();
+  return std::shared_ptr<Speculator>(std::move(s).value());
+}
+
+// Greedy MTP decoding verifies drafts against the target's own rows, computed batch-invariantly,
+// so tokens and logprobs equal plain decoding's, whatever the accept lengths: alone and batched,
+// with stop strings and max_tokens cutting inside a verified run, over block sizes that put
+// block boundaries and the window edge inside the drafts (rollback).
+TEST(EngineSpec, GreedyOutputsAreIdenticalWithMtp) {
+  std::vector<GenerationRequest> reqs = MixedRequests(24);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    reqs[i].sampling.logprobs = 0;
+    reqs[i].stop.max_tokens = 9 + static_cast<int>(i) * 3;
+    if (i % 5 == 0) reqs[i].stop.stop = {" in "};
+  }
+  for (int block : {16, 4}) {
+    // The block size changes where the attention's online softmax rescales: compare within one.
+    auto plain = MakeEngine(16, 64, DType::kF32, 0, block);
+    const std::vector<Result> want = RunAll(*plain, reqs);
+    for (int k : {1, 3}) {
+      auto e = MakeEngine(16, 64, DType::kF32, 0, block, Mtp(k));
+      const std::vector<Result> got = RunAll(*e, reqs);
+      for (size_t i = 0; i < reqs.size(); ++i) {
+        EXPECT_EQ(got[i].ids, want[i].ids) << "request " << i << " k " << k << " block " << block;
+        EXPECT_EQ(got[i].logprobs, want[i].logprobs) << "request " << i;
+        EXPECT_EQ(got[i].text, want[i].text);
+        EXPECT_EQ(got[i].last.finish_reason, want[i].last.finish_reason);
+      }
+      const EngineStats st = e->Stats();
+      EXPECT_GT(st.spec_num_drafts, 0);
+      // The nano model's MTP heads agree with it most of the time (README: 3.8 of 4 tokens).
+      const double accept = 1.0 + static_cast<double>(st.spec_num_accepted_tokens) / st.spec_num_drafts;
+      std::printf("block %d k %d: mean accept length %.3f\n", block, k, accept);
+      EXPECT_GT(accept, k == 1 ? 1.6 : 2.2) << "k " << k;
+      EXPECT_EQ(st.kv_free_blocks_per_group, st.kv_total_blocks_per_group);  // all returned
+    }
+  }
+  // The chained variant (depth k fed by depth k-1) is exact too (acceptance may differ).
+  auto plain = MakeEngine(16, 64);
+  const std::vector<Result> want = RunAll(*plain, reqs);
+  auto e = MakeEngine(16, 64, DType::kF32, 0, 16, Mtp(3, true));
+  const std::vector<Result> got = RunAll(*e, reqs);
+  for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(got[i].ids, want[i].ids) << "chained " << i;
+}
+
+// Blocks written during drafting are published to the prefix cache only with verified content:
+// a later request whose prompt is an earlier request's prompt + output reuses those blocks and
+// continues exactly as the earlier request did.
+TEST(EngineSpec, PrefixCacheAfterRollbackServesVerifiedContent) {
+  GenerationRequest a;
+  a.prompt_ids = Chat("", "What is 27 + 15?");
+  a.sampling.temperature = 0.0f;
+  a.stop.max_tokens = 160;
+  a.stop.ignore_eos = true;
+  auto plain = MakeEngine(1, 512, DType::kF32, 0, 4);
+  const std::vector<int32_t> out = RunAll(*plain, {a})[0].ids;
+  ASSERT_EQ(out.size(), 160u);
+  GenerationRequest b = a;
+  b.prompt_ids.insert(b.prompt_ids.end(), out.begin(), out.begin() + 130);
+  b.stop.max_tokens = 30;
+  // One sequence at a time: b starts after a, on the blocks a published while drafting.
+  auto e = MakeEngine(1, 512, DType::kF32, 0, 4, Mtp(3));
+  const std::vector<Result> got = RunAll(*e, {a, b});
+  EXPECT_EQ(got[0].ids, out);
+  EXPECT_EQ(got[1].ids, std::vector<int32_t>(out.begin() + 130, out.end()));
+  // A hit reaching into the decoded part (blocks written by verify steps), less the drafter's
+  // margin (window 64 + 3 drafts): the prompt of b is ~22 tokens + 130.
+  EXPECT_GE(got[1].last.num_cached_tokens, static_cast<int>(b.prompt_ids.size()) - 64 - 3 - 4);
+  EXPECT_GT(got[1].last.num_cached_tokens, static_cast<int>(a.prompt_ids.size()));
+}
+
+TEST(EngineSpec, SampledOutputsReproduceWithASeed) {
+  std::vector<GenerationRequest> reqs = MixedRequests(16);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    reqs[i].sampling.temperature = 0.8f;
+    reqs[i].sampling.top_p = 0.9f;
+    reqs[i].sampling.seed = 50 + i;
+  }
+  auto e1 = MakeEngine(16, 64, DType::kF32, 0, 16, Mtp(3));
+  auto e2 = MakeEngine(16, 64, DType::kF32, 0, 16, Mtp(3));
+  const auto first = Ids(RunAll(*e1, reqs));
+  EXPECT_EQ(Ids(RunAll(*e2, reqs)), first);
+  auto alone = MakeEngine(1, 512, DType::kF32, 0, 16, Mtp(3));
+  EXPECT_EQ(RunAll(*alone, {reqs[3]})[0].ids, first[3]);  // whatever else is in the batch
+}
+
+TEST(EngineSpec, CancellationFreesDraftBlocksToo) {
+  auto e = MakeEngine(8, 64, DType::kF32, 0, 16, Mtp(3));
+  e->Start();
+  std::vector<RequestStream> streams(4);
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < 4; ++i) {
+    GenerationRequest g;
+    g.prompt_ids = MixedRequests(1)[i].prompt_ids;
+    g.stop.max_tokens = 2000;
+    g.stop.ignore_eos = true;
+    auto id = e->Submit(g, streams[i].Sink());
+    ASSERT_TRUE(id.ok());
+    ids.push_back(*id);
+  }
+  for (auto& s : streams) {
+    for (int got = 0; got < 2;) {  // past the first draft step
+      RequestOutput ev;
+      ASSERT_TRUE(s.Next(&ev, 60.0));
+      got += !ev.token_ids.empty();
+    }
+  }
+  for (uint64_t id : ids) e->Cancel(id);
+  for (auto& s : streams) {
+    RequestOutput ev;
+    while (s.Next(&ev, 30.0) && !ev.finished) {
+    }
+  }
+  EngineStats after;
+  for (int i = 0; i < 100; ++i) {
+    after = e->Stats();
+    if (after.num_running == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(after.kv_free_blocks_per_group.size(), 3u);  // full, SWA and MTP pools
+  EXPECT_EQ(after.kv_free_blocks_per_group, after.kv_total_blocks_per_group);
+  e->Shutdown();
 }
 
 }  // namespace

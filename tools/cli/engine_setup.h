@@ -7,8 +7,11 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/model_loading.h"
 #include "engine/engine.h"
+#include "spec/mtp_speculator.h"
 #include "io/generation_config.h"
 #include "tokenizer/bpe.h"
 
@@ -16,15 +19,60 @@ namespace mimo::cli {
 
 // Flags of every engine-driving command, with vLLM's names.
 inline std::vector<std::string> EngineKeys() {
-  std::vector<std::string> k = {"max-num-seqs", "max-num-batched-tokens", "max-model-len",
-                                "max-waiting", "threads"};
+  std::vector<std::string> k = {"max-num-seqs",           "max-num-batched-tokens",
+                                "max-model-len",          "max-waiting",
+                                "threads",                "speculative",
+                                "num-speculative-tokens", "speculative-draft-vocab"};
   for (auto& x : KvCacheKeys()) k.push_back(x);
   return k;
 }
 inline std::vector<std::string> EngineFlags() {
   std::vector<std::string> f = KvCacheFlags();
   f.push_back("no-enable-prefix-caching");
+  f.push_back("speculative-chained");
   return f;
+}
+
+// --speculative-draft-vocab: N (the first N ids, which byte-level BPE ranks by merge order,
+// i.e. roughly by frequency, plus every added token), or a JSON file with a list of ids (or an
+// object with "draft_vocab" or "output_ids"). Default: 32768 when the vocabulary is larger.
+inline bool DraftVocabOrReport(const char* cmd, const Args& a, const Tokenizer* tok, int vocab,
+                               std::vector<int32_t>* out) {
+  const std::string v = a.Get("speculative-draft-vocab", vocab > 32768 ? "32768" : "");
+  if (v.empty()) return true;
+  if (v.find_first_not_of("0123456789") == std::string::npos) {
+    const int n = std::min(vocab, std::atoi(v.c_str()));
+    for (int i = 0; i < n; ++i) out->push_back(i);
+    if (tok) {
+      for (const AddedToken& t : tok->added_tokens()) {
+        if (t.id >= n && t.id < vocab) out->push_back(t.id);
+      }
+    }
+    return true;
+  }
+  std::string text;
+  nlohmann::json j;
+  if (ReadFileToString(v, &text)) j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_object()) j = j.contains("draft_vocab") ? j["draft_vocab"] : j.value("output_ids", nlohmann::json());
+  if (!j.is_array() || j.empty()) {
+    std::fprintf(stderr, "mimo %s: error: --speculative-draft-vocab '%s' is neither a count nor a "
+                 "JSON list of token ids\n", cmd, v.c_str());
+    return false;
+  }
+  for (const auto& x : j) {
+    if (!x.is_number_integer()) {
+      std::fprintf(stderr, "mimo %s: error: %s: draft vocabulary entries must be token ids\n", cmd,
+                   v.c_str());
+      return false;
+    }
+    out->push_back(x.get<int32_t>());
+  }
+  if (tok) {  // the end-of-turn tokens must be draftable
+    for (const char* name : {"<|im_end|>", "<|endoftext|>"}) {
+      if (tok->TokenToId(name) >= 0) out->push_back(tok->TokenToId(name));
+    }
+  }
+  return true;
 }
 
 struct EngineRuntime {
@@ -69,6 +117,27 @@ inline bool MakeEngineOrReport(const char* cmd, const Args& a, bool need_tokeniz
   o.max_model_len = static_cast<int>(a.GetInt("max-model-len", 0));
   o.max_waiting = static_cast<int>(a.GetInt("max-waiting", 1024));
   o.eos_token_ids = ModelEosIds(rt->lm.model->config(), rt->gen, rt->tok.get());
+  if (a.Has("speculative")) {
+    if (a.Get("speculative") != "mtp") {
+      std::fprintf(stderr, "mimo %s: error: --speculative '%s': only mtp is supported\n", cmd,
+                   a.Get("speculative").c_str());
+      return false;
+    }
+    MtpSpeculatorOptions so;
+    so.num_speculative_tokens = static_cast<int>(
+        a.GetInt("num-speculative-tokens", std::min(3, rt->lm.model->num_mtp_layers())));
+    so.chained = a.Has("speculative-chained");
+    if (!DraftVocabOrReport(cmd, a, rt->tok.get(), rt->lm.model->config().vocab_size,
+                            &so.draft_vocab)) {
+      return false;
+    }
+    auto spec = MtpSpeculator::Create(*rt->lm.model, so);
+    if (!spec.ok()) {
+      std::fprintf(stderr, "mimo %s: error: %s\n", cmd, spec.status().message().c_str());
+      return false;
+    }
+    o.speculator = std::shared_ptr<Speculator>(std::move(spec).value());
+  }
   auto e = Engine::Create(*rt->lm.model, rt->lm.ctx, rt->tok.get(), o);
   if (!e.ok()) {
     std::fprintf(stderr, "mimo %s: error: %s\n", cmd, e.status().message().c_str());

@@ -50,6 +50,22 @@ class Collector {
   std::map<std::pair<uint64_t, int>, SampleResult> results_;
 };
 
+// {"num_drafts", "num_draft_tokens", "num_accepted_tokens", "mean_accept_length",
+//  "acceptance_per_position"}: mean accept length counts the bonus token (tokens per verify step).
+Json SpecJson(const EngineStats& s) {
+  Json per = Json::array();
+  for (int64_t a : s.spec_accepted_per_pos) {
+    per.push_back(s.spec_num_drafts > 0 ? static_cast<double>(a) / s.spec_num_drafts : 0.0);
+  }
+  return {{"num_drafts", s.spec_num_drafts},
+          {"num_draft_tokens", s.spec_num_draft_tokens},
+          {"num_accepted_tokens", s.spec_num_accepted_tokens},
+          {"mean_accept_length",
+           s.spec_num_drafts > 0 ? 1.0 + static_cast<double>(s.spec_num_accepted_tokens) / s.spec_num_drafts
+                                 : 0.0},
+          {"acceptance_per_position", per}};
+}
+
 double Ms(double a, double b) { return b > a && a > 0 ? (b - a) * 1e3 : 0.0; }
 
 // One request line -> GenerationRequest. Defaults follow the single form: greedy, 16 tokens.
@@ -317,10 +333,13 @@ int RunGenerate(int argc, char** argv) {
   std::string list;
   for (size_t i = 0; i < output.size(); ++i) list += (i ? "," : "") + std::to_string(output[i]);
   if (a.Has("json")) {
-    std::printf("{\"output_ids\": [%s], \"num_prompt_tokens\": %d, \"finish_reason\": \"%s\", "
-                "\"prefill_tokens_per_s\": %.3f, \"decode_tokens_per_s\": %.3f}\n",
-                list.c_str(), n_prompt, FinishReasonName(last.finish_reason), prefill_tps,
-                decode_tps);
+    Json j = {{"output_ids", output},
+              {"num_prompt_tokens", n_prompt},
+              {"finish_reason", FinishReasonName(last.finish_reason)},
+              {"prefill_tokens_per_s", prefill_tps},
+              {"decode_tokens_per_s", decode_tps}};
+    if (a.Has("speculative")) j["spec"] = SpecJson(rt.engine->Stats());
+    std::printf("%s\n", j.dump().c_str());
     return 0;
   }
   std::printf("%s\n", a.Has("prompt") ? rt.tok->Decode(output).c_str() : list.c_str());

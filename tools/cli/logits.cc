@@ -81,8 +81,9 @@ int RunMtpLogits(const Args& a, LoadedModel& lm, const std::vector<std::vector<i
     StepBatch mb;
     mb.chunks.push_back({1, 0, m, t});
     mb.num_tokens = m;
-    lm.model->MtpForward(lm.ctx, layer, mb, h.data() + t * H, ids.data() + t + 1, *kv,
-                         logits.data() + t * V, nullptr);
+    MtpOutputs mo;
+    mo.logits = logits.data() + t * V;
+    lm.model->MtpForward(lm.ctx, layer, mb, h.data() + t * H, ids.data() + t + 1, *kv, mo);
   }
   return WriteFloats(a.Get("out"), logits) ? 0 : 1;
 }

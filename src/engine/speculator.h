@@ -1,0 +1,55 @@
+// Speculative decoding as the engine drives it. The engine owns the step: it schedules each
+// decoding request's drafts for verification (1 + drafts tokens in one forward pass), asks the
+// Speculator to verify them against the target rows, rolls rejected drafts back in the KV
+// cache, applies stop rules to the accepted tokens, and asks for new drafts. The drafter and
+// the acceptance rule live in src/spec (MtpSpeculator); the model only runs forwards.
+// Engine thread only.
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "engine/request.h"
+#include "engine/sampler.h"
+
+namespace mimo {
+
+class PagedKvAttention;
+struct SchedulePlan;
+
+class Speculator {
+ public:
+  virtual ~Speculator() = default;
+  virtual int num_speculative_tokens() const = 0;
+  // KV geometry it needs (see KvMemoryPlanOptions): draft sequences per sequence and positions
+  // per draft step; and the tokens a prefix-cache hit must leave to compute.
+  virtual int mtp_sequences_per_sequence() const = 0;
+  virtual int mtp_chunk_tokens() const = 0;
+  virtual int prefix_hit_margin() const = 0;
+  // Once, after the engine built its KV cache.
+  virtual Status Attach(PagedKvAttention& kv, int block_size) = 0;
+
+  // After every forward pass: the step's plan, its rows' pre-norm hidden states [T, hidden],
+  // and each chunk's request (nullptr for none).
+  virtual void ObserveStep(const SchedulePlan& plan, const float* hidden,
+                           std::span<Request* const> chunk_requests) = 0;
+  // Verifies r.draft against the target rows logits [1 + draft, vocab] (row i: the
+  // distribution of the token after draft i - 1, processed as the engine samples: penalties over
+  // r's history plus the tokens accepted before it, min_tokens masking of eos_ids). Returns the
+  // tokens to append: the accepted drafts and one more (the target's own token at the first
+  // rejection, or the bonus token), each with raw logprobs when asked. Greedy: exact match with
+  // the target's argmax. Sampling: rejection sampling with the draft probabilities, so the
+  // output distribution is exactly the target's.
+  virtual std::vector<SampledToken> Verify(Request& r, const float* logits, int64_t vocab,
+                                           const std::vector<int32_t>& eos_ids,
+                                           Sampler& sampler) = 0;
+  // Proposes drafts (r->draft, and r->draft_probs when sampling) for requests that continue;
+  // max_drafts[i] bounds request i's (remaining max_tokens / context).
+  virtual void Propose(ExecContext& ctx, std::span<Request* const> reqs,
+                       std::span<const int> max_drafts) = 0;
+  // The request left the running set (finished, cancelled or preempted): drop its draft state.
+  virtual void Release(int seq_id) = 0;
+};
+
+}  // namespace mimo
