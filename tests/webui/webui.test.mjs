@@ -399,6 +399,7 @@ describe("web UI", { skip }, () => {
       assert.equal(res.status, 400);
       const { error } = await res.json();
       assert.equal(shown, `HTTP 400: ${error.message}`);
+      assert.equal(await page.$eval(".msg.assistant .stats", (e) => e.textContent), "error");
       // The turn was not sent: its bubble is marked and the text is back in the box.
       assert.equal(await page.$eval(".msg.user", (e) => e.classList.contains("unsent")), true);
       assert.equal(await page.$eval("#input", (e) => e.value), "What is 2 + 3?");

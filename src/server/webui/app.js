@@ -432,7 +432,7 @@
       s.tokens = acc.usage.completion_tokens;
       s.exact = true;
     }
-    s.finish = stopped ? "stopped" : acc.finish;
+    s.finish = stopped ? "stopped" : acc.error ? "error" : acc.finish;
     render(false);
     if (acc.error) showError(acc.error, view.root);
     if (epoch !== state.epoch) return false;
