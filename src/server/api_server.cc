@@ -7,6 +7,7 @@
 #include <ctime>
 
 #include "core/log.h"
+#include "server/web_ui.h"
 #include "tokenizer/utf8.h"
 
 namespace mimo {
@@ -180,6 +181,7 @@ void ApiServer::Route() {
   s.Post("/tokenize", [this](const httplib::Request& q, httplib::Response& r) { HandleTokenize(q, r); });
   s.Post("/detokenize",
          [this](const httplib::Request& q, httplib::Response& r) { HandleDetokenize(q, r); });
+  if (opts_.web_ui) RegisterWebUi(s);
   s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (res.status == 404 && res.body.empty()) {
       ApiError e;

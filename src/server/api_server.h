@@ -1,5 +1,6 @@
 // The HTTP API of `mimo serve`: OpenAI (/v1/chat/completions, /v1/completions, /v1/models),
-// Anthropic (/v1/messages), /health, /metrics, /tokenize, /detokenize. Built on cpp-httplib.
+// Anthropic (/v1/messages), /health, /metrics, /tokenize, /detokenize, and the chat page at /
+// (server/web_ui.h). Built on cpp-httplib.
 // HTTP threads parse JSON, render the chat template, tokenize, detokenize and parse model output;
 // only the engine thread touches the model (through Engine::Submit / Cancel). Handlers never
 // throw: every failure becomes an error object with the right HTTP status.
@@ -32,6 +33,7 @@ struct ServerOptions {
   std::string api_key;        // non-empty: /v1/* and /tokenize need it
   std::string served_model_name = "mimo";
   int http_threads = 256;     // each streaming client holds one while it streams
+  bool web_ui = true;         // GET / serves the built-in chat page (server/web_ui.h)
 };
 
 // What a ready server serves with. Owned by the caller; must outlive the server.

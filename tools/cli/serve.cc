@@ -34,12 +34,13 @@ int RunServe(int argc, char** argv) {
   for (auto& k : EngineKeys()) keys.push_back(k);
   std::vector<std::string> flags = EngineFlags();
   flags.push_back("no-warmup");
+  flags.push_back("no-webui");
   if (!a.Parse(argc, argv, keys, flags, &err) || !a.Has("model")) {
     std::fprintf(stderr,
                  "mimo serve: %s\nusage: mimo serve --model DIR [--host 127.0.0.1] [--port 8000] "
                  "[--served-model-name NAME] [--api-key KEY] [--max-model-len N] [--max-num-seqs N] "
                  "[--max-num-batched-tokens N] [--kv-cache-dtype f32|bf16|fp8] [--kv-cache-memory B] "
-                 "[--chat-template FILE] [--threads N] [--no-warmup]\n",
+                 "[--chat-template FILE] [--threads N] [--no-warmup] [--no-webui]\n",
                  err.empty() ? "missing --model" : err.c_str());
     return 2;
   }
@@ -68,6 +69,7 @@ int RunServe(int argc, char** argv) {
   so.port = static_cast<int>(a.GetInt("port", 8000));
   so.api_key = a.Get("api-key");
   so.served_model_name = a.Get("served-model-name", BaseName(dir));
+  so.web_ui = !a.Has("no-webui");
   ApiServer server(so);
   const Status started = server.Start();
   if (!started.ok()) {
@@ -120,6 +122,9 @@ int RunServe(int argc, char** argv) {
                so.served_model_name.c_str(), rt.engine->max_model_len(),
                static_cast<long long>(a.GetInt("max-num-seqs", 16)),
                static_cast<long long>(rt.engine->kv_memory_plan().tokens_that_fit));
+  if (so.web_ui) {
+    std::fprintf(stderr, "mimo serve: chat page: http://%s:%d/\n", so.host.c_str(), server.port());
+  }
 
   while (signals.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   std::fprintf(stderr, "mimo serve: draining\n");
