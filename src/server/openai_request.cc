@@ -293,6 +293,11 @@ std::optional<ApiError> CheckMessages(const OJson& body, OJson* out) {
     }
   }
   *out = *m;
+  // Clients send assistant tool-call turns back with "content": null (OpenAI's own shape); the
+  // templates expect a string.
+  for (OJson& msg : *out) {
+    if (!msg.contains("content") || msg["content"].is_null()) msg["content"] = "";
+  }
   const Status st = ChatTemplate::ParseToolCallArguments(out);
   if (!st.ok()) return BadRequest(st.message(), "messages");
   return std::nullopt;
