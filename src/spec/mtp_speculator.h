@@ -52,6 +52,7 @@ class MtpSpeculator final : public Speculator {
   void Release(int seq_id) override;
 
   int draft_vocab_size() const { return static_cast<int>(draft_ids_.size()); }
+  const MatrixWeight& draft_head() const { return head_; }  // [draft vocab, hidden]
 
  private:
   struct SeqState {

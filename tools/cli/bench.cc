@@ -26,6 +26,7 @@
 
 namespace mimo::cli {
 int RunBenchBatch(const Args& a);  // bench_batch.cc
+int RunBenchSpec(const Args& a);   // bench_spec.cc
 namespace {
 
 // The benchmark clock. Wall time by default; with --clock cpu, process CPU time divided by the
@@ -367,6 +368,15 @@ int RunBench(int argc, char** argv) {
     }
     return RunBenchBatch(a);
   }
+  if (sub == "spec") {
+    std::vector<std::string> keys = {"model", "prompt-len", "gen-len", "reps", "prompt"};
+    for (auto& k : EngineKeys()) keys.push_back(k);
+    if (!a.Parse(argc - 1, argv + 1, keys, EngineFlags(), &err)) {
+      std::fprintf(stderr, "bench spec: %s\n", err.c_str());
+      return 2;
+    }
+    return RunBenchSpec(a);
+  }
   if (sub == "membw") {
     if (!a.Parse(argc - 1, argv + 1, {"threads", "size-mib", "reps", "clock"}, {}, &err)) {
       std::fprintf(stderr, "bench membw: %s\n", err.c_str());
@@ -408,7 +418,9 @@ int RunBench(int argc, char** argv) {
       "       mimo bench e2e --model DIR [--threads N] [--prompt 16] [--tokens 32]\n"
       "       mimo bench pool [--threads 2] [--regions 20000]\n"
       "       mimo bench batch --model DIR [--concurrency 1,4,8,16] [--prompt-len 32]\n"
-      "                        [--gen-len 32] [--threads N] [engine and KV flags]\n");
+      "                        [--gen-len 32] [--threads N] [engine and KV flags]\n"
+      "       mimo bench spec --model DIR [--num-speculative-tokens K] [--prompt-len 64]\n"
+      "                       [--gen-len 128] [--speculative-draft-vocab N|FILE] [--threads N]\n");
   return 2;
 }
 
