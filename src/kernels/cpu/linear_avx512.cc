@@ -12,6 +12,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstring>
 #include <array>
 #include <utility>
 #include <vector>
@@ -223,7 +224,10 @@ void DecodeRowRaw(const MatrixWeight& w, int64_t r, float* dst) {
 template <int R, int TT, bool kScaled>
 void MultiTile(const float* x, int64_t t0, const float* wd, const float* scale, int64_t nb,
                int64_t cols, int64_t bc, int64_t rows, int64_t r0, float* y) {
-  alignas(64) float total[R][TT][16] = {};  // running totals; touched once per block
+  // Running totals (FP8 block scales): kept in memory, touched once per block. Unscaled
+  // weights have one block, whose total is formed in registers at the end, as GemvTile does.
+  alignas(64) float total[kScaled ? R : 1][kScaled ? TT : 1][16];
+  if constexpr (kScaled) std::memset(total, 0, sizeof(total));
   const float* xt[TT];
 #pragma GCC unroll 16
   for (int t = 0; t < TT; ++t) xt[t] = x + (t0 + t) * cols;
@@ -248,25 +252,29 @@ void MultiTile(const float* x, int64_t t0, const float* wd, const float* scale, 
     int64_t c = cb;
     for (; c + 16 <= ce; c += 16) step(c, 0xffff);
     if (c < ce) step(c, TailMask(ce - c));
+    if constexpr (kScaled) {
 #pragma GCC unroll 16
-    for (int i = 0; i < R; ++i) {
+      for (int i = 0; i < R; ++i) {
 #pragma GCC unroll 16
-      for (int t = 0; t < TT; ++t) {
-        __m512 tv = _mm512_load_ps(total[i][t]);
-        if constexpr (kScaled) {
-          tv = _mm512_fmadd_ps(acc[i][t], _mm512_set1_ps(scale[i * nb + j]), tv);
-        } else {
-          tv = _mm512_add_ps(tv, acc[i][t]);
+        for (int t = 0; t < TT; ++t) {
+          _mm512_store_ps(total[i][t], _mm512_fmadd_ps(acc[i][t], _mm512_set1_ps(scale[i * nb + j]), _mm512_load_ps(total[i][t])));
         }
-        _mm512_store_ps(total[i][t], tv);
       }
+    } else {
+#pragma GCC unroll 16
+      for (int i = 0; i < R; ++i)
+#pragma GCC unroll 16
+        for (int t = 0; t < TT; ++t)
+          y[(t0 + t) * rows + r0 + i] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_setzero_ps(), acc[i][t]));
     }
   }
+  if constexpr (kScaled) {
 #pragma GCC unroll 16
-  for (int i = 0; i < R; ++i)
+    for (int i = 0; i < R; ++i)
 #pragma GCC unroll 16
-    for (int t = 0; t < TT; ++t)
-      y[(t0 + t) * rows + r0 + i] = _mm512_reduce_add_ps(_mm512_load_ps(total[i][t]));
+      for (int t = 0; t < TT; ++t)
+        y[(t0 + t) * rows + r0 + i] = _mm512_reduce_add_ps(_mm512_load_ps(total[i][t]));
+  }
 }
 
 using MultiFn = void (*)(const float*, int64_t, const float*, const float*, int64_t, int64_t,
