@@ -229,6 +229,7 @@ void Engine::Admit(const Pending& p) {
     r->rng = SamplerRng(seed + static_cast<uint64_t>(i));  // sample i: seed + i (as vLLM)
     r->prompt_unique = unique;
     r->stop = std::make_unique<StopChecker>(tokenizer_, p.spec->stop, eos_ids_);
+    if (g.constraint) r->constraint = g.constraint();
     r->arrival_time = p.arrival_time;
     // Samples 1.. reuse sample 0's prompt blocks through the prefix cache once it computed them.
     if (i == 0) {
@@ -303,6 +304,16 @@ bool Engine::EmitTokens(Request* r, std::vector<SampledToken> tokens) {
     if (g.sampling.logprobs >= 0) out.logprobs.push_back(std::move(t));
     out.text += s.text;
     if (s.finished) break;  // nothing past a stop
+    // The grammar reached its end (the constraint was advanced over all of `tokens`, which end
+    // there when it terminates).
+    if (&t == &tokens.back() && r->constraint && r->constraint->IsTerminated()) {
+      s.text = r->stop->Append(t.id, static_cast<int>(r->output.size()), r->max_tokens, true).text;
+      out.text += s.text;
+      s.finished = true;
+      s.by_length = false;
+      s.stop_reason = "grammar";
+      break;
+    }
   }
   out.num_output_tokens = static_cast<int>(r->output.size());
   out.first_token_time = r->first_token_time;
@@ -322,7 +333,15 @@ bool Engine::SampleAndEmit(Request* r, const float* logits) {
   const TokenHistory h{r->prompt_unique, &r->output_counts};
   std::vector<int32_t> mask;
   if (static_cast<int>(r->output.size()) < g.stop.min_tokens) mask = r->stop->MinTokensMask(eos_ids_);
-  return EmitTokens(r, {sampler_.Sample(logits, vocab_size_, g.sampling, h, mask, r->rng)});
+  const uint32_t* allowed = nullptr;
+  if (r->constraint) {
+    allowed_.assign((vocab_size_ + 31) / 32, 0u);
+    r->constraint->FillMask(allowed_.data(), eos_ids_);
+    allowed = allowed_.data();
+  }
+  SampledToken t = sampler_.Sample(logits, vocab_size_, g.sampling, h, mask, r->rng, allowed);
+  if (r->constraint) r->constraint->Accept(t.id);
+  return EmitTokens(r, {std::move(t)});
 }
 
 // Rows [1 + num_draft] for positions N .. N + num_draft; the accepted drafts and one more token
@@ -330,7 +349,13 @@ bool Engine::SampleAndEmit(Request* r, const float* logits) {
 // published to the prefix cache under the accepted tokens' ids.
 bool Engine::VerifyAndEmit(Request* r, const float* logits, int num_draft) {
   std::vector<SampledToken> toks = spec_->Verify(*r, logits, vocab_size_, eos_ids_, sampler_);
-  const int accepted = static_cast<int>(toks.size()) - 1;
+  // The accepted drafts: the matching prefix (a rejection is replaced by a different token; a
+  // grammar may end on an accepted draft, then no token follows).
+  int accepted = 0;
+  while (accepted < num_draft && accepted < static_cast<int>(toks.size()) &&
+         toks[accepted].id == r->draft[accepted]) {
+    ++accepted;
+  }
   ++local_stats_.spec_num_drafts;
   local_stats_.spec_num_draft_tokens += num_draft;
   local_stats_.spec_num_accepted_tokens += accepted;

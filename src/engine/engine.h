@@ -136,6 +136,7 @@ class Engine {
   Sampler sampler_;
   std::vector<float> logits_;  // [sampled rows, vocab]
   std::vector<float> hidden_;  // [T, hidden] pre-norm hidden states (speculative decoding)
+  std::vector<uint32_t> allowed_;  // [ceil(vocab / 32)] a constrained request's mask
   std::shared_ptr<Speculator> spec_;
   std::unordered_map<uint64_t, std::vector<int>> seqs_of_;  // request id -> seq ids alive
   int next_seq_id_ = 0;

@@ -12,6 +12,7 @@
 
 #include "engine/sampler.h"
 #include "engine/stop_checker.h"
+#include "engine/token_constraint.h"
 
 namespace mimo {
 
@@ -26,6 +27,7 @@ struct GenerationRequest {
   SamplingParams sampling;
   StopParams stop;
   int n = 1;
+  ConstraintFactory constraint;  // structured output; null: unconstrained
 };
 
 // Monotonic seconds (steady clock) since an arbitrary origin; the event timestamps.
@@ -84,6 +86,7 @@ struct Request {
   std::unordered_map<int32_t, int> output_counts;  // penalties
   std::vector<int32_t> prompt_unique;              // sorted distinct prompt ids (repetition)
   std::unique_ptr<StopChecker> stop;
+  std::unique_ptr<TokenConstraint> constraint;  // from spec->constraint, or null
   // Timings.
   double arrival_time = 0, first_scheduled_time = 0, first_token_time = 0;
 

@@ -158,10 +158,23 @@ void Sampler::RawLogprobs(const float* l, int64_t vocab, int32_t id, int n, Samp
   }
 }
 
+void Sampler::ApplyAllowedMask(float* logits, int64_t vocab, const uint32_t* allowed) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  for (int64_t w = 0; w * 32 < vocab; ++w) {
+    const uint32_t bits = allowed[w];
+    if (bits == 0xffffffffu) continue;
+    const int64_t end = std::min<int64_t>(vocab, w * 32 + 32);
+    for (int64_t i = w * 32; i < end; ++i) {
+      if (!((bits >> (i - w * 32)) & 1u)) logits[i] = kNegInf;
+    }
+  }
+}
+
 SampledToken Sampler::Sample(const float* logits, int64_t vocab, const SamplingParams& p,
                              const TokenHistory& h, std::span<const int32_t> masked_ids,
-                             SamplerRng& rng) {
+                             SamplerRng& rng, const uint32_t* allowed) {
   work_.assign(logits, logits + vocab);
+  if (allowed) ApplyAllowedMask(work_.data(), vocab, allowed);
   ProcessLogits(work_.data(), vocab, p, h, masked_ids);
   SampledToken t;
   if (p.greedy()) {

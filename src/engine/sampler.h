@@ -78,9 +78,14 @@ class Sampler {
   // order the draw walks them. Requires !p.greedy().
   std::vector<TokenProb> Distribution(const float* logits, int64_t vocab, const SamplingParams& p);
 
-  // The whole pipeline on one row (the row is copied, not modified).
+  // The whole pipeline on one row (the row is copied, not modified). allowed (optional): a
+  // bitmask [ceil(vocab / 32)] of the only tokens that may be chosen (structured outputs),
+  // applied before everything else.
   SampledToken Sample(const float* logits, int64_t vocab, const SamplingParams& p,
-                      const TokenHistory& h, std::span<const int32_t> masked_ids, SamplerRng& rng);
+                      const TokenHistory& h, std::span<const int32_t> masked_ids, SamplerRng& rng,
+                      const uint32_t* allowed = nullptr);
+  // Sets every logit outside `allowed` to -inf.   logits [vocab]; allowed [ceil(vocab / 32)]
+  static void ApplyAllowedMask(float* logits, int64_t vocab, const uint32_t* allowed);
 
   // Raw log_softmax of `logits` at `id`, and the top n alternatives.
   static void RawLogprobs(const float* logits, int64_t vocab, int32_t id, int n,

@@ -52,6 +52,7 @@ std::vector<SampledToken> VerifyDrafts(Request& r, const float* logits, int64_t 
   const bool penalties = sp.frequency_penalty != 0.0f || sp.presence_penalty != 0.0f ||
                          sp.repetition_penalty != 1.0f;
   std::vector<float> work(vocab);  // [vocab] one processed row
+  std::vector<uint32_t> allowed;   // [ceil(vocab / 32)] the constraint's mask
   std::vector<SampledToken> out;
   for (int i = 0; i <= k; ++i) {
     const float* row = logits + static_cast<int64_t>(i) * vocab;
@@ -59,6 +60,11 @@ std::vector<SampledToken> VerifyDrafts(Request& r, const float* logits, int64_t 
     std::vector<int32_t> mask;
     if (static_cast<int>(r.output.size()) + i < g.stop.min_tokens) {
       mask = r.stop->MinTokensMask(eos_ids);
+    }
+    if (r.constraint) {  // the grammar's state after the tokens accepted so far
+      allowed.assign((vocab + 31) / 32, 0u);
+      r.constraint->FillMask(allowed.data(), eos_ids);
+      Sampler::ApplyAllowedMask(work.data(), vocab, allowed.data());
     }
     Sampler::ProcessLogits(work.data(), vocab, sp, {r.prompt_unique, &counts}, mask);
     SampledToken t;
@@ -84,8 +90,9 @@ std::vector<SampledToken> VerifyDrafts(Request& r, const float* logits, int64_t 
       }
     }
     if (sp.logprobs >= 0) Sampler::RawLogprobs(row, vocab, t.id, sp.logprobs, &t);
+    if (r.constraint) r.constraint->Accept(t.id);
     out.push_back(std::move(t));
-    if (!accepted) break;
+    if (!accepted || (r.constraint && r.constraint->IsTerminated())) break;
     if (penalties) ++counts[out.back().id];
   }
   return out;

@@ -460,5 +460,66 @@ TEST(EngineSpec, CancellationFreesDraftBlocksToo) {
   e->Shutdown();
 }
 
+
+// A toy constraint: exactly `len` digit tokens ("0".."9"), then the end.
+class DigitsConstraint final : public TokenConstraint {
+ public:
+  DigitsConstraint(std::vector<int32_t> digits, int len) : digits_(std::move(digits)), len_(len) {}
+  void FillMask(uint32_t* bits, std::span<const int32_t> eos) override {
+    if (n_ >= len_) {
+      for (int32_t id : eos) bits[id / 32] |= 1u << (id % 32);
+      return;
+    }
+    for (int32_t id : digits_) bits[id / 32] |= 1u << (id % 32);
+  }
+  bool Accept(int32_t id) override {
+    if (n_ >= len_ || std::find(digits_.begin(), digits_.end(), id) == digits_.end()) return false;
+    ++n_;
+    return true;
+  }
+  bool IsTerminated() const override { return n_ >= len_; }
+
+ private:
+  std::vector<int32_t> digits_;
+  int len_;
+  int n_ = 0;
+};
+
+// The sampler only picks allowed tokens, the request ends by itself when the constraint is
+// complete ("stop", stop reason "grammar"), and MTP verification masks every draft row with the
+// state after the drafts before it (greedy outputs equal, sampled ones allowed).
+TEST(EngineConstraint, ConstrainedOutputsEndWithTheGrammar) {
+  std::vector<int32_t> digits;
+  for (char c = '0'; c <= '9'; ++c) digits.push_back(Load().tok->TokenToId(std::string(1, c)));
+  for (int32_t d : digits) ASSERT_GE(d, 0);
+  std::vector<GenerationRequest> reqs = MixedRequests(50);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    reqs[i].constraint = [digits, i] { return std::make_unique<DigitsConstraint>(digits, 3 + i % 5); };
+    if (i % 2) {
+      reqs[i].sampling.temperature = 1.0f;
+      reqs[i].sampling.seed = i;
+    }
+  }
+  auto plain = MakeEngine(16, 64);
+  const std::vector<Result> got = RunAll(*plain, reqs);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    ASSERT_EQ(got[i].ids.size(), 3 + i % 5) << i;
+    for (int32_t id : got[i].ids) EXPECT_NE(std::find(digits.begin(), digits.end(), id), digits.end());
+    EXPECT_EQ(got[i].last.finish_reason, FinishReason::kStop);
+    EXPECT_EQ(got[i].last.stop_reason, "grammar");
+  }
+  auto spec = MakeEngine(16, 64, DType::kF32, 0, 16, Mtp(3));
+  const std::vector<Result> with_mtp = RunAll(*spec, reqs);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    ASSERT_EQ(with_mtp[i].ids.size(), 3 + i % 5) << i;
+    for (int32_t id : with_mtp[i].ids) {
+      EXPECT_NE(std::find(digits.begin(), digits.end(), id), digits.end());
+    }
+    if (i % 2 == 0) {
+      EXPECT_EQ(with_mtp[i].ids, got[i].ids) << i;  // greedy: identical
+    }
+  }
+}
+
 }  // namespace
 }  // namespace mimo
