@@ -4,10 +4,15 @@
     make_tiny_model.py --out DIR --variant NAME [--seed S]
     make_tiny_model.py --list
 
-Variants (see VARIANTS): bf16, f32, bf16-sharded, fp8, fp8-fused, tied, omni. Storage dtypes follow
-the real checkpoints: embed / lm_head / norms / o_proj / sinks / MTP eh_proj in BF16 (F32 in the f32
-variant), the router gate and e_score_correction_bias in F32, projections and experts in FP8 E4M3
-with float32 weight_scale_inv in the fp8 variants.
+Variants (see VARIANTS): bf16, f32, bf16-sharded, fp8, fp8-fused, tied, omni, and one small model per
+MiMo-V2 sibling of spec section 1 with its real tensor names, dtypes and scale tensors: v2.5 (omni,
+fused TP4 qkv_proj), v2.5-pro (fused TP8, 8/8 kv heads, value scale 0.612), v2.6-flash (omni,
+MXFP4 experts, bf16 router, eps 1e-6, 3 MTP layers announced by num_nextn_predict_layers) and
+v2.6-pro (TP8, MXFP4 experts, bf16 router weight with an F32 bias). Storage dtypes follow the real
+checkpoints: embed / lm_head / norms / o_proj / sinks / MTP eh_proj in BF16 (F32 in the f32
+variant), the router gate and e_score_correction_bias in F32 (BF16 where moe_router_dtype is
+bfloat16), projections and experts in FP8 E4M3 with float32 weight_scale_inv in the fp8 variants,
+routed experts as MXFP4 (uint8 E2M1 pairs + uint8 E8M0 weight_scale) where store_dtype is mxfp4.
 
 FP8 grids (spec section 4):
   * every block-aligned projection: uniform 128x128 grid;
@@ -16,8 +21,16 @@ FP8 grids (spec section 4):
     into q / k / v scale rows by where each block starts;
   * `fp8-fused`: fused qkv_proj = [Q_0|K_0|V_0|Q_1|...] with ceil(section/128) scale rows per section.
 Per-block weight magnitudes (x0.3..x3) and per-block scale headroom (x1..x20) vary strongly, so a
-wrong grid gives visibly wrong logits. This writer has its own safetensors and E4M3 code; the
+wrong grid gives visibly wrong logits. MXFP4 (spec section 4): per row and 32-column block an
+exponent e = 127 + ceil(log2(amax / 6)) (+0..2 headroom), codes = nearest E2M1 value of x / 2^(e-127),
+element 2i in the low nibble of byte i. This writer has its own safetensors, E4M3 and E2M1 code; the
 reference (mimo_reference.py) parses and dequantises the stored bytes independently.
+
+    make_tiny_model.py --full-size flash|v2.5-pro|v2.6-flash --sparse --out DIR
+
+writes a full-size checkpoint (real config, real tensor names, dtypes and shapes, sharded with an
+index) whose data are holes: the files have their real sizes but cost no disk, so `mimo inspect`
+can be checked on the real geometries without the weights.
 """
 import argparse
 import json
@@ -54,10 +67,28 @@ BENCH_GEOM = dict(FLASH_GEOM, vocab_size=32768, hidden_size=2048, intermediate_s
                   swa_num_key_value_heads=8, n_routed_experts=16, num_experts_per_tok=4,
                   mtp_layers=0, n_group=1, topk_group=1, routed_scaling_factor=None)
 
+# The siblings' shapes scaled down (spec section 1): real head dims (192 / 128) and kv-head counts,
+# fused qkv_proj sectioned by num_key_value_heads (4 on Flash-size models, 8 on Pro-size ones),
+# so a section is 2 q heads + 1 kv head on full layers: 704 rows, not whole 128-row blocks.
+SIBLING_GEOM = dict(
+    vocab_size=512, hidden_size=256, intermediate_size=512, moe_intermediate_size=128,
+    num_hidden_layers=4, hybrid_layer_pattern=[0, 1, 1, 0], moe_layer_freq=[0, 1, 1, 1],
+    num_attention_heads=8, num_key_value_heads=4, head_dim=192, v_head_dim=128,
+    swa_num_attention_heads=8, swa_num_key_value_heads=8, swa_head_dim=192, swa_v_head_dim=128,
+    partial_rotary_factor=0.334, n_routed_experts=8, num_experts_per_tok=2, mtp_layers=0,
+    n_group=1, topk_group=1, routed_scaling_factor=None, dtype="fp8", fused_qkv=True,
+    rope_parameters=True, rope_theta=1e7, architectures=["MiMoV2ForCausalLM"],
+    model_type="mimo_v2")
+SIBLING_PRO_GEOM = dict(SIBLING_GEOM, num_attention_heads=16, num_key_value_heads=8,
+                        swa_num_attention_heads=16, swa_num_key_value_heads=8, n_routed_experts=12,
+                        num_experts_per_tok=3, moe_intermediate_size=64,
+                        attention_value_scale=0.612)
+
 # Benchmarks only (docs/PERFORMANCE.md), kept out of VARIANTS so tests never build them.
 BENCH_VARIANTS = {
     "bench-bf16": dict(BENCH_GEOM, dtype="bf16"),
     "bench-fp8": dict(BENCH_GEOM, dtype="fp8"),
+    "bench-mxfp4": dict(BENCH_GEOM, dtype="fp8", experts="mxfp4", router_dtype=("BF16", "F32")),
 }
 
 VARIANTS = {
@@ -94,8 +125,25 @@ VARIANTS = {
                  omni=True, rope_parameters="only", mtp_layers=1, num_hidden_layers=3,
                  hybrid_layer_pattern=[0, 1, 1], moe_layer_freq=[0, 1, 1], moe_intermediate_size=64,
                  architectures=["MiMoV2ForCausalLM"], model_type="mimo_v2"),
+    # MiMo-V2.5: omni (vision / audio towers beside the language model), fused TP4 qkv_proj, FP8.
+    "v2.5": dict(SIBLING_GEOM, omni=True),
+    # MiMo-V2.5-Pro: text only, 8/8 kv heads, fused TP8 qkv_proj, attention_value_scale 0.612.
+    "v2.5-pro": dict(SIBLING_PRO_GEOM),
+    # MiMo-V2.6-Flash: omni, MXFP4 routed experts, router weight and bias in BF16
+    # (moe_router_dtype bfloat16), layernorm_epsilon 1e-6, 3 MTP layers (num_nextn_predict_layers).
+    "v2.6-flash": dict(SIBLING_GEOM, omni=True, experts="mxfp4", router_dtype=("BF16", "BF16"),
+                       layernorm_epsilon=1e-6, mtp_layers=3, num_nextn_predict_layers=True),
+    # MiMo-V2.6-Pro: MXFP4 experts, BF16 router weight with an F32 correction bias (what the
+    # released V2.6-Pro header holds), TP8, value scale 0.612.
+    "v2.6-pro": dict(SIBLING_PRO_GEOM, experts="mxfp4", router_dtype=("BF16", "F32")),
 }
 
+
+# A variant's seed is its index here: append new variants, never reorder, so every existing
+# checkpoint (and the figures recorded from it) keeps its bytes.
+SEED_ORDER = ["bf16", "bf16-sharded", "f32", "fp8", "fp8-fused", "omni", "tied", "bench-bf16",
+              "bench-fp8", "v2.5", "v2.5-pro", "v2.6-flash", "v2.6-pro", "bench-mxfp4"]
+assert set(SEED_ORDER) == set(VARIANTS) | set(BENCH_VARIANTS)
 
 # ----------------------------------------------------------------------------------------------
 # Storage encodings (own code, independent of the reference's decoder).
@@ -120,6 +168,39 @@ def encode_e4m3(x: np.ndarray) -> np.ndarray:
     code = np.where(dlo < dhi, lo, np.where(dhi < dlo, hi, np.where(lo % 2 == 0, lo, hi)))
     code = code.astype(np.uint8)
     return np.where(x < 0, code | 0x80, code).astype(np.uint8)
+
+
+_E2M1_POS = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])  # OCP MX E2M1 magnitudes, codes 0-7
+
+
+def encode_e2m1(x: np.ndarray) -> np.ndarray:
+    """Round to the nearest E2M1 value (ties to the even code), saturating at +-6; bit 3 = sign."""
+    a = np.minimum(np.abs(x.astype(np.float64)), 6.0)
+    hi = np.clip(np.searchsorted(_E2M1_POS, a), 1, 7)
+    lo = hi - 1
+    dlo, dhi = a - _E2M1_POS[lo], _E2M1_POS[hi] - a
+    code = np.where(dlo < dhi, lo, np.where(dhi < dlo, hi, np.where(lo % 2 == 0, lo, hi)))
+    return np.where(x < 0, code | 8, code).astype(np.uint8)
+
+
+def quantize_mxfp4(w: np.ndarray, rng, vary_magnitude=True, block=32):
+    """MXFP4 over w [R, K] (K even): per row and 32-column block the weights are scaled by g in
+    [0.3, 3] (log-uniform), the exponent is 127 + ceil(log2(amax / 6)) + h (h in 0..2 of headroom),
+    codes are the nearest E2M1 of x / 2^(e - 127). Returns (packed uint8 [R, K/2]: element 2i in
+    the low nibble of byte i, exponents uint8 [R, ceil(K/32)])."""
+    R, K = w.shape
+    nb = -(-K // block)
+    pad = np.zeros((R, nb * block))
+    pad[:, :K] = w
+    blocks = pad.reshape(R, nb, block)
+    if vary_magnitude:
+        blocks = blocks * np.exp(rng.uniform(np.log(0.3), np.log(3.0), (R, nb, 1)))
+    amax = np.maximum(np.abs(blocks).max(-1), 1e-30)
+    e = 127 + np.ceil(np.log2(amax / 6.0)).astype(np.int64) + rng.integers(0, 3, (R, nb))
+    e = np.clip(e, 1, 254)
+    codes = encode_e2m1(blocks / np.exp2(e - 127.0)[:, :, None]).reshape(R, nb * block)[:, :K]
+    packed = (codes[:, 0::2] | (codes[:, 1::2] << 4)).astype(np.uint8)
+    return packed, e.astype(np.uint8)
 
 
 def to_bf16_bits(x: np.ndarray) -> np.ndarray:
@@ -171,6 +252,10 @@ class Builder:
     def put_fp8(self, name, codes, scale):
         self.tensors[name] = ("F8_E4M3", list(codes.shape), codes.tobytes())
         self.tensors[name + "_scale_inv"] = ("F32", list(scale.shape), scale.astype("<f4").tobytes())
+
+    def put_mxfp4(self, name, packed, exps):
+        self.tensors[name] = ("U8", list(packed.shape), packed.tobytes())
+        self.tensors[name + "_scale"] = ("U8", list(exps.shape), exps.tobytes())
 
     def put_proj(self, name, w):
         """A projection: FP8 uniform grid in fp8 variants, else the float dtype."""
@@ -242,21 +327,26 @@ class Builder:
         parts = [quantize_grid(sec, self.rng, self.vary_magnitude) for sec in secs]
         self.put_fp8(name, np.concatenate([c for c, _ in parts]), np.concatenate([s for _, s in parts]))
 
-    def dense_mlp(self, p, inter):
+    def dense_mlp(self, p, inter, expert=False):
         H = self.s["hidden_size"]
-        self.put_proj(p + "gate_proj.weight", self.randn(inter, H, std=1.0 / np.sqrt(H)))
-        self.put_proj(p + "up_proj.weight", self.randn(inter, H, std=1.0 / np.sqrt(H)))
-        self.put_proj(p + "down_proj.weight", self.randn(H, inter, std=1.0 / np.sqrt(inter)))
+        put = self.put_proj
+        if expert and self.s.get("experts") == "mxfp4":  # V2.6: only routed experts are MXFP4
+            put = lambda name, w: self.put_mxfp4(name, *quantize_mxfp4(w, self.rng,
+                                                                       self.vary_magnitude))
+        put(p + "gate_proj.weight", self.randn(inter, H, std=1.0 / np.sqrt(H)))
+        put(p + "up_proj.weight", self.randn(inter, H, std=1.0 / np.sqrt(H)))
+        put(p + "down_proj.weight", self.randn(H, inter, std=1.0 / np.sqrt(inter)))
 
     def moe(self, p):
         s = self.s
         H, E = s["hidden_size"], s["n_routed_experts"]
         # Router logits ~ N(0, 1.5^2); the correction bias (+-0.35) is large enough to change the
         # selected experts for a good share of the tokens.
-        self.put_float(p + "gate.weight", self.randn(E, H, std=1.5 / np.sqrt(H)), "F32")
-        self.put_float(p + "gate.e_score_correction_bias", self.rng.uniform(-0.35, 0.35, E), "F32")
+        wdt, bdt = s.get("router_dtype", ("F32", "F32"))
+        self.put_float(p + "gate.weight", self.randn(E, H, std=1.5 / np.sqrt(H)), wdt)
+        self.put_float(p + "gate.e_score_correction_bias", self.rng.uniform(-0.35, 0.35, E), bdt)
         for e in range(E):
-            self.dense_mlp(f"{p}experts.{e}.", s["moe_intermediate_size"])
+            self.dense_mlp(f"{p}experts.{e}.", s["moe_intermediate_size"], expert=True)
 
     def build(self):
         s = self.s
@@ -344,6 +434,11 @@ class Builder:
                 "quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
                 "weight_block_size": [BLOCK, BLOCK],
                 "ignored_layers": [f"model.layers.{l}.self_attn.o_proj" for l in range(L)]}
+        if s.get("experts") == "mxfp4":
+            cfg["quantization_config"]["store_dtype"] = "mxfp4"
+            cfg["quantization_config"]["mxfp4_block_size"] = 32
+        if s.get("router_dtype", ("F32",))[0] == "BF16":
+            cfg["moe_router_dtype"] = "bfloat16"
         if s.get("omni"):
             cfg["vision_config"] = {"hidden_size": 64, "depth": 1, "patch_size": 4}
             cfg["audio_config"] = {"d_model": 64, "encoder_layers": 1}
@@ -375,8 +470,7 @@ def write_checkpoint(out_dir, variant, seed=0):
     os.makedirs(out_dir, exist_ok=True)
     # bf16-sharded is the bf16 model split over 3 files (same seed), so their logits are equal.
     base = spec.get("same_model_as", variant)
-    order = sorted(VARIANTS) + sorted(BENCH_VARIANTS)  # test variants keep their seeds
-    b = Builder(spec, seed * 1000 + order.index(base))
+    b = Builder(spec, seed * 1000 + SEED_ORDER.index(base))
     tensors = b.build()
     with open(os.path.join(out_dir, "config.json"), "w") as f:
         json.dump(b.config(), f, indent=2)

@@ -1,5 +1,6 @@
-// `mimo inspect --model DIR [--json]`: what a checkpoint contains (config summary, tensors, bytes
-// by dtype, FP8 layouts, MTP layers, skipped multimodal tensors) without running it.
+// `mimo inspect --model DIR [--json]`: what a checkpoint contains (the sibling it is, config
+// summary, tensors, bytes by dtype, FP8 layouts, MXFP4 weights, MTP layers, skipped multimodal
+// tensors) and, with --max-context, the KV memory plan, from the headers alone: no weight is read.
 #include <cstdio>
 #include <optional>
 #include <map>
@@ -105,6 +106,13 @@ int RunInspect(int argc, char** argv) {
     std::fprintf(stderr, "error: %s\n", layouts.status().message().c_str());
     return 1;
   }
+  auto mxfp4 = ck.Mxfp4WeightCount();
+  if (!mxfp4.ok()) {
+    std::fprintf(stderr, "error: %s\n", mxfp4.status().message().c_str());
+    return 1;
+  }
+  const ModelVariant variant = ck.Variant();
+  const std::vector<Checkpoint::SkippedGroup> skipped = ck.SkippedGroups();
   const ModelConfig& c = ck.config();
   KindSummary full, swa;
   int moe_layers = 0;
@@ -142,7 +150,11 @@ int RunInspect(int argc, char** argv) {
 
   if (args.Has("json")) {
     std::string o = "{";
-    o += "\"architecture\": " + JsonString(arch) + ", \"model_type\": " + JsonString(c.model_type);
+    o += "\"variant\": " + JsonString(variant.name) +
+         ", \"variant_generation\": " + JsonString(variant.generation) +
+         ", \"variant_size\": " + JsonString(variant.size) +
+         ", \"variant_reason\": " + JsonString(variant.reason);
+    o += ", \"architecture\": " + JsonString(arch) + ", \"model_type\": " + JsonString(c.model_type);
     o += ", \"num_hidden_layers\": " + std::to_string(c.num_hidden_layers);
     o += ", \"hidden_size\": " + std::to_string(c.hidden_size);
     o += ", \"vocab_size\": " + std::to_string(c.vocab_size);
@@ -159,9 +171,23 @@ int RunInspect(int argc, char** argv) {
     o += ", \"attention_value_scale\": " + Num(c.attention_value_scale);
     o += ", \"layernorm_epsilon\": " + Num(c.layernorm_epsilon);
     o += ", \"fp8\": " + std::string(c.fp8 ? "true" : "false");
+    o += ", \"mxfp4_weights\": " + std::to_string(*mxfp4);
+    o += ", \"moe_router_dtype\": " + JsonString(c.moe_router_dtype);
+    o += ", \"num_nextn_predict_layers\": " + std::to_string(c.num_nextn_predict_layers);
     o += ", \"num_files\": " + std::to_string(ck.NumFiles());
     o += ", \"num_tensors\": " + std::to_string(num_tensors);
     o += ", \"num_skipped_multimodal_tensors\": " + std::to_string(ck.SkippedTensorNames().size());
+    o += ", \"skipped_tensors\": [";
+    for (size_t i = 0; i < ck.SkippedTensorNames().size(); ++i) {
+      o += (i ? ", " : "") + JsonString(ck.SkippedTensorNames()[i]);
+    }
+    o += "], \"skipped_groups\": {";
+    for (size_t i = 0; i < skipped.size(); ++i) {
+      o += (i ? ", " : "") + JsonString(skipped[i].prefix) + ": {\"tensors\": " +
+           std::to_string(skipped[i].tensors) + ", \"bytes\": " +
+           std::to_string(skipped[i].bytes) + "}";
+    }
+    o += "}";
     o += ", \"mtp_layers\": " + std::to_string(ck.NumMtpLayers());
     o += ", \"bytes_by_dtype\": {";
     bool first = true;
@@ -201,6 +227,8 @@ int RunInspect(int argc, char** argv) {
   }
 
   std::printf("model            %s\n", ck.dir().c_str());
+  std::printf("variant          %s (%s storage, %s size: %s)\n", variant.name.c_str(),
+              variant.generation.c_str(), variant.size.c_str(), variant.reason.c_str());
   std::printf("architecture     %s (%s)\n", arch.c_str(), c.model_type.c_str());
   std::printf("layers           %d: %d full attention, %d sliding window; %d MoE, %d dense\n",
               c.num_hidden_layers, full.layers, swa.layers, moe_layers,
@@ -222,6 +250,10 @@ int RunInspect(int argc, char** argv) {
   std::printf("MTP layers       %d\n", ck.NumMtpLayers());
   std::printf("tensors          %zu in %zu file(s); %zu multimodal tensors skipped\n", num_tensors,
               ck.NumFiles(), ck.SkippedTensorNames().size());
+  for (const Checkpoint::SkippedGroup& g : skipped) {
+    std::printf("skipped          %s* %d tensors, %s (not loaded: vision/audio towers)\n",
+                g.prefix.c_str(), g.tensors, HumanBytes(g.bytes).c_str());
+  }
   std::printf("bytes by dtype  ");
   for (const auto& [dtype, n] : bytes) {
     std::printf(" %s %s;", std::string(DTypeName(dtype)).c_str(), HumanBytes(n).c_str());
@@ -237,6 +269,12 @@ int RunInspect(int argc, char** argv) {
   } else {
     std::printf("fp8              no\n");
   }
+  if (c.mxfp4 || *mxfp4 > 0) {
+    std::printf("mxfp4            %d weights (E2M1 codes + one E8M0 exponent per %d columns)\n",
+                *mxfp4, c.mxfp4_block_size);
+  }
+  std::printf("router           %s; num_nextn_predict_layers %d\n", c.moe_router_dtype.c_str(),
+              c.num_nextn_predict_layers);
   for (const std::string& note : c.parse_notes) std::printf("note             %s\n", note.c_str());
   if (kv_plan) std::printf("\nKV cache\n%s\n", FormatKvMemoryPlan(*kv_plan).c_str());
   return 0;
