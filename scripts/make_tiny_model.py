@@ -495,18 +495,253 @@ def write_checkpoint(out_dir, variant, seed=0):
                   f, indent=2)
 
 
+# ----------------------------------------------------------------------------------------------
+# Full-size checkpoints as sparse files: the real config.json and every tensor's real name, dtype
+# and shape (spec sections 1, 3 and 4), data left as holes. Values not in the spec are marked
+# INFERRED where they are used.
+def _flash_pattern(L):
+    return [0 if (i == 0 or (i + 1) % 6 == 0) else 1 for i in range(L)]
+
+
+_PRO_FULL_LAYERS = {0, 7, 15, 23, 31, 39, 47, 55, 62, 69}  # spec section 1 (RPT-25P)
+
+FULL_SIZE = {
+    "flash": dict(
+        architectures=["MiMoV2FlashForCausalLM"], model_type="mimo_v2_flash", hidden_size=4096,
+        num_hidden_layers=48, num_attention_heads=64, num_key_value_heads=4,
+        swa_num_attention_heads=64, swa_num_key_value_heads=8, n_routed_experts=256,
+        hybrid_layer_pattern=_flash_pattern(48), rope_theta=5000000, layernorm_epsilon=1e-5,
+        attention_value_scale=0.707, max_position_embeddings=262144, qkv="separate",
+        experts="fp8", router=("F32", "F32"), omni=False, mtp_file=True),
+    "v2.5": dict(
+        architectures=["MiMoV2ForCausalLM"], model_type="mimo_v2", hidden_size=4096,
+        num_hidden_layers=48, num_attention_heads=64, num_key_value_heads=4,
+        swa_num_attention_heads=64, swa_num_key_value_heads=8, n_routed_experts=256,
+        hybrid_layer_pattern=_flash_pattern(48), rope_theta=10000000, layernorm_epsilon=1e-5,
+        attention_value_scale=0.707, max_position_embeddings=1048576, qkv="fused",
+        experts="fp8", router=("F32", "F32"), omni=True),
+    "v2.5-pro": dict(
+        architectures=["MiMoV2ForCausalLM"], model_type="mimo_v2", hidden_size=6144,
+        num_hidden_layers=70, num_attention_heads=128, num_key_value_heads=8,
+        swa_num_attention_heads=128, swa_num_key_value_heads=8, n_routed_experts=384,
+        hybrid_layer_pattern=[0 if i in _PRO_FULL_LAYERS else 1 for i in range(70)],
+        rope_theta=10000000, layernorm_epsilon=1e-5, attention_value_scale=0.612,
+        max_position_embeddings=1048576, qkv="fused", experts="fp8", router=("F32", "F32"),
+        omni=False),
+    "v2.6-flash": dict(
+        architectures=["MiMoV2ForCausalLM"], model_type="mimo_v2", hidden_size=4096,
+        num_hidden_layers=48, num_attention_heads=64, num_key_value_heads=4,
+        swa_num_attention_heads=64, swa_num_key_value_heads=8, n_routed_experts=256,
+        hybrid_layer_pattern=_flash_pattern(48), rope_theta=10000000, layernorm_epsilon=1e-6,
+        attention_value_scale=0.707, max_position_embeddings=1048576, qkv="fused",
+        experts="mxfp4", router=("BF16", "F32"), omni=True, nextn_key=True),
+    "v2.6-pro": dict(
+        architectures=["MiMoV2ForCausalLM"], model_type="mimo_v2", hidden_size=6144,
+        num_hidden_layers=70, num_attention_heads=128, num_key_value_heads=8,
+        swa_num_attention_heads=128, swa_num_key_value_heads=8, n_routed_experts=384,
+        hybrid_layer_pattern=[0 if i in _PRO_FULL_LAYERS else 1 for i in range(70)],
+        rope_theta=10000000, layernorm_epsilon=1e-5, attention_value_scale=0.612,
+        max_position_embeddings=1048576, qkv="fused", experts="mxfp4", router=("BF16", "F32"),
+        omni=False),
+}
+
+
+def full_size_config(name):
+    f = FULL_SIZE[name]
+    L = f["num_hidden_layers"]
+    cfg = {
+        "architectures": f["architectures"], "model_type": f["model_type"],
+        "vocab_size": 152576, "hidden_size": f["hidden_size"],
+        # INFERRED for the Pro models: 16384, from the FP8 byte count of a V2.6-Pro header.
+        "intermediate_size": 16384, "moe_intermediate_size": 2048, "num_hidden_layers": L,
+        "max_position_embeddings": f["max_position_embeddings"],
+        "num_attention_heads": f["num_attention_heads"],
+        "num_key_value_heads": f["num_key_value_heads"], "head_dim": 192, "v_head_dim": 128,
+        "swa_num_attention_heads": f["swa_num_attention_heads"],
+        "swa_num_key_value_heads": f["swa_num_key_value_heads"], "swa_head_dim": 192,
+        "swa_v_head_dim": 128, "hybrid_layer_pattern": f["hybrid_layer_pattern"],
+        "hybrid_block_size": None, "sliding_window": 128, "sliding_window_size": 128,
+        "attention_chunk_size": 128, "rope_theta": f["rope_theta"], "swa_rope_theta": 10000,
+        "partial_rotary_factor": 0.334, "rope_scaling": None,
+        "layernorm_epsilon": f["layernorm_epsilon"], "hidden_act": "silu", "attention_bias": False,
+        "add_swa_attention_sink_bias": True, "add_full_attention_sink_bias": False,
+        "attention_value_scale": f["attention_value_scale"], "tie_word_embeddings": False,
+        "n_routed_experts": f["n_routed_experts"], "num_experts_per_tok": 8,
+        "moe_layer_freq": [0] + [1] * (L - 1), "n_shared_experts": None, "n_group": 1,
+        "topk_group": 1, "scoring_func": "sigmoid", "topk_method": "noaux_tc",
+        "norm_topk_prob": True, "routed_scaling_factor": None, "torch_dtype": "bfloat16",
+        "eos_token_id": 151645, "pad_token_id": 151643,
+        "quantization_config": {
+            "quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
+            "weight_block_size": [BLOCK, BLOCK],
+            "ignored_layers": [f"model.layers.{l}.self_attn.o_proj" for l in range(L)]},
+    }
+    if f["qkv"] == "fused":
+        cfg["rope_parameters"] = {"rope_type": "default", "rope_theta": f["rope_theta"],
+                                  "partial_rotary_factor": 0.334}
+    if f["experts"] == "mxfp4":
+        cfg["quantization_config"].update(store_dtype="mxfp4", mxfp4_block_size=32)
+    if f["router"][0] == "BF16":
+        cfg["moe_router_dtype"] = "bfloat16"
+    if f.get("nextn_key"):
+        cfg["num_nextn_predict_layers"] = 3
+    if f["omni"]:
+        cfg["vision_config"] = {"depth": 32, "hidden_size": 1280, "patch_size": 14}
+        cfg["audio_config"] = {"encoder_layers": 32, "d_model": 1280}
+    return cfg
+
+
+def full_size_tensors(name):
+    """[(name, dtype, shape)] of the full-size checkpoint, in binding order."""
+    f, cfg = FULL_SIZE[name], full_size_config(name)
+    H, V, L = cfg["hidden_size"], cfg["vocab_size"], cfg["num_hidden_layers"]
+    I, MI, E = cfg["intermediate_size"], cfg["moe_intermediate_size"], cfg["n_routed_experts"]
+    out = []
+
+    def fp8(n, rows, cols):
+        out.append((n + ".weight", "F8_E4M3", [rows, cols]))
+        out.append((n + ".weight_scale_inv", "F32", [-(-rows // BLOCK), -(-cols // BLOCK)]))
+
+    def mxfp4(n, rows, cols):
+        out.append((n + ".weight", "U8", [rows, cols // 2]))
+        out.append((n + ".weight_scale", "U8", [rows, cols // 32]))
+
+    def attention(p, sliding):
+        pre = "swa_" if sliding else ""
+        nh, nkv = cfg[pre + "num_attention_heads"], cfg[pre + "num_key_value_heads"]
+        if f["qkv"] == "fused":  # TP = num_key_value_heads sections, ceil(section / 128) rows each
+            tp = cfg["num_key_value_heads"]
+            sec = nh // tp * 192 + nkv // tp * (192 + 128)
+            out.append((p + "qkv_proj.weight", "F8_E4M3", [tp * sec, H]))
+            out.append((p + "qkv_proj.weight_scale_inv", "F32",
+                        [tp * -(-sec // BLOCK), -(-H // BLOCK)]))
+        else:
+            fp8(p + "q_proj", nh * 192, H)
+            if sliding:
+                fp8(p + "k_proj", nkv * 192, H)
+                fp8(p + "v_proj", nkv * 128, H)
+            else:  # Flash full layers: the per-TP-section grid, 2 k rows and 1 v row per kv head
+                out.extend([(p + "k_proj.weight", "F8_E4M3", [nkv * 192, H]),
+                            (p + "k_proj.weight_scale_inv", "F32", [2 * nkv, -(-H // BLOCK)]),
+                            (p + "v_proj.weight", "F8_E4M3", [nkv * 128, H]),
+                            (p + "v_proj.weight_scale_inv", "F32", [nkv, -(-H // BLOCK)])])
+        out.append((p + "o_proj.weight", "BF16", [H, nh * 128]))
+        if sliding:
+            out.append((p + "attention_sink_bias", "BF16", [nh]))
+
+    def dense(p, inter, quant):
+        for proj, r, c in (("gate_proj", inter, H), ("up_proj", inter, H), ("down_proj", H, inter)):
+            quant(p + proj, r, c)
+
+    def vec(n, size=H):
+        out.append((n, "BF16", [size]))
+
+    out.append(("model.embed_tokens.weight", "BF16", [V, H]))
+    for l in range(L):
+        p = f"model.layers.{l}."
+        vec(p + "input_layernorm.weight")
+        vec(p + "post_attention_layernorm.weight")
+        attention(p + "self_attn.", cfg["hybrid_layer_pattern"][l] == 1)
+        if cfg["moe_layer_freq"][l]:
+            out.append((p + "mlp.gate.weight", f["router"][0], [E, H]))
+            out.append((p + "mlp.gate.e_score_correction_bias", f["router"][1], [E]))
+            for e in range(E):
+                dense(f"{p}mlp.experts.{e}.", MI, mxfp4 if f["experts"] == "mxfp4" else fp8)
+        else:
+            dense(p + "mlp.", I, fp8)
+    vec("model.norm.weight")
+    out.append(("lm_head.weight", "BF16", [V, H]))
+    for i in range(3):  # 3 MTP layers (spec section 3; INFERRED for the Pro models)
+        p = f"model.mtp.layers.{i}."
+        for n in ("enorm", "hnorm", "input_layernorm"):
+            vec(p + n + ".weight")
+        out.append((p + "eh_proj.weight", "BF16", [H, 2 * H]))
+        attention(p + "self_attn.", True)
+        vec(p + "pre_mlp_layernorm.weight")
+        dense(p + "mlp.", I, fp8)
+        vec(p + "final_layernorm.weight")
+    if f["omni"]:  # vision and audio towers (names and sizes illustrative, INFERRED)
+        W = 1280
+        for b in range(32):
+            q, a = f"visual.blocks.{b}.", f"audio_encoder.layers.{b}."
+            for n, shape in (("norm1", [W]), ("attn.qkv", [3 * W, W]), ("attn.proj", [W, W]),
+                             ("norm2", [W]), ("mlp.fc1", [4 * W, W]), ("mlp.fc2", [W, 4 * W])):
+                out.append((q + n + ".weight", "BF16", shape))
+            for n, shape in (("self_attn.q_proj", [W, W]), ("self_attn.k_proj", [W, W]),
+                             ("self_attn.v_proj", [W, W]), ("self_attn.out_proj", [W, W]),
+                             ("fc1", [4 * W, W]), ("fc2", [W, 4 * W])):
+                out.append((a + n + ".weight", "BF16", shape))
+        out.extend([("visual.patch_embed.proj.weight", "BF16", [W, 3, 2, 14, 14]),
+                    ("visual.merger.mlp.0.weight", "BF16", [H, 4 * W]),
+                    ("audio_encoder.conv1.weight", "BF16", [W, 128, 3]),
+                    ("speech_embeddings.weight", "BF16", [4096, H])])
+    return out
+
+
+def write_sparse_safetensors(path, tensors):
+    """Header with real offsets; the data area is a hole of its real size (seek + truncate)."""
+    header, offset = {"__metadata__": {"format": "pt"}}, 0
+    for name, dtype, shape in tensors:
+        n = int(np.prod(shape, dtype=np.int64)) * {"BF16": 2, "F32": 4, "F8_E4M3": 1, "U8": 1}[dtype]
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + n]}
+        offset += n
+    hb = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    hb += b" " * (-len(hb) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(hb)))
+        f.write(hb)
+        f.truncate(8 + len(hb) + offset)
+    return offset
+
+
+def write_full_size(out_dir, name, layers_per_shard=4):
+    """The full-size `name` checkpoint as sparse shards + model.safetensors.index.json."""
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "config.json"), "w") as f:
+        json.dump(full_size_config(name), f, indent=2)
+    shards = {}
+    for n, dtype, shape in full_size_tensors(name):
+        if n.startswith("model.layers."):
+            key = int(n.split(".")[2]) // layers_per_shard + 1
+        elif n.startswith("model.mtp.") and FULL_SIZE[name].get("mtp_file"):
+            key = "mtp"
+        else:
+            key = 0
+        shards.setdefault(key, []).append((n, dtype, shape))
+    numbered = sorted(k for k in shards if k != "mtp")
+    total, weight_map = 0, {}
+    for i, k in enumerate(numbered):
+        fn = f"model-{i + 1:05d}-of-{len(numbered):05d}.safetensors"
+        total += write_sparse_safetensors(os.path.join(out_dir, fn), shards[k])
+        weight_map.update({n: fn for n, _, _ in shards[k]})
+    if "mtp" in shards:
+        total += write_sparse_safetensors(os.path.join(out_dir, "model_mtp.safetensors"),
+                                          shards["mtp"])
+        weight_map.update({n: "model_mtp.safetensors" for n, _, _ in shards["mtp"]})
+    with open(os.path.join(out_dir, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out")
     ap.add_argument("--variant", default="bf16")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--list", action="store_true")
+    ap.add_argument("--full-size", choices=sorted(FULL_SIZE),
+                    help="a full-size checkpoint of this sibling (needs --sparse)")
+    ap.add_argument("--sparse", action="store_true", help="with --full-size: data left as holes")
     a = ap.parse_args(argv)
     if a.list:
         print("\n".join(VARIANTS))
         return 0
     if not a.out:
         ap.error("--out is required")
+    if a.full_size:
+        if not a.sparse:
+            ap.error("--full-size writes hundreds of GB of weights; only --sparse is supported")
+        write_full_size(a.out, a.full_size)
+        return 0
     write_checkpoint(a.out, a.variant, a.seed)
     return 0
 

@@ -124,8 +124,11 @@ int RunInspect(int argc, char** argv) {
   }
   const std::string arch = c.architectures.empty() ? "" : c.architectures[0];
   // KV memory plan (--max-context): bytes per token of full layers, the fixed SWA bytes per
-  // sequence, and how many tokens fit.
+  // sequence, and how many tokens fit. Like the engine's cache it covers the MTP layers too
+  // (sliding-window layers after the main ones, MimoV2Model::KvLayerConfigs).
   std::optional<KvMemoryPlan> kv_plan;
+  ModelConfig kv_config = c;
+  for (int i = 0; i < ck.NumMtpLayers(); ++i) kv_config.layers.push_back(c.mtp_layer);
   if (args.Has("max-context")) {
     KvMemoryPlanOptions po;
     po.block_size = static_cast<int>(args.GetInt("block-size", 16));
@@ -138,7 +141,7 @@ int RunInspect(int argc, char** argv) {
     po.max_context = args.GetInt("max-context", 4096);
     po.max_sequences = static_cast<int>(args.GetInt("max-sequences", 1));
     po.budget_bytes = args.GetInt("kv-cache-memory", 0);
-    auto plan = PlanKvMemory(c, po);
+    auto plan = PlanKvMemory(kv_config, po);
     if (!plan.ok()) {
       std::fprintf(stderr, "error: %s\n", plan.status().message().c_str());
       return 1;
@@ -212,6 +215,9 @@ int RunInspect(int argc, char** argv) {
       const KvMemoryPlan& p = *kv_plan;
       o += ", \"kv_cache\": {\"kv_dtype\": " + JsonString(std::string(DTypeName(p.kv_dtype)));
       o += ", \"block_size\": " + std::to_string(p.block_size);
+      o += ", \"num_full_layers\": " + std::to_string(p.num_full_layers);
+      o += ", \"num_swa_layers\": " + std::to_string(p.num_swa_layers);
+      o += ", \"swa_blocks_per_sequence\": " + std::to_string(p.swa_blocks_per_sequence);
       o += ", \"max_context\": " + std::to_string(p.max_context);
       o += ", \"full_bytes_per_token\": " + std::to_string(p.full_bytes_per_token);
       o += ", \"swa_bytes_per_sequence\": " + std::to_string(p.swa_bytes_per_sequence);
@@ -276,7 +282,10 @@ int RunInspect(int argc, char** argv) {
   std::printf("router           %s; num_nextn_predict_layers %d\n", c.moe_router_dtype.c_str(),
               c.num_nextn_predict_layers);
   for (const std::string& note : c.parse_notes) std::printf("note             %s\n", note.c_str());
-  if (kv_plan) std::printf("\nKV cache\n%s\n", FormatKvMemoryPlan(*kv_plan).c_str());
+  if (kv_plan) {
+    std::printf("\nKV cache (%d main + %d MTP layers)\n%s\n", c.num_hidden_layers,
+                ck.NumMtpLayers(), FormatKvMemoryPlan(*kv_plan).c_str());
+  }
   return 0;
 }
 
