@@ -35,6 +35,13 @@ class ChatTemplate {
                                const nlohmann::ordered_json& tools, bool add_generation_prompt,
                                const nlohmann::ordered_json& extra_kwargs) const;
 
+  // Image, audio and video content parts ({"type": "image_url", ...}, "input_audio", "video",
+  // ...; also a part holding such a key, as the MiMo-V2.5 template tests) are an error naming
+  // messages[i].content[j]: the engine runs the language model alone, and a template would
+  // otherwise render a placeholder the model cannot see through. Text parts pass. Render calls
+  // it first, so every caller (mimo chat / render, the server) gets the same error.
+  static Status CheckTextOnly(const nlohmann::ordered_json& messages);
+
   // Replaces tool-call `function.arguments` given as JSON strings (the OpenAI wire form) by the
   // parsed JSON values, as vLLM does before rendering: templates iterate arguments as a mapping.
   static Status ParseToolCallArguments(nlohmann::ordered_json* messages);
