@@ -181,7 +181,7 @@ StatusOr<std::string> ChatTemplate::Render(const nlohmann::ordered_json& message
                                            const nlohmann::ordered_json& extra_kwargs) const {
   if (!messages.is_array()) return InvalidArgument("messages must be a JSON array");
   if (!tools.is_null() && !tools.is_array()) return InvalidArgument("tools must be a JSON array or null");
-  MIMO_RETURN_IF_ERROR(CheckTextOnly(messages));
+  if (!allow_media_parts_) MIMO_RETURN_IF_ERROR(CheckTextOnly(messages));
   if (!extra_kwargs.is_null() && !extra_kwargs.is_object()) {
     return InvalidArgument("chat template kwargs must be a JSON object");
   }

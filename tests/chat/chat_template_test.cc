@@ -199,6 +199,13 @@ TEST(ChatTemplate, MediaContentPartsAreRefusedByName) {
   auto ok = t.Render(text_only, nullptr, true, json::object());
   ASSERT_TRUE(ok.ok()) << ok.status().message();
   EXPECT_NE(ok->find("<|im_start|>user\nAB<|im_end|>"), std::string::npos) << *ok;
+  // Template-exact rendering (mimo render) keeps the template's placeholders.
+  t.set_allow_media_parts(true);
+  json image = json::parse(
+      R"([{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "u"}}]}])");
+  auto placeholder = t.Render(image, nullptr, true, json::object());
+  ASSERT_TRUE(placeholder.ok()) << placeholder.status().message();
+  EXPECT_NE(placeholder->find("<|image_pad|>"), std::string::npos) << *placeholder;
 }
 
 }  // namespace
