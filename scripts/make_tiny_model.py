@@ -4,8 +4,8 @@
     make_tiny_model.py --out DIR --variant NAME [--seed S]
     make_tiny_model.py --list
 
-Variants (see VARIANTS): bf16, f32, bf16-sharded, fp8, fp8-fused, tied, omni, and one small model per
-MiMo-V2 sibling of spec section 1 with its real tensor names, dtypes and scale tensors: v2.5 (omni,
+Variants (see VARIANTS): bf16, f32, bf16-sharded, fp8, fp8-fused, tied, omni, and one small model
+per MiMo-V2 sibling of spec section 1 with its real tensor names, dtypes and scale tensors: v2.5 (omni,
 fused TP4 qkv_proj), v2.5-pro (fused TP8, 8/8 kv heads, value scale 0.612), v2.6-flash (omni,
 MXFP4 experts, bf16 router, eps 1e-6, 3 MTP layers announced by num_nextn_predict_layers) and
 v2.6-pro (TP8, MXFP4 experts, bf16 router weight with an F32 bias). Storage dtypes follow the real
@@ -22,8 +22,8 @@ FP8 grids (spec section 4):
   * `fp8-fused`: fused qkv_proj = [Q_0|K_0|V_0|Q_1|...] with ceil(section/128) scale rows per section.
 Per-block weight magnitudes (x0.3..x3) and per-block scale headroom (x1..x20) vary strongly, so a
 wrong grid gives visibly wrong logits. MXFP4 (spec section 4): per row and 32-column block an
-exponent e = 127 + ceil(log2(amax / 6)) (+0..2 headroom), codes = nearest E2M1 value of x / 2^(e-127),
-element 2i in the low nibble of byte i. This writer has its own safetensors, E4M3 and E2M1 code; the
+exponent e = 127 + ceil(log2(amax / 6)) (+0..2 headroom), codes = nearest E2M1 value of
+x / 2^(e-127), element 2i in the low nibble of byte i. This writer has its own safetensors, E4M3 and E2M1 code; the
 reference (mimo_reference.py) parses and dequantises the stored bytes independently.
 
     make_tiny_model.py --full-size flash|v2.5-pro|v2.6-flash --sparse --out DIR
@@ -682,7 +682,8 @@ def write_sparse_safetensors(path, tensors):
     """Header with real offsets; the data area is a hole of its real size (seek + truncate)."""
     header, offset = {"__metadata__": {"format": "pt"}}, 0
     for name, dtype, shape in tensors:
-        n = int(np.prod(shape, dtype=np.int64)) * {"BF16": 2, "F32": 4, "F8_E4M3": 1, "U8": 1}[dtype]
+        size = {"BF16": 2, "F32": 4, "F8_E4M3": 1, "U8": 1}[dtype]
+        n = int(np.prod(shape, dtype=np.int64)) * size
         header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + n]}
         offset += n
     hb = json.dumps(header, separators=(",", ":")).encode("utf-8")

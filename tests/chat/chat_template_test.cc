@@ -194,8 +194,8 @@ TEST(ChatTemplate, MediaContentPartsAreRefusedByName) {
     EXPECT_NE(r.status().message().find(std::string("'") + kind + "'"), std::string::npos)
         << r.status().message();
   }
-  json text_only = json::parse(
-      R"([{"role": "user", "content": [{"type": "text", "text": "A"}, {"type": "text", "text": "B"}]}])");
+  json text_only = json::parse(R"([{"role": "user", "content": [
+      {"type": "text", "text": "A"}, {"type": "text", "text": "B"}]}])");
   auto ok = t.Render(text_only, nullptr, true, json::object());
   ASSERT_TRUE(ok.ok()) << ok.status().message();
   EXPECT_NE(ok->find("<|im_start|>user\nAB<|im_end|>"), std::string::npos) << *ok;

@@ -24,7 +24,8 @@ struct Mxfp4 {
   std::string exps;   // [rows, ceil(cols / 32)] bytes
 };
 
-// Per (row, 32-column block): e = 127 + ceil(log2(amax / 6)), codes = nearest E2M1 of x / 2^(e-127).
+// Per (row, 32-column block): e = 127 + ceil(log2(amax / 6)), codes = nearest E2M1 of
+// x / 2^(e - 127).
 Mxfp4 Quantize(const Matrix& m) {
   const int64_t nb = (m.cols + 31) / 32;
   Mxfp4 q;

@@ -22,7 +22,8 @@ def chat(mimo_bin, tmp_path, content):
 
 
 @pytest.mark.parametrize("part,kind", [
-    ({"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}, "image_url"),
+    ({"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+     "image_url"),
     ({"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}}, "input_audio"),
 ])
 def test_media_part_is_a_named_error(mimo_bin, tmp_path, part, kind):

@@ -157,7 +157,8 @@ int RunInspect(int argc, char** argv) {
          ", \"variant_generation\": " + JsonString(variant.generation) +
          ", \"variant_size\": " + JsonString(variant.size) +
          ", \"variant_reason\": " + JsonString(variant.reason);
-    o += ", \"architecture\": " + JsonString(arch) + ", \"model_type\": " + JsonString(c.model_type);
+    o += ", \"architecture\": " + JsonString(arch) +
+         ", \"model_type\": " + JsonString(c.model_type);
     o += ", \"num_hidden_layers\": " + std::to_string(c.num_hidden_layers);
     o += ", \"hidden_size\": " + std::to_string(c.hidden_size);
     o += ", \"vocab_size\": " + std::to_string(c.vocab_size);

@@ -446,7 +446,9 @@ void LinearRowsMxfp4(const float* x, int64_t T, const MatrixWeight& w, int64_t r
   if (T == 1) return GemvRows<MxGemvTile>(x, w, r0, r1, y);
   MultiTokenRows<true>(
       x, T, w, r0, r1, kMxBlock, y, [&](int64_t r, float* dst) { DecodeMxRow(w, r, dst); },
-      [&](int64_t r, int64_t j) { return kE8M0Half[w.scale_e8m0[w.ScaleRow(r) * w.scale_cols + j]]; });
+      [&](int64_t r, int64_t j) {
+        return kE8M0Half[w.scale_e8m0[w.ScaleRow(r) * w.scale_cols + j]];
+      });
 }
 
 }  // namespace
