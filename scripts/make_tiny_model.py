@@ -4,10 +4,15 @@
     make_tiny_model.py --out DIR --variant NAME [--seed S]
     make_tiny_model.py --list
 
-Variants (see VARIANTS): bf16, f32, bf16-sharded, fp8, fp8-fused, tied, omni. Storage dtypes follow
-the real checkpoints: embed / lm_head / norms / o_proj / sinks / MTP eh_proj in BF16 (F32 in the f32
-variant), the router gate and e_score_correction_bias in F32, projections and experts in FP8 E4M3
-with float32 weight_scale_inv in the fp8 variants.
+Variants (see VARIANTS): bf16, f32, bf16-sharded, fp8, fp8-fused, tied, omni, and one small model
+per MiMo-V2 sibling of spec section 1 with its real tensor names, dtypes and scale tensors: v2.5 (omni,
+fused TP4 qkv_proj), v2.5-pro (fused TP8, 8/8 kv heads, value scale 0.612), v2.6-flash (omni,
+MXFP4 experts, bf16 router, eps 1e-6, 3 MTP layers announced by num_nextn_predict_layers) and
+v2.6-pro (TP8, MXFP4 experts, bf16 router weight with an F32 bias). Storage dtypes follow the real
+checkpoints: embed / lm_head / norms / o_proj / sinks / MTP eh_proj in BF16 (F32 in the f32
+variant), the router gate and e_score_correction_bias in F32 (BF16 where moe_router_dtype is
+bfloat16), projections and experts in FP8 E4M3 with float32 weight_scale_inv in the fp8 variants,
+routed experts as MXFP4 (uint8 E2M1 pairs + uint8 E8M0 weight_scale) where store_dtype is mxfp4.
 
 FP8 grids (spec section 4):
   * every block-aligned projection: uniform 128x128 grid;
@@ -16,8 +21,16 @@ FP8 grids (spec section 4):
     into q / k / v scale rows by where each block starts;
   * `fp8-fused`: fused qkv_proj = [Q_0|K_0|V_0|Q_1|...] with ceil(section/128) scale rows per section.
 Per-block weight magnitudes (x0.3..x3) and per-block scale headroom (x1..x20) vary strongly, so a
-wrong grid gives visibly wrong logits. This writer has its own safetensors and E4M3 code; the
+wrong grid gives visibly wrong logits. MXFP4 (spec section 4): per row and 32-column block an
+exponent e = 127 + ceil(log2(amax / 6)) (+0..2 headroom), codes = nearest E2M1 value of
+x / 2^(e-127), element 2i in the low nibble of byte i. This writer has its own safetensors, E4M3 and E2M1 code; the
 reference (mimo_reference.py) parses and dequantises the stored bytes independently.
+
+    make_tiny_model.py --full-size flash|v2.5-pro|v2.6-flash --sparse --out DIR
+
+writes a full-size checkpoint (real config, real tensor names, dtypes and shapes, sharded with an
+index) whose data are holes: the files have their real sizes but cost no disk, so `mimo inspect`
+can be checked on the real geometries without the weights.
 """
 import argparse
 import json
@@ -57,21 +70,38 @@ BENCH_GEOM = dict(FLASH_GEOM, vocab_size=32768, hidden_size=2048, intermediate_s
 # The Flash-shaped benchmark checkpoint of the kernel and engine issues: 8 layers (full at 0 and
 # 6), 32 heads, kv 4 (full) / 8 (SWA), window 128 with sinks, dense layer 0 of 4096, 64 experts
 # top-8 of 512, vocabulary 32768; FP8 with o_proj, embeddings and lm_head in BF16 (~611 MB read
-# per decode token, ~2 GB on disk).
+# per decode token, ~2.2 GB on disk); 3 MTP layers for the speculative-decoding benchmark.
 FLASH_BENCH_GEOM = dict(FLASH_GEOM, vocab_size=32768, hidden_size=2048, intermediate_size=4096,
                         moe_intermediate_size=512, num_hidden_layers=8,
                         hybrid_layer_pattern=[0, 1, 1, 1, 1, 1, 0, 1],
                         moe_layer_freq=[0, 1, 1, 1, 1, 1, 1, 1], num_attention_heads=32,
                         num_key_value_heads=4, swa_num_attention_heads=32,
                         swa_num_key_value_heads=8, n_routed_experts=64, num_experts_per_tok=8,
-                        mtp_layers=0, n_group=1, topk_group=1, routed_scaling_factor=None,
+                        mtp_layers=3, n_group=1, topk_group=1, routed_scaling_factor=None,
                         sliding_window=128)
+# The siblings' shapes scaled down (spec section 1): real head dims (192 / 128) and kv-head counts,
+# fused qkv_proj sectioned by num_key_value_heads (4 on Flash-size models, 8 on Pro-size ones),
+# so a section is 2 q heads + 1 kv head on full layers: 704 rows, not whole 128-row blocks.
+SIBLING_GEOM = dict(
+    vocab_size=512, hidden_size=256, intermediate_size=512, moe_intermediate_size=128,
+    num_hidden_layers=4, hybrid_layer_pattern=[0, 1, 1, 0], moe_layer_freq=[0, 1, 1, 1],
+    num_attention_heads=8, num_key_value_heads=4, head_dim=192, v_head_dim=128,
+    swa_num_attention_heads=8, swa_num_key_value_heads=8, swa_head_dim=192, swa_v_head_dim=128,
+    partial_rotary_factor=0.334, n_routed_experts=8, num_experts_per_tok=2, mtp_layers=0,
+    n_group=1, topk_group=1, routed_scaling_factor=None, dtype="fp8", fused_qkv=True,
+    rope_parameters=True, rope_theta=1e7, architectures=["MiMoV2ForCausalLM"],
+    model_type="mimo_v2")
+SIBLING_PRO_GEOM = dict(SIBLING_GEOM, num_attention_heads=16, num_key_value_heads=8,
+                        swa_num_attention_heads=16, swa_num_key_value_heads=8, n_routed_experts=12,
+                        num_experts_per_tok=3, moe_intermediate_size=64,
+                        attention_value_scale=0.612)
 
 # Benchmarks only (docs/PERFORMANCE.md), kept out of VARIANTS so tests never build them.
 BENCH_VARIANTS = {
     "bench-bf16": dict(BENCH_GEOM, dtype="bf16"),
     "bench-fp8": dict(BENCH_GEOM, dtype="fp8"),
     "bench-flash-fp8": dict(FLASH_BENCH_GEOM, dtype="fp8"),
+    "bench-mxfp4": dict(BENCH_GEOM, dtype="fp8", experts="mxfp4", router_dtype=("BF16", "F32")),
 }
 
 VARIANTS = {
@@ -108,8 +138,25 @@ VARIANTS = {
                  omni=True, rope_parameters="only", mtp_layers=1, num_hidden_layers=3,
                  hybrid_layer_pattern=[0, 1, 1], moe_layer_freq=[0, 1, 1], moe_intermediate_size=64,
                  architectures=["MiMoV2ForCausalLM"], model_type="mimo_v2"),
+    # MiMo-V2.5: omni (vision / audio towers beside the language model), fused TP4 qkv_proj, FP8.
+    "v2.5": dict(SIBLING_GEOM, omni=True),
+    # MiMo-V2.5-Pro: text only, 8/8 kv heads, fused TP8 qkv_proj, attention_value_scale 0.612.
+    "v2.5-pro": dict(SIBLING_PRO_GEOM),
+    # MiMo-V2.6-Flash: omni, MXFP4 routed experts, router weight and bias in BF16
+    # (moe_router_dtype bfloat16), layernorm_epsilon 1e-6, 3 MTP layers (num_nextn_predict_layers).
+    "v2.6-flash": dict(SIBLING_GEOM, omni=True, experts="mxfp4", router_dtype=("BF16", "BF16"),
+                       layernorm_epsilon=1e-6, mtp_layers=3, num_nextn_predict_layers=True),
+    # MiMo-V2.6-Pro: MXFP4 experts, BF16 router weight with an F32 correction bias (what the
+    # released V2.6-Pro header holds), TP8, value scale 0.612.
+    "v2.6-pro": dict(SIBLING_PRO_GEOM, experts="mxfp4", router_dtype=("BF16", "F32")),
 }
 
+
+# A variant's seed is its index here: append new variants, never reorder, so every existing
+# checkpoint (and the figures recorded from it) keeps its bytes.
+SEED_ORDER = ["bf16", "bf16-sharded", "f32", "fp8", "fp8-fused", "omni", "tied", "bench-bf16",
+              "bench-fp8", "v2.5", "v2.5-pro", "v2.6-flash", "v2.6-pro", "bench-mxfp4"]
+assert set(SEED_ORDER) == set(VARIANTS) | set(BENCH_VARIANTS)
 
 # ----------------------------------------------------------------------------------------------
 # Storage encodings (own code, independent of the reference's decoder).
@@ -134,6 +181,39 @@ def encode_e4m3(x: np.ndarray) -> np.ndarray:
     code = np.where(dlo < dhi, lo, np.where(dhi < dlo, hi, np.where(lo % 2 == 0, lo, hi)))
     code = code.astype(np.uint8)
     return np.where(x < 0, code | 0x80, code).astype(np.uint8)
+
+
+_E2M1_POS = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])  # OCP MX E2M1 magnitudes, codes 0-7
+
+
+def encode_e2m1(x: np.ndarray) -> np.ndarray:
+    """Round to the nearest E2M1 value (ties to the even code), saturating at +-6; bit 3 = sign."""
+    a = np.minimum(np.abs(x.astype(np.float64)), 6.0)
+    hi = np.clip(np.searchsorted(_E2M1_POS, a), 1, 7)
+    lo = hi - 1
+    dlo, dhi = a - _E2M1_POS[lo], _E2M1_POS[hi] - a
+    code = np.where(dlo < dhi, lo, np.where(dhi < dlo, hi, np.where(lo % 2 == 0, lo, hi)))
+    return np.where(x < 0, code | 8, code).astype(np.uint8)
+
+
+def quantize_mxfp4(w: np.ndarray, rng, vary_magnitude=True, block=32):
+    """MXFP4 over w [R, K] (K even): per row and 32-column block the weights are scaled by g in
+    [0.3, 3] (log-uniform), the exponent is 127 + ceil(log2(amax / 6)) + h (h in 0..2 of headroom),
+    codes are the nearest E2M1 of x / 2^(e - 127). Returns (packed uint8 [R, K/2]: element 2i in
+    the low nibble of byte i, exponents uint8 [R, ceil(K/32)])."""
+    R, K = w.shape
+    nb = -(-K // block)
+    pad = np.zeros((R, nb * block))
+    pad[:, :K] = w
+    blocks = pad.reshape(R, nb, block)
+    if vary_magnitude:
+        blocks = blocks * np.exp(rng.uniform(np.log(0.3), np.log(3.0), (R, nb, 1)))
+    amax = np.maximum(np.abs(blocks).max(-1), 1e-30)
+    e = 127 + np.ceil(np.log2(amax / 6.0)).astype(np.int64) + rng.integers(0, 3, (R, nb))
+    e = np.clip(e, 1, 254)
+    codes = encode_e2m1(blocks / np.exp2(e - 127.0)[:, :, None]).reshape(R, nb * block)[:, :K]
+    packed = (codes[:, 0::2] | (codes[:, 1::2] << 4)).astype(np.uint8)
+    return packed, e.astype(np.uint8)
 
 
 def to_bf16_bits(x: np.ndarray) -> np.ndarray:
@@ -185,6 +265,10 @@ class Builder:
     def put_fp8(self, name, codes, scale):
         self.tensors[name] = ("F8_E4M3", list(codes.shape), codes.tobytes())
         self.tensors[name + "_scale_inv"] = ("F32", list(scale.shape), scale.astype("<f4").tobytes())
+
+    def put_mxfp4(self, name, packed, exps):
+        self.tensors[name] = ("U8", list(packed.shape), packed.tobytes())
+        self.tensors[name + "_scale"] = ("U8", list(exps.shape), exps.tobytes())
 
     def put_proj(self, name, w):
         """A projection: FP8 uniform grid in fp8 variants, else the float dtype."""
@@ -256,21 +340,26 @@ class Builder:
         parts = [quantize_grid(sec, self.rng, self.vary_magnitude) for sec in secs]
         self.put_fp8(name, np.concatenate([c for c, _ in parts]), np.concatenate([s for _, s in parts]))
 
-    def dense_mlp(self, p, inter):
+    def dense_mlp(self, p, inter, expert=False):
         H = self.s["hidden_size"]
-        self.put_proj(p + "gate_proj.weight", self.randn(inter, H, std=1.0 / np.sqrt(H)))
-        self.put_proj(p + "up_proj.weight", self.randn(inter, H, std=1.0 / np.sqrt(H)))
-        self.put_proj(p + "down_proj.weight", self.randn(H, inter, std=1.0 / np.sqrt(inter)))
+        put = self.put_proj
+        if expert and self.s.get("experts") == "mxfp4":  # V2.6: only routed experts are MXFP4
+            put = lambda name, w: self.put_mxfp4(name, *quantize_mxfp4(w, self.rng,
+                                                                       self.vary_magnitude))
+        put(p + "gate_proj.weight", self.randn(inter, H, std=1.0 / np.sqrt(H)))
+        put(p + "up_proj.weight", self.randn(inter, H, std=1.0 / np.sqrt(H)))
+        put(p + "down_proj.weight", self.randn(H, inter, std=1.0 / np.sqrt(inter)))
 
     def moe(self, p):
         s = self.s
         H, E = s["hidden_size"], s["n_routed_experts"]
         # Router logits ~ N(0, 1.5^2); the correction bias (+-0.35) is large enough to change the
         # selected experts for a good share of the tokens.
-        self.put_float(p + "gate.weight", self.randn(E, H, std=1.5 / np.sqrt(H)), "F32")
-        self.put_float(p + "gate.e_score_correction_bias", self.rng.uniform(-0.35, 0.35, E), "F32")
+        wdt, bdt = s.get("router_dtype", ("F32", "F32"))
+        self.put_float(p + "gate.weight", self.randn(E, H, std=1.5 / np.sqrt(H)), wdt)
+        self.put_float(p + "gate.e_score_correction_bias", self.rng.uniform(-0.35, 0.35, E), bdt)
         for e in range(E):
-            self.dense_mlp(f"{p}experts.{e}.", s["moe_intermediate_size"])
+            self.dense_mlp(f"{p}experts.{e}.", s["moe_intermediate_size"], expert=True)
 
     def build(self):
         s = self.s
@@ -360,6 +449,11 @@ class Builder:
                 "quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
                 "weight_block_size": [BLOCK, BLOCK],
                 "ignored_layers": [f"model.layers.{l}.self_attn.o_proj" for l in range(L)]}
+        if s.get("experts") == "mxfp4":
+            cfg["quantization_config"]["store_dtype"] = "mxfp4"
+            cfg["quantization_config"]["mxfp4_block_size"] = 32
+        if s.get("router_dtype", ("F32",))[0] == "BF16":
+            cfg["moe_router_dtype"] = "bfloat16"
         if s.get("omni"):
             cfg["vision_config"] = {"hidden_size": 64, "depth": 1, "patch_size": 4}
             cfg["audio_config"] = {"d_model": 64, "encoder_layers": 1}
@@ -391,8 +485,7 @@ def write_checkpoint(out_dir, variant, seed=0):
     os.makedirs(out_dir, exist_ok=True)
     # bf16-sharded is the bf16 model split over 3 files (same seed), so their logits are equal.
     base = spec.get("same_model_as", variant)
-    order = sorted(VARIANTS) + sorted(BENCH_VARIANTS)  # test variants keep their seeds
-    b = Builder(spec, seed * 1000 + order.index(base))
+    b = Builder(spec, seed * 1000 + SEED_ORDER.index(base))
     tensors = b.build()
     with open(os.path.join(out_dir, "config.json"), "w") as f:
         json.dump(b.config(), f, indent=2)
@@ -417,18 +510,254 @@ def write_checkpoint(out_dir, variant, seed=0):
                   f, indent=2)
 
 
+# ----------------------------------------------------------------------------------------------
+# Full-size checkpoints as sparse files: the real config.json and every tensor's real name, dtype
+# and shape (spec sections 1, 3 and 4), data left as holes. Values not in the spec are marked
+# INFERRED where they are used.
+def _flash_pattern(L):
+    return [0 if (i == 0 or (i + 1) % 6 == 0) else 1 for i in range(L)]
+
+
+_PRO_FULL_LAYERS = {0, 7, 15, 23, 31, 39, 47, 55, 62, 69}  # spec section 1 (RPT-25P)
+
+FULL_SIZE = {
+    "flash": dict(
+        architectures=["MiMoV2FlashForCausalLM"], model_type="mimo_v2_flash", hidden_size=4096,
+        num_hidden_layers=48, num_attention_heads=64, num_key_value_heads=4,
+        swa_num_attention_heads=64, swa_num_key_value_heads=8, n_routed_experts=256,
+        hybrid_layer_pattern=_flash_pattern(48), rope_theta=5000000, layernorm_epsilon=1e-5,
+        attention_value_scale=0.707, max_position_embeddings=262144, qkv="separate",
+        experts="fp8", router=("F32", "F32"), omni=False, mtp_file=True),
+    "v2.5": dict(
+        architectures=["MiMoV2ForCausalLM"], model_type="mimo_v2", hidden_size=4096,
+        num_hidden_layers=48, num_attention_heads=64, num_key_value_heads=4,
+        swa_num_attention_heads=64, swa_num_key_value_heads=8, n_routed_experts=256,
+        hybrid_layer_pattern=_flash_pattern(48), rope_theta=10000000, layernorm_epsilon=1e-5,
+        attention_value_scale=0.707, max_position_embeddings=1048576, qkv="fused",
+        experts="fp8", router=("F32", "F32"), omni=True),
+    "v2.5-pro": dict(
+        architectures=["MiMoV2ForCausalLM"], model_type="mimo_v2", hidden_size=6144,
+        num_hidden_layers=70, num_attention_heads=128, num_key_value_heads=8,
+        swa_num_attention_heads=128, swa_num_key_value_heads=8, n_routed_experts=384,
+        hybrid_layer_pattern=[0 if i in _PRO_FULL_LAYERS else 1 for i in range(70)],
+        rope_theta=10000000, layernorm_epsilon=1e-5, attention_value_scale=0.612,
+        max_position_embeddings=1048576, qkv="fused", experts="fp8", router=("F32", "F32"),
+        omni=False),
+    "v2.6-flash": dict(
+        architectures=["MiMoV2ForCausalLM"], model_type="mimo_v2", hidden_size=4096,
+        num_hidden_layers=48, num_attention_heads=64, num_key_value_heads=4,
+        swa_num_attention_heads=64, swa_num_key_value_heads=8, n_routed_experts=256,
+        hybrid_layer_pattern=_flash_pattern(48), rope_theta=10000000, layernorm_epsilon=1e-6,
+        attention_value_scale=0.707, max_position_embeddings=1048576, qkv="fused",
+        experts="mxfp4", router=("BF16", "F32"), omni=True, nextn_key=True),
+    "v2.6-pro": dict(
+        architectures=["MiMoV2ForCausalLM"], model_type="mimo_v2", hidden_size=6144,
+        num_hidden_layers=70, num_attention_heads=128, num_key_value_heads=8,
+        swa_num_attention_heads=128, swa_num_key_value_heads=8, n_routed_experts=384,
+        hybrid_layer_pattern=[0 if i in _PRO_FULL_LAYERS else 1 for i in range(70)],
+        rope_theta=10000000, layernorm_epsilon=1e-5, attention_value_scale=0.612,
+        max_position_embeddings=1048576, qkv="fused", experts="mxfp4", router=("BF16", "F32"),
+        omni=False),
+}
+
+
+def full_size_config(name):
+    f = FULL_SIZE[name]
+    L = f["num_hidden_layers"]
+    cfg = {
+        "architectures": f["architectures"], "model_type": f["model_type"],
+        "vocab_size": 152576, "hidden_size": f["hidden_size"],
+        # INFERRED for the Pro models: 16384, from the FP8 byte count of a V2.6-Pro header.
+        "intermediate_size": 16384, "moe_intermediate_size": 2048, "num_hidden_layers": L,
+        "max_position_embeddings": f["max_position_embeddings"],
+        "num_attention_heads": f["num_attention_heads"],
+        "num_key_value_heads": f["num_key_value_heads"], "head_dim": 192, "v_head_dim": 128,
+        "swa_num_attention_heads": f["swa_num_attention_heads"],
+        "swa_num_key_value_heads": f["swa_num_key_value_heads"], "swa_head_dim": 192,
+        "swa_v_head_dim": 128, "hybrid_layer_pattern": f["hybrid_layer_pattern"],
+        "hybrid_block_size": None, "sliding_window": 128, "sliding_window_size": 128,
+        "attention_chunk_size": 128, "rope_theta": f["rope_theta"], "swa_rope_theta": 10000,
+        "partial_rotary_factor": 0.334, "rope_scaling": None,
+        "layernorm_epsilon": f["layernorm_epsilon"], "hidden_act": "silu", "attention_bias": False,
+        "add_swa_attention_sink_bias": True, "add_full_attention_sink_bias": False,
+        "attention_value_scale": f["attention_value_scale"], "tie_word_embeddings": False,
+        "n_routed_experts": f["n_routed_experts"], "num_experts_per_tok": 8,
+        "moe_layer_freq": [0] + [1] * (L - 1), "n_shared_experts": None, "n_group": 1,
+        "topk_group": 1, "scoring_func": "sigmoid", "topk_method": "noaux_tc",
+        "norm_topk_prob": True, "routed_scaling_factor": None, "torch_dtype": "bfloat16",
+        "eos_token_id": 151645, "pad_token_id": 151643,
+        "quantization_config": {
+            "quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
+            "weight_block_size": [BLOCK, BLOCK],
+            "ignored_layers": [f"model.layers.{l}.self_attn.o_proj" for l in range(L)]},
+    }
+    if f["qkv"] == "fused":
+        cfg["rope_parameters"] = {"rope_type": "default", "rope_theta": f["rope_theta"],
+                                  "partial_rotary_factor": 0.334}
+    if f["experts"] == "mxfp4":
+        cfg["quantization_config"].update(store_dtype="mxfp4", mxfp4_block_size=32)
+    if f["router"][0] == "BF16":
+        cfg["moe_router_dtype"] = "bfloat16"
+    if f.get("nextn_key"):
+        cfg["num_nextn_predict_layers"] = 3
+    if f["omni"]:
+        cfg["vision_config"] = {"depth": 32, "hidden_size": 1280, "patch_size": 14}
+        cfg["audio_config"] = {"encoder_layers": 32, "d_model": 1280}
+    return cfg
+
+
+def full_size_tensors(name):
+    """[(name, dtype, shape)] of the full-size checkpoint, in binding order."""
+    f, cfg = FULL_SIZE[name], full_size_config(name)
+    H, V, L = cfg["hidden_size"], cfg["vocab_size"], cfg["num_hidden_layers"]
+    I, MI, E = cfg["intermediate_size"], cfg["moe_intermediate_size"], cfg["n_routed_experts"]
+    out = []
+
+    def fp8(n, rows, cols):
+        out.append((n + ".weight", "F8_E4M3", [rows, cols]))
+        out.append((n + ".weight_scale_inv", "F32", [-(-rows // BLOCK), -(-cols // BLOCK)]))
+
+    def mxfp4(n, rows, cols):
+        out.append((n + ".weight", "U8", [rows, cols // 2]))
+        out.append((n + ".weight_scale", "U8", [rows, cols // 32]))
+
+    def attention(p, sliding):
+        pre = "swa_" if sliding else ""
+        nh, nkv = cfg[pre + "num_attention_heads"], cfg[pre + "num_key_value_heads"]
+        if f["qkv"] == "fused":  # TP = num_key_value_heads sections, ceil(section / 128) rows each
+            tp = cfg["num_key_value_heads"]
+            sec = nh // tp * 192 + nkv // tp * (192 + 128)
+            out.append((p + "qkv_proj.weight", "F8_E4M3", [tp * sec, H]))
+            out.append((p + "qkv_proj.weight_scale_inv", "F32",
+                        [tp * -(-sec // BLOCK), -(-H // BLOCK)]))
+        else:
+            fp8(p + "q_proj", nh * 192, H)
+            if sliding:
+                fp8(p + "k_proj", nkv * 192, H)
+                fp8(p + "v_proj", nkv * 128, H)
+            else:  # Flash full layers: the per-TP-section grid, 2 k rows and 1 v row per kv head
+                out.extend([(p + "k_proj.weight", "F8_E4M3", [nkv * 192, H]),
+                            (p + "k_proj.weight_scale_inv", "F32", [2 * nkv, -(-H // BLOCK)]),
+                            (p + "v_proj.weight", "F8_E4M3", [nkv * 128, H]),
+                            (p + "v_proj.weight_scale_inv", "F32", [nkv, -(-H // BLOCK)])])
+        out.append((p + "o_proj.weight", "BF16", [H, nh * 128]))
+        if sliding:
+            out.append((p + "attention_sink_bias", "BF16", [nh]))
+
+    def dense(p, inter, quant):
+        for proj, r, c in (("gate_proj", inter, H), ("up_proj", inter, H), ("down_proj", H, inter)):
+            quant(p + proj, r, c)
+
+    def vec(n, size=H):
+        out.append((n, "BF16", [size]))
+
+    out.append(("model.embed_tokens.weight", "BF16", [V, H]))
+    for l in range(L):
+        p = f"model.layers.{l}."
+        vec(p + "input_layernorm.weight")
+        vec(p + "post_attention_layernorm.weight")
+        attention(p + "self_attn.", cfg["hybrid_layer_pattern"][l] == 1)
+        if cfg["moe_layer_freq"][l]:
+            out.append((p + "mlp.gate.weight", f["router"][0], [E, H]))
+            out.append((p + "mlp.gate.e_score_correction_bias", f["router"][1], [E]))
+            for e in range(E):
+                dense(f"{p}mlp.experts.{e}.", MI, mxfp4 if f["experts"] == "mxfp4" else fp8)
+        else:
+            dense(p + "mlp.", I, fp8)
+    vec("model.norm.weight")
+    out.append(("lm_head.weight", "BF16", [V, H]))
+    for i in range(3):  # 3 MTP layers (spec section 3; INFERRED for the Pro models)
+        p = f"model.mtp.layers.{i}."
+        for n in ("enorm", "hnorm", "input_layernorm"):
+            vec(p + n + ".weight")
+        out.append((p + "eh_proj.weight", "BF16", [H, 2 * H]))
+        attention(p + "self_attn.", True)
+        vec(p + "pre_mlp_layernorm.weight")
+        dense(p + "mlp.", I, fp8)
+        vec(p + "final_layernorm.weight")
+    if f["omni"]:  # vision and audio towers (names and sizes illustrative, INFERRED)
+        W = 1280
+        for b in range(32):
+            q, a = f"visual.blocks.{b}.", f"audio_encoder.layers.{b}."
+            for n, shape in (("norm1", [W]), ("attn.qkv", [3 * W, W]), ("attn.proj", [W, W]),
+                             ("norm2", [W]), ("mlp.fc1", [4 * W, W]), ("mlp.fc2", [W, 4 * W])):
+                out.append((q + n + ".weight", "BF16", shape))
+            for n, shape in (("self_attn.q_proj", [W, W]), ("self_attn.k_proj", [W, W]),
+                             ("self_attn.v_proj", [W, W]), ("self_attn.out_proj", [W, W]),
+                             ("fc1", [4 * W, W]), ("fc2", [W, 4 * W])):
+                out.append((a + n + ".weight", "BF16", shape))
+        out.extend([("visual.patch_embed.proj.weight", "BF16", [W, 3, 2, 14, 14]),
+                    ("visual.merger.mlp.0.weight", "BF16", [H, 4 * W]),
+                    ("audio_encoder.conv1.weight", "BF16", [W, 128, 3]),
+                    ("speech_embeddings.weight", "BF16", [4096, H])])
+    return out
+
+
+def write_sparse_safetensors(path, tensors):
+    """Header with real offsets; the data area is a hole of its real size (seek + truncate)."""
+    header, offset = {"__metadata__": {"format": "pt"}}, 0
+    for name, dtype, shape in tensors:
+        size = {"BF16": 2, "F32": 4, "F8_E4M3": 1, "U8": 1}[dtype]
+        n = int(np.prod(shape, dtype=np.int64)) * size
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + n]}
+        offset += n
+    hb = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    hb += b" " * (-len(hb) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(hb)))
+        f.write(hb)
+        f.truncate(8 + len(hb) + offset)
+    return offset
+
+
+def write_full_size(out_dir, name, layers_per_shard=4):
+    """The full-size `name` checkpoint as sparse shards + model.safetensors.index.json."""
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "config.json"), "w") as f:
+        json.dump(full_size_config(name), f, indent=2)
+    shards = {}
+    for n, dtype, shape in full_size_tensors(name):
+        if n.startswith("model.layers."):
+            key = int(n.split(".")[2]) // layers_per_shard + 1
+        elif n.startswith("model.mtp.") and FULL_SIZE[name].get("mtp_file"):
+            key = "mtp"
+        else:
+            key = 0
+        shards.setdefault(key, []).append((n, dtype, shape))
+    numbered = sorted(k for k in shards if k != "mtp")
+    total, weight_map = 0, {}
+    for i, k in enumerate(numbered):
+        fn = f"model-{i + 1:05d}-of-{len(numbered):05d}.safetensors"
+        total += write_sparse_safetensors(os.path.join(out_dir, fn), shards[k])
+        weight_map.update({n: fn for n, _, _ in shards[k]})
+    if "mtp" in shards:
+        total += write_sparse_safetensors(os.path.join(out_dir, "model_mtp.safetensors"),
+                                          shards["mtp"])
+        weight_map.update({n: "model_mtp.safetensors" for n, _, _ in shards["mtp"]})
+    with open(os.path.join(out_dir, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out")
     ap.add_argument("--variant", default="bf16")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--list", action="store_true")
+    ap.add_argument("--full-size", choices=sorted(FULL_SIZE),
+                    help="a full-size checkpoint of this sibling (needs --sparse)")
+    ap.add_argument("--sparse", action="store_true", help="with --full-size: data left as holes")
     a = ap.parse_args(argv)
     if a.list:
         print("\n".join(VARIANTS))
         return 0
     if not a.out:
         ap.error("--out is required")
+    if a.full_size:
+        if not a.sparse:
+            ap.error("--full-size writes hundreds of GB of weights; only --sparse is supported")
+        write_full_size(a.out, a.full_size)
+        return 0
     write_checkpoint(a.out, a.variant, a.seed)
     return 0
 

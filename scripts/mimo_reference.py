@@ -7,7 +7,9 @@ representable in float64), so it is a strictly more precise oracle for the engin
 The spec's "RMSNorm / router / softmax in fp32" steps are therefore computed in float64 here.
 
 Own parsers: safetensors (single file or sharded via model.safetensors.index.json), BF16 / F16 /
-F32 / F8_E4M3 (decoded by a 256-entry table), and every FP8 scale layout of spec section 4:
+F32 / F8_E4M3 (decoded by a 256-entry table), MXFP4 routed experts (E2M1 codes by the spec's
+16-entry table, low nibble first, E8M0 exponents per 32 elements; written from the spec, sharing
+nothing with the C++ or the generator), and every FP8 scale layout of spec section 4:
   * uniform 128x128 grid (ceil at the edges),
   * per-TP-section grid of separate k_proj / v_proj (Flash full attention: one fused [Q;K;V] grid per
     section, TP = num_key_value_heads; k scale rows and v scale rows split where the blocks start),
@@ -46,6 +48,38 @@ def _e4m3_value(code: int) -> float:
 
 
 E4M3_TABLE = np.array([_e4m3_value(c) for c in range(256)], dtype=np.float64)
+
+
+# ----------------------------------------------------------------------------------------------
+# MXFP4 (spec section 4, OCP MX): 4-bit E2M1 codes, bit 3 the sign and bits 0-2 indexing
+# {0, 0.5, 1, 1.5, 2, 3, 4, 6}; two codes per byte, element 2i in the LOW nibble of byte i and
+# element 2i+1 in the HIGH nibble; one E8M0 exponent byte per 32 consecutive elements of a row,
+# worth 2^(e - 127) (e = 255 is NaN).
+MXFP4_BLOCK = 32
+E2M1_TABLE = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
+                      + [-v for v in (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)], dtype=np.float64)
+
+
+def e8m0_value(e: np.ndarray) -> np.ndarray:
+    e = np.asarray(e, dtype=np.float64)
+    return np.where(e == 255, np.nan, np.exp2(e - 127.0))
+
+
+def dequant_mxfp4(packed: np.ndarray, exps: np.ndarray, cols: Optional[int] = None) -> np.ndarray:
+    """packed uint8 [N, ceil(K/2)] + exps uint8 [N, ceil(K/32)] -> float64 [N, K]
+    (K = 2 * packed columns unless given)."""
+    packed = np.asarray(packed, dtype=np.uint8)
+    n, pc = packed.shape
+    k = 2 * pc if cols is None else cols
+    nb = -(-k // MXFP4_BLOCK)
+    if exps.shape != (n, nb):
+        raise ValueError(f"MXFP4 weight [{n}, {k}] wants exponents [{n}, {nb}], "
+                         f"got {list(exps.shape)}")
+    codes = np.empty((n, 2 * pc), dtype=np.uint8)
+    codes[:, 0::2] = packed & 0x0F  # element 2i: low nibble
+    codes[:, 1::2] = packed >> 4    # element 2i + 1: high nibble
+    scale = np.repeat(e8m0_value(exps), MXFP4_BLOCK, axis=1)[:, :k]
+    return E2M1_TABLE[codes[:, :k]] * scale
 
 
 # ----------------------------------------------------------------------------------------------
@@ -305,6 +339,7 @@ class Weights:
         self.cfg = cfg
         self.wrong_grid = wrong_grid
         self.layouts: Dict[str, str] = {}  # FP8 tensor name -> "uniform" / "kv-sectioned" / ...
+        self.mxfp4_deviation = ""  # self-tests only: "nibbles" or "bias128" (Options)
         self._cache: Dict[str, object] = {}  # decoded tensors
 
     def has(self, name):
@@ -316,7 +351,12 @@ class Weights:
             if name not in self.raw:
                 raise KeyError(f"missing tensor {name}")
             t = self.raw[name]
-            a = self.dense_fp8(name) if t.dtype == "F8_E4M3" else decode_raw(t)
+            if t.dtype == "F8_E4M3":
+                a = self.dense_fp8(name)
+            elif t.dtype == "U8":
+                a = self.dense_mxfp4(name)
+            else:
+                a = decode_raw(t)
             self._cache[name] = torch.from_numpy(a)
         t = self._cache[name]
         if shape is not None and list(t.shape) != list(shape):
@@ -327,6 +367,25 @@ class Weights:
         s = decode_raw(self.raw[name + "_scale_inv"])
         self.layouts[name] = "uniform"
         return dequant_uniform(decode_raw(self.raw[name]), s)
+
+    def dense_mxfp4(self, name) -> np.ndarray:
+        """`name` uint8 packed codes with E8M0 exponents in `name`_scale (not _scale_inv)."""
+        if self.cfg.raw.get("quantization_config", {}).get("store_dtype") != "mxfp4":
+            raise ValueError(f"{name}: U8 weight but quantization_config.store_dtype is not mxfp4")
+        if name + "_scale" not in self.raw:
+            raise KeyError(f"missing tensor {name}_scale (MXFP4 exponents of {name})")
+        w, s = self.raw[name], self.raw[name + "_scale"]
+        if w.dtype != "U8" or s.dtype != "U8" or len(w.shape) != 2:
+            raise ValueError(f"{name}: MXFP4 wants U8 codes and U8 exponents, got {w.dtype} / "
+                             f"{s.dtype}")
+        self.layouts[name] = "mxfp4"
+        packed = np.frombuffer(w.data, dtype=np.uint8).reshape(w.shape)
+        exps = np.frombuffer(s.data, dtype=np.uint8).reshape(s.shape)
+        if self.mxfp4_deviation == "nibbles":  # self-tests: high nibble first
+            packed = ((packed >> 4) | (packed << 4)).astype(np.uint8)
+        elif self.mxfp4_deviation == "bias128":  # self-tests: exponents off by one
+            exps = (exps.astype(np.int64) - 1).clip(0, 254).astype(np.uint8)
+        return dequant_mxfp4(packed, exps)
 
     def attention_qkv(self, prefix: str, g: LayerGeom):
         """(q [nh*dqk,H], k [nkv*dqk,H], v [nkv*dv,H]) for `prefix` = '...self_attn.'."""
@@ -486,6 +545,7 @@ class Options:
     rope_full_dim_table: bool = False  # HF-REMOTE bug: frequencies over head_dim, sliced to rot
     swap_thetas: bool = False
     fp8_wrong_grid: bool = False  # sectioned / fused FP8 read with repeat-by-128-and-crop
+    mxfp4_deviation: str = ""  # "nibbles": high nibble first; "bias128": exponents read as e - 128
 
 
 class Reference:
@@ -494,6 +554,7 @@ class Reference:
             self.cfg = parse_config(json.load(f))
         self.opts = opts or Options()
         self.w = Weights(model_dir, self.cfg, self.opts.fp8_wrong_grid)
+        self.w.mxfp4_deviation = self.opts.mxfp4_deviation
         self.route_margin = float("inf")
 
     def with_options(self, opts: Options) -> "Reference":
@@ -503,10 +564,12 @@ class Reference:
         r.cfg = Config(**self.cfg.__dict__)
         r.opts = opts
         r.route_margin = float("inf")
-        if opts.fp8_wrong_grid != self.opts.fp8_wrong_grid:
+        if (opts.fp8_wrong_grid != self.opts.fp8_wrong_grid
+                or opts.mxfp4_deviation != self.opts.mxfp4_deviation):
             r.w = Weights.__new__(Weights)
             r.w.__dict__.update(self.w.__dict__)
             r.w.cfg, r.w.wrong_grid, r.w._cache, r.w.layouts = r.cfg, opts.fp8_wrong_grid, {}, {}
+            r.w.mxfp4_deviation = opts.mxfp4_deviation
         return r
 
     # -- pieces ----------------------------------------------------------------------------

@@ -28,7 +28,43 @@ nlohmann::ordered_json TokenContent(const nlohmann::ordered_json& t) {
   return t;
 }
 
+// Content-part types (and keys) that carry images, audio or video: OpenAI's and the MiMo-V2.5
+// template's spellings.
+bool IsMediaPart(const nlohmann::ordered_json& part, std::string* kind) {
+  static const char* const kMedia[] = {"image", "image_url", "input_image", "audio",
+                                       "audio_url", "input_audio", "video", "video_url"};
+  if (!part.is_object()) return false;
+  const auto type = part.find("type");
+  for (const char* m : kMedia) {
+    if ((type != part.end() && type->is_string() && *type == m) || part.contains(m)) {
+      *kind = m;
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
+
+Status ChatTemplate::CheckTextOnly(const nlohmann::ordered_json& messages) {
+  if (!messages.is_array()) return Status::Ok();
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const auto& m = messages[i];
+    if (!m.is_object() || !m.contains("content") || !m["content"].is_array()) continue;
+    const auto& parts = m["content"];
+    for (size_t j = 0; j < parts.size(); ++j) {
+      std::string kind;
+      if (IsMediaPart(parts[j], &kind)) {
+        return InvalidArgument(
+            "messages[%zu].content[%zu] is an '%s' part: only text can be run (the checkpoint's "
+            "vision/audio towers are not loaded), so the request is refused rather than the "
+            "part dropped",
+            i, j, kind.c_str());
+      }
+    }
+  }
+  return Status::Ok();
+}
 
 StatusOr<ChatTemplate> ChatTemplate::FromString(const std::string& text) {
   auto t = jinja::JinjaTemplate::Parse(text);
@@ -145,6 +181,7 @@ StatusOr<std::string> ChatTemplate::Render(const nlohmann::ordered_json& message
                                            const nlohmann::ordered_json& extra_kwargs) const {
   if (!messages.is_array()) return InvalidArgument("messages must be a JSON array");
   if (!tools.is_null() && !tools.is_array()) return InvalidArgument("tools must be a JSON array or null");
+  if (!allow_media_parts_) MIMO_RETURN_IF_ERROR(CheckTextOnly(messages));
   if (!extra_kwargs.is_null() && !extra_kwargs.is_object()) {
     return InvalidArgument("chat template kwargs must be a JSON object");
   }

@@ -35,6 +35,17 @@ class ChatTemplate {
                                const nlohmann::ordered_json& tools, bool add_generation_prompt,
                                const nlohmann::ordered_json& extra_kwargs) const;
 
+  // Image, audio and video content parts ({"type": "image_url", ...}, "input_audio", "video",
+  // ...; also a part holding such a key, as the MiMo-V2.5 template tests) are an error naming
+  // messages[i].content[j]: the engine runs the language model alone, and a template would
+  // otherwise render a placeholder the model cannot see through. Text parts pass. Render calls
+  // it first unless media parts are allowed, so every caller that feeds a model (mimo chat, the
+  // server) gets the same error.
+  static Status CheckTextOnly(const nlohmann::ordered_json& messages);
+  // Render media parts as the template does (`mimo render`, which reproduces a template byte for
+  // byte, uses it; nothing that runs the model may).
+  void set_allow_media_parts(bool allow) { allow_media_parts_ = allow; }
+
   // Replaces tool-call `function.arguments` given as JSON strings (the OpenAI wire form) by the
   // parsed JSON values, as vLLM does before rendering: templates iterate arguments as a mapping.
   static Status ParseToolCallArguments(nlohmann::ordered_json* messages);
@@ -52,6 +63,7 @@ class ChatTemplate {
  private:
   jinja::JinjaTemplate template_;
   std::vector<std::pair<std::string, nlohmann::ordered_json>> special_tokens_;
+  bool allow_media_parts_ = false;
 };
 
 }  // namespace mimo

@@ -7,8 +7,11 @@
 
 namespace mimo {
 
-enum class DType : uint8_t { kF32, kBF16, kF16, kF8E4M3, kU8, kI32, kI64, kCount };
+// kMxfp4 is not a storage dtype (safetensors stores MXFP4 as U8 bytes): it is the format of a
+// MatrixWeight holding packed E2M1 pairs with E8M0 block exponents (core/matrix_weight.h).
+enum class DType : uint8_t { kF32, kBF16, kF16, kF8E4M3, kU8, kI32, kI64, kMxfp4, kCount };
 
+// Bytes per element; 0 for kMxfp4 (two elements per byte: see MatrixWeight::DataBytes).
 inline constexpr size_t DTypeSize(DType t) {
   switch (t) {
     case DType::kF32: return 4;
@@ -32,14 +35,16 @@ inline constexpr std::string_view DTypeName(DType t) {
     case DType::kU8: return "U8";
     case DType::kI32: return "I32";
     case DType::kI64: return "I64";
+    case DType::kMxfp4: return "MXFP4";
     default: return "?";
   }
 }
 
-// Returns false for an unknown name.
+// A safetensors dtype name -> DType; false for an unknown name (and for "MXFP4", a weight
+// format rather than a storage dtype).
 inline bool ParseDType(std::string_view s, DType* out) {
   for (int i = 0; i < static_cast<int>(DType::kCount); ++i) {
-    if (DTypeName(static_cast<DType>(i)) == s) {
+    if (DTypeSize(static_cast<DType>(i)) != 0 && DTypeName(static_cast<DType>(i)) == s) {
       *out = static_cast<DType>(i);
       return true;
     }
@@ -100,5 +105,20 @@ inline float F8E4M3ToF32(uint8_t b) {
 
 // Round-to-nearest-even with saturation to +-448 (how checkpoints are produced).
 uint8_t F32ToF8E4M3(float f);
+
+// MXFP4 element (OCP MX, spec section 4): a 4-bit E2M1 code, bit 3 the sign, bits 0-2 indexing
+// {0, 0.5, 1, 1.5, 2, 3, 4, 6}; no NaN or infinity (code 8 is -0).
+inline float E2M1ToF32(uint8_t code) {
+  static constexpr float kMagnitude[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  const float v = kMagnitude[code & 7];
+  return (code & 8) ? -v : v;
+}
+
+// E8M0 block scale: 2^(e - 127); e = 255 is NaN. e = 0 gives 2^-127, an fp32 subnormal.
+inline float E8M0ToF32(uint8_t e) {
+  if (e == 255) return __builtin_nanf("");
+  if (e == 0) return BitsToF32(0x00400000u);
+  return BitsToF32(static_cast<uint32_t>(e) << 23);
+}
 
 }  // namespace mimo

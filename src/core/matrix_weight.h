@@ -1,7 +1,8 @@
 // MatrixWeight: a [rows=out_features, cols=in_features] weight in its stored dtype, as bound from
-// a checkpoint (usually pointing into the mmap). FP8 weights carry their block scales and, per
-// output row, which scale row applies: that one indirection expresses the uniform 128x128 grid,
-// the per-TP-section grid of Flash full-attention K/V, and de-interleaved fused qkv_proj alike.
+// a checkpoint (usually pointing into the mmap). Block-quantized weights carry their block scales
+// and, per output row, which scale row applies: that one indirection expresses the uniform
+// 128x128 FP8 grid, the per-TP-section grid of Flash full-attention K/V, de-interleaved fused
+// qkv_proj, and MXFP4's one exponent row per weight row alike.
 #pragma once
 
 #include <cstdint>
@@ -13,13 +14,18 @@
 namespace mimo {
 
 struct MatrixWeight {
-  DType dtype = DType::kF32;  // kF32, kBF16, kF16 or kF8E4M3
+  DType dtype = DType::kF32;  // kF32, kBF16, kF16, kF8E4M3 or kMxfp4
   int64_t rows = 0;           // out_features
   int64_t cols = 0;           // in_features
-  const void* data = nullptr;  // [rows, cols] row-major, stored dtype
+  // [rows, cols] row-major in the stored dtype; kMxfp4: [rows, RowBytes()] bytes, element 2i of a
+  // row in the low nibble of byte i and element 2i+1 in the high nibble (spec section 4).
+  const void* data = nullptr;
 
-  // F8E4M3 only: w[r][c] = fp8[r][c] * scale_inv[ScaleRow(r) * scale_cols + c / block_cols].
+  // F8E4M3: w[r][c] = fp8[r][c] * scale_inv[ScaleRow(r) * scale_cols + c / block_cols].
   const float* scale_inv = nullptr;  // [num_scale_rows, scale_cols]
+  // kMxfp4: w[r][c] = E2M1(code[r][c]) * 2^(scale_e8m0[ScaleRow(r) * scale_cols + c / 32] - 127);
+  // block_cols is 32 and block_rows 1 (one exponent row per weight row, no per-row map).
+  const uint8_t* scale_e8m0 = nullptr;  // [num_scale_rows, scale_cols]
   int64_t num_scale_rows = 0;
   int64_t scale_cols = 0;
   int64_t block_cols = 128;
@@ -34,6 +40,18 @@ struct MatrixWeight {
   std::shared_ptr<void> owned;
 
   bool empty() const { return data == nullptr; }
+  // Bytes of one stored row (MXFP4: ceil(cols / 2)).
+  int64_t RowBytes() const {
+    return dtype == DType::kMxfp4 ? (cols + 1) / 2 : cols * static_cast<int64_t>(DTypeSize(dtype));
+  }
+  // Bytes a pass over the whole weight reads: the stored rows, and its scales (FP8 fp32 scales,
+  // MXFP4 one byte per 32 elements).
+  int64_t DataBytes() const { return rows * RowBytes(); }
+  int64_t ScaleBytes() const {
+    if (dtype == DType::kF8E4M3) return 4 * num_scale_rows * scale_cols;
+    if (dtype == DType::kMxfp4) return num_scale_rows * scale_cols;
+    return 0;
+  }
   // Dequantized element (slow path: references and tests).
   float At(int64_t r, int64_t c) const;
 };

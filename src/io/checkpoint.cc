@@ -133,8 +133,14 @@ StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& dir) {
     }
   }
   if (!ck->skipped_.empty()) {
-    MIMO_LOG_INFO("%s: skipping %zu non-language-model tensors (multimodal towers), e.g. '%s'",
-                  dir.c_str(), ck->skipped_.size(), ck->skipped_.front().c_str());
+    std::string groups;
+    for (const SkippedGroup& g : ck->SkippedGroups()) {
+      groups += (groups.empty() ? "" : ", ") + g.prefix + "* " + std::to_string(g.tensors);
+    }
+    MIMO_LOG_INFO(
+        "%s: skipping %zu tensors outside the language model (vision/audio towers: %s); only "
+        "text is run",
+        dir.c_str(), ck->skipped_.size(), groups.c_str());
   }
   // MTP layers count only when they are numbered 0..N-1 without gaps.
   int found = 0;
@@ -197,6 +203,8 @@ int64_t Checkpoint::block_cols() const {
 
 StatusOr<MatrixWeight> Checkpoint::GetLinear(const std::string& prefix, int64_t rows,
                                              int64_t cols) const {
+  const SafetensorsTensor* raw = FindTensor(prefix + ".weight");
+  if (raw && raw->entry->dtype == DType::kU8) return GetMxfp4Linear(prefix, rows, cols);
   const SafetensorsTensor* t = nullptr;
   MIMO_RETURN_IF_ERROR(CheckTensor(prefix + ".weight", {rows, cols},
                                    {DType::kF32, DType::kBF16, DType::kF16, DType::kF8E4M3}, &t));
@@ -216,6 +224,80 @@ StatusOr<MatrixWeight> Checkpoint::GetLinear(const std::string& prefix, int64_t 
   w.block_rows = block_rows();  // uniform grid: no per-row map
   w.owned = owned;
   return w;
+}
+
+// Spec section 4, MXFP4: `prefix`.weight uint8 [rows, ceil(cols / 2)] of E2M1 pairs and
+// `prefix`.weight_scale (not _scale_inv) uint8 [rows, ceil(cols / 32)] of E8M0 exponents, both
+// left in the mapping.
+StatusOr<MatrixWeight> Checkpoint::GetMxfp4Linear(const std::string& prefix, int64_t rows,
+                                                  int64_t cols) const {
+  const SafetensorsTensor* t = FindTensor(prefix + ".weight");
+  if (!config_.mxfp4) {
+    return InvalidArgument(
+        "tensor '%s.weight' in '%s' is U8 %s (packed MXFP4?) but config.json "
+        "quantization_config.store_dtype is not \"mxfp4\"",
+        prefix.c_str(), t->file->path().c_str(), ShapeToString(t->entry->shape).c_str());
+  }
+  const int64_t block = config_.mxfp4_block_size;
+  MIMO_RETURN_IF_ERROR(CheckTensor(prefix + ".weight", {rows, CeilDiv(cols, 2)}, {DType::kU8}, &t));
+  const std::string scale = prefix + ".weight_scale";
+  if (!Has(scale) && Has(prefix + ".weight_scale_inv")) {
+    return InvalidArgument(
+        "tensor '%s' not found in checkpoint '%s': MXFP4 weight '%s.weight' has a "
+        "weight_scale_inv (FP8's fp32 scales) instead of E8M0 exponents U8 [%lld, %lld]",
+        scale.c_str(), dir_.c_str(), prefix.c_str(), static_cast<long long>(rows),
+        static_cast<long long>(CeilDiv(cols, block)));
+  }
+  const SafetensorsTensor* s = nullptr;
+  MIMO_RETURN_IF_ERROR(CheckTensor(scale, {rows, CeilDiv(cols, block)}, {DType::kU8}, &s));
+  MatrixWeight w;
+  w.dtype = DType::kMxfp4;
+  w.rows = rows;
+  w.cols = cols;
+  w.data = t->data;
+  w.scale_e8m0 = static_cast<const uint8_t*>(s->data);
+  w.num_scale_rows = rows;
+  w.scale_cols = CeilDiv(cols, block);
+  w.block_cols = block;
+  w.block_rows = 1;  // one exponent row per weight row: no per-row map
+  return w;
+}
+
+StatusOr<int> Checkpoint::Mxfp4WeightCount() const {
+  static const std::string kScale = ".weight_scale", kWeight = ".weight";
+  auto ends_with = [](const std::string& n, const std::string& suffix) {
+    return n.size() > suffix.size() &&
+           n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  int count = 0;
+  for (const std::string& n : TensorNames()) {
+    const SafetensorsTensor* t = FindTensor(n);
+    if (ends_with(n, kScale)) {
+      const std::string base = n.substr(0, n.size() - kScale.size());
+      const SafetensorsTensor* w = FindTensor(base + kWeight);
+      if (!w || w->entry->dtype != DType::kU8) {
+        return InvalidArgument(
+            "tensor '%s' in '%s': an E8M0 weight_scale belongs to a U8 (MXFP4) weight, but "
+            "'%s.weight' is %s",
+            n.c_str(), t->file->path().c_str(), base.c_str(),
+            w ? Describe(*w->entry).c_str() : "absent");
+      }
+      continue;
+    }
+    if (!ends_with(n, kWeight) || t->entry->dtype != DType::kU8) continue;
+    const std::string base = n.substr(0, n.size() - kWeight.size());
+    const Shape& shape = t->entry->shape;
+    if (shape.size() != 2) {
+      return InvalidArgument("tensor '%s' in '%s': a U8 (MXFP4) weight must be 2-D, got %s",
+                             n.c_str(), t->file->path().c_str(), Describe(*t->entry).c_str());
+    }
+    // Shape checks only (nothing is read): the same tensors GetMxfp4Linear binds, with
+    // cols = 2 x the packed columns.
+    auto bound = GetMxfp4Linear(base, shape[0], 2 * shape[1]);
+    if (!bound.ok()) return bound.status();
+    ++count;
+  }
+  return count;
 }
 
 // Decides fused vs separate and the FP8 grid from names and shapes; binds nothing.
@@ -476,6 +558,27 @@ std::vector<std::string> Checkpoint::TensorNames() const {
     if (IsLanguageModelTensor(n)) out.push_back(n);
   }
   return out;
+}
+
+std::vector<Checkpoint::SkippedGroup> Checkpoint::SkippedGroups() const {
+  std::map<std::string, SkippedGroup> groups;
+  for (const std::string& n : skipped_) {
+    // "visual.blocks.0.attn.qkv.weight" -> "visual."; "model.visual.x" -> "model.visual.".
+    size_t end = n.find('.');
+    if (end != std::string::npos && n.compare(0, end, "model") == 0) end = n.find('.', end + 1);
+    const std::string prefix = end == std::string::npos ? n : n.substr(0, end + 1);
+    SkippedGroup& g = groups[prefix];
+    g.prefix = prefix;
+    g.tensors++;
+    if (const SafetensorsTensor* t = set_->Find(n)) g.bytes += t->entry->nbytes;
+  }
+  std::vector<SkippedGroup> out;
+  for (auto& [prefix, g] : groups) out.push_back(g);
+  return out;
+}
+
+ModelVariant Checkpoint::Variant() const {
+  return RecogniseVariant(config_, Has("model.layers.0.self_attn.qkv_proj.weight"));
 }
 
 std::map<DType, uint64_t> Checkpoint::BytesByDType() const {

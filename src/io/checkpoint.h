@@ -17,6 +17,7 @@
 #include "core/thread_pool.h"
 #include "io/fp8_layout.h"
 #include "io/hf_config.h"
+#include "io/model_variant.h"
 #include "io/safetensors.h"
 
 namespace mimo {
@@ -53,7 +54,8 @@ class Checkpoint {
                            std::initializer_list<DType> allowed) const;
   // `prefix`.weight [rows, cols] as F32/BF16/F16, or F8_E4M3 with `prefix`.weight_scale_inv
   // [ceil(rows/br), ceil(cols/bc)] on the uniform grid (block br x bc from
-  // quantization_config.weight_block_size, default 128 x 128).
+  // quantization_config.weight_block_size, default 128 x 128), or (store_dtype "mxfp4") MXFP4:
+  // U8 [rows, ceil(cols/2)] with `prefix`.weight_scale U8 [rows, ceil(cols/32)].
   StatusOr<MatrixWeight> GetLinear(const std::string& prefix, int64_t rows, int64_t cols) const;
   // q/k/v of `attn_prefix` (e.g. "model.layers.0.self_attn") for a layer of geometry `layer`,
   // from q_proj/k_proj/v_proj or a fused qkv_proj. TP sections: num_key_value_heads_for_tp
@@ -66,6 +68,18 @@ class Checkpoint {
   std::vector<std::string> TensorNames() const;  // language-model tensors, sorted
   const std::vector<std::string>& SkippedTensorNames() const { return skipped_; }
   std::map<DType, uint64_t> BytesByDType() const;  // over every tensor in the files
+  // Skipped tensors grouped by their leading name component ("visual.", "audio_encoder.", ...).
+  struct SkippedGroup {
+    std::string prefix;
+    int tensors = 0;
+    uint64_t bytes = 0;
+  };
+  std::vector<SkippedGroup> SkippedGroups() const;
+  // The sibling this checkpoint is (io/model_variant.h), from the config and qkv storage.
+  ModelVariant Variant() const;
+  // MXFP4 weights (U8 .weight with an E8M0 .weight_scale), shape-checked like GetLinear binds
+  // them; an orphan weight_scale or a U8 weight without store_dtype "mxfp4" is an error.
+  StatusOr<int> Mxfp4WeightCount() const;
   int NumMtpLayers() const { return num_mtp_layers_found_; }
   size_t NumFiles() const { return set_->files().size(); }
   // The FP8 layout of every attention block (main and MTP layers) plus one kUniform count per
@@ -85,6 +99,8 @@ class Checkpoint {
   struct QkvPlan;
   Checkpoint() = default;
   StatusOr<QkvPlan> PlanQkv(const std::string& attn_prefix, const LayerConfig& layer, int tp) const;
+  StatusOr<MatrixWeight> GetMxfp4Linear(const std::string& prefix, int64_t rows,
+                                        int64_t cols) const;
   StatusOr<QkvWeights> BindFusedQkv(const QkvPlan& plan) const;
   StatusOr<QkvWeights> BindSectionQkv(const QkvPlan& plan) const;
   Status CheckTensor(const std::string& name, const Shape& expected,

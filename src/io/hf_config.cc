@@ -22,6 +22,11 @@
 //   i >= first_k_dense_replace (absent -> 1, i.e. layer 0 dense) and i % k == 0 (INFERRED,
 //   DeepSeek-style). Absent -> every layer dense.
 // - num_nextn_predict_layers absent -> 0 (the checkpoint loader counts model.mtp.layers.*).
+// - quantization_config.store_dtype "mxfp4" (V2.6): routed experts are MXFP4 with
+//   mxfp4_block_size 32 (the only size the kernels decode); other values but "fp8" are refused.
+// - moe_router_dtype (V2.6: "bfloat16") says how the router weight is stored; absent -> float32.
+//   The router weight and e_score_correction_bias bind in either dtype and the logits are
+//   accumulated in fp32 from the exact fp32 values (spec section 2.4) whatever it says.
 #include "io/hf_config.h"
 
 #include <cmath>
@@ -328,6 +333,13 @@ Status ReadMoe(const FieldReader& r, ModelConfig* c) {
   MIMO_RETURN_IF_ERROR(r.Bool("norm_topk_prob", &c->norm_topk_prob));
   MIMO_RETURN_IF_ERROR(r.Float("routed_scaling_factor", &c->routed_scaling_factor));
   if (!r.Has("routed_scaling_factor")) c->routed_scaling_factor = 1.0f;
+  MIMO_RETURN_IF_ERROR(r.String("moe_router_dtype", &c->moe_router_dtype));
+  if (c->moe_router_dtype != "float32" && c->moe_router_dtype != "bfloat16") {
+    return Unimplemented(
+        "config.json: 'moe_router_dtype' = '%s' is not supported (only 'float32' or "
+        "'bfloat16')",
+        c->moe_router_dtype.c_str());
+  }
   return Status::Ok();
 }
 
@@ -363,6 +375,25 @@ Status ReadQuantization(const FieldReader& r, ModelConfig* c) {
         "positive integers");
   }
   MIMO_RETURN_IF_ERROR(qr.StringList("ignored_layers", &c->ignored_layers));
+  // V2.6: routed experts stored as MXFP4 (uint8 E2M1 pairs + E8M0 weight_scale), the rest FP8.
+  std::string store;
+  MIMO_RETURN_IF_ERROR(qr.String("store_dtype", &store));
+  if (store == "mxfp4") {
+    c->mxfp4 = true;
+    c->mxfp4_block_size = 32;
+    MIMO_RETURN_IF_ERROR(qr.Int("mxfp4_block_size", &c->mxfp4_block_size));
+    if (c->mxfp4_block_size != 32) {
+      return Unimplemented(
+          "config.json: 'quantization_config.mxfp4_block_size' = %d is not supported (only 32, "
+          "the OCP MX block)",
+          c->mxfp4_block_size);
+    }
+  } else if (!store.empty() && store != "fp8") {
+    return Unimplemented(
+        "config.json: 'quantization_config.store_dtype' = '%s' is not supported (only 'fp8' or "
+        "'mxfp4')",
+        store.c_str());
+  }
   return Status::Ok();
 }
 

@@ -78,6 +78,7 @@ struct ModelConfig {
   std::string topk_method = "noaux_tc";
   bool norm_topk_prob = true;
   float routed_scaling_factor = 1.0f;  // null -> 1.0
+  std::string moe_router_dtype = "float32";  // "float32" | "bfloat16" (V2.6): router storage
 
   // MTP.
   int num_nextn_predict_layers = 0;  // absent in Flash; the loader counts model.mtp.layers.*
@@ -86,6 +87,10 @@ struct ModelConfig {
   bool fp8 = false;                      // quantization_config.quant_method == "fp8"
   std::vector<int> weight_block_size;    // [128, 128]
   std::vector<std::string> ignored_layers;
+  // quantization_config.store_dtype == "mxfp4" (V2.6): routed experts are MXFP4, i.e.
+  // experts.E.*.weight uint8 [rows, cols/2] E2M1 pairs + weight_scale uint8 [rows, cols/32] E8M0.
+  bool mxfp4 = false;
+  int mxfp4_block_size = 0;  // 32 when mxfp4
 
   // Tokens.
   std::optional<int> bos_token_id, eos_token_id, pad_token_id;

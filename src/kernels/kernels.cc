@@ -38,6 +38,19 @@ void CheckMatrixWeight(const MatrixWeight& w) {
                  static_cast<long long>(w.scale_cols), static_cast<long long>(w.block_cols),
                  w.scale_row.size());
       return;
+    case DType::kMxfp4:
+      // The kernels decode one 32-column block at a time with one exponent per block and row.
+      MIMO_CHECK(w.scale_e8m0 != nullptr && w.block_cols == 32 &&
+                     w.scale_cols * w.block_cols >= w.cols &&
+                     (static_cast<int64_t>(w.scale_row.size()) == w.rows ||
+                      (w.scale_row.empty() && w.block_rows > 0 &&
+                       (w.rows + w.block_rows - 1) / w.block_rows <= w.num_scale_rows)),
+                 "Linear: MXFP4 weight [%lld, %lld] has inconsistent scales (scale_cols %lld, "
+                 "block_cols %lld, %lld scale rows)",
+                 static_cast<long long>(w.rows), static_cast<long long>(w.cols),
+                 static_cast<long long>(w.scale_cols), static_cast<long long>(w.block_cols),
+                 static_cast<long long>(w.num_scale_rows));
+      return;
     default:
       MIMO_ABORT("Linear: unsupported weight dtype %s", std::string(DTypeName(w.dtype)).c_str());
   }

@@ -37,10 +37,9 @@ std::vector<LayerConfig> MimoV2Model::KvLayerConfigs() const {
 }
 
 namespace {
+// Stored rows plus scales: FP8 fp32 block scales, MXFP4 4-bit codes and one E8M0 byte per 32.
 double MatrixBytes(const MatrixWeight& w) {
-  double b = static_cast<double>(w.rows) * w.cols * DTypeSize(w.dtype);
-  if (w.dtype == DType::kF8E4M3) b += 4.0 * w.num_scale_rows * w.scale_cols;
-  return b;
+  return static_cast<double>(w.DataBytes()) + static_cast<double>(w.ScaleBytes());
 }
 double MlpBytes(const MlpWeights& m) {
   return MatrixBytes(m.gate_proj) + MatrixBytes(m.up_proj) + MatrixBytes(m.down_proj);

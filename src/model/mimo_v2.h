@@ -59,7 +59,8 @@ class MimoV2Model {
   const Checkpoint& checkpoint() const { return *ckpt_; }
 
   // Bytes of weights one decode token reads (embedding row, every attention and dense weight,
-  // the router, top-k experts per MoE layer, lm_head): the numerator of the bandwidth roofline.
+  // the router, top-k experts per MoE layer, lm_head; FP8 scales, MXFP4 experts at 4 bits plus
+  // one exponent byte per 32): the numerator of the bandwidth roofline.
   double ActiveWeightBytesPerToken() const;
 
   // Runs the main model over the step's tokens [T] (positions from batch.chunks).

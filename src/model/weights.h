@@ -30,7 +30,7 @@ struct MlpWeights {
 };
 
 struct MoeWeights {
-  MatrixWeight gate;                    // [n_routed_experts, hidden] (F32 router)
+  MatrixWeight gate;                    // [n_routed_experts, hidden] (F32, or BF16 on V2.6)
   std::vector<float> score_bias;        // [n_routed_experts] e_score_correction_bias (selection only)
   std::vector<MlpWeights> experts;      // [n_routed_experts]
 };

@@ -167,3 +167,46 @@ TEST(ChatTemplate, ParseToolCallArguments) {
 
 }  // namespace
 }  // namespace mimo
+
+namespace mimo {
+namespace {
+
+// Omni checkpoints (V2.5, V2.6) are run as language models only: the MiMo-V2.5 template would turn
+// an image part into <|image_pad|> tokens the engine cannot fill, so Render refuses every media
+// part with an error naming it, and renders text parts as the template does.
+TEST(ChatTemplate, MediaContentPartsAreRefusedByName) {
+  ChatTemplate t = MimoTemplate();
+  const char* kParts[][2] = {
+      {R"({"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}})", "image_url"},
+      {R"({"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav"}})",
+       "input_audio"},
+      {R"({"type": "image", "image": "x.png"})", "image"},
+      {R"({"type": "video_url", "video_url": {"url": "v.mp4"}})", "video_url"},
+      {R"({"audio_url": "a.wav"})", "audio_url"},
+  };
+  for (const auto& [part, kind] : kParts) {
+    json msgs = json::parse(std::string(R"([{"role": "system", "content": "S"},
+        {"role": "user", "content": [{"type": "text", "text": "Look:"}, )") + part + "]}]");
+    auto r = t.Render(msgs, nullptr, true, json::object());
+    ASSERT_FALSE(r.ok()) << part;
+    EXPECT_NE(r.status().message().find("messages[1].content[1]"), std::string::npos)
+        << r.status().message();
+    EXPECT_NE(r.status().message().find(std::string("'") + kind + "'"), std::string::npos)
+        << r.status().message();
+  }
+  json text_only = json::parse(R"([{"role": "user", "content": [
+      {"type": "text", "text": "A"}, {"type": "text", "text": "B"}]}])");
+  auto ok = t.Render(text_only, nullptr, true, json::object());
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_NE(ok->find("<|im_start|>user\nAB<|im_end|>"), std::string::npos) << *ok;
+  // Template-exact rendering (mimo render) keeps the template's placeholders.
+  t.set_allow_media_parts(true);
+  json image = json::parse(
+      R"([{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "u"}}]}])");
+  auto placeholder = t.Render(image, nullptr, true, json::object());
+  ASSERT_TRUE(placeholder.ok()) << placeholder.status().message();
+  EXPECT_NE(placeholder->find("<|image_pad|>"), std::string::npos) << *placeholder;
+}
+
+}  // namespace
+}  // namespace mimo

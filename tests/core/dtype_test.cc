@@ -48,6 +48,28 @@ TEST(DType, Names) {
   ASSERT_TRUE(ParseDType("F8_E4M3", &t));
   EXPECT_EQ(t, DType::kF8E4M3);
   EXPECT_FALSE(ParseDType("F8_E5M2", &t));
+  // MXFP4 is a weight format stored as U8 bytes, never a safetensors dtype.
+  EXPECT_EQ(DTypeName(DType::kMxfp4), "MXFP4");
+  EXPECT_FALSE(ParseDType("MXFP4", &t));
+  ASSERT_TRUE(ParseDType("U8", &t));
+  EXPECT_EQ(t, DType::kU8);
+}
+
+// OCP MX: E2M1 is 1 sign, 2 exponent (bias 1), 1 mantissa bit; E8M0 is 2^(e - 127), 255 = NaN.
+TEST(DType, Mxfp4KnownCodes) {
+  const float kPositive[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  for (int c = 0; c < 8; ++c) {
+    EXPECT_EQ(E2M1ToF32(static_cast<uint8_t>(c)), kPositive[c]) << c;
+    EXPECT_EQ(E2M1ToF32(static_cast<uint8_t>(c | 8)), -kPositive[c]) << c;
+  }
+  EXPECT_TRUE(std::signbit(E2M1ToF32(8)));  // -0
+  EXPECT_EQ(E8M0ToF32(127), 1.0f);
+  EXPECT_EQ(E8M0ToF32(128), 2.0f);
+  EXPECT_EQ(E8M0ToF32(120), std::ldexp(1.0f, -7));
+  EXPECT_EQ(E8M0ToF32(1), std::ldexp(1.0f, -126));
+  EXPECT_EQ(E8M0ToF32(0), std::ldexp(1.0f, -127));  // subnormal
+  EXPECT_EQ(E8M0ToF32(254), std::ldexp(1.0f, 127));
+  EXPECT_TRUE(std::isnan(E8M0ToF32(255)));
 }
 
 }  // namespace

@@ -222,6 +222,12 @@ TEST(HfConfig, ValidationErrorsNameTheField) {
       {"quantization_config", json{{"quant_method", "fp8"}, {"weight_block_size", {128}}},
        "weight_block_size"},
       {"eos_token_id", "x", "eos_token_id"},
+      {"quantization_config", json{{"quant_method", "fp8"}, {"store_dtype", "nvfp4"}},
+       "quantization_config.store_dtype"},
+      {"quantization_config",
+       json{{"quant_method", "fp8"}, {"store_dtype", "mxfp4"}, {"mxfp4_block_size", 16}},
+       "quantization_config.mxfp4_block_size"},
+      {"moe_router_dtype", "float16", "moe_router_dtype"},
       {"vocab_size", nullptr, "vocab_size"},
   };
   for (const auto& tc : cases) {
@@ -231,6 +237,32 @@ TEST(HfConfig, ValidationErrorsNameTheField) {
     EXPECT_NE(err.find(tc.expect), std::string::npos)
         << tc.field << "=" << tc.value.dump() << " -> " << err;
   }
+}
+
+// V2.6 (spec section 1 sibling table, section 4 MXFP4): store_dtype mxfp4 with block 32, a
+// bf16 router, layernorm_epsilon 1e-6 and num_nextn_predict_layers 3, all read from the config.
+TEST(HfConfig, V26StorageKeys) {
+  json j = TinyConfig();
+  j["quantization_config"]["store_dtype"] = "mxfp4";
+  j["quantization_config"]["mxfp4_block_size"] = 32;
+  j["moe_router_dtype"] = "bfloat16";
+  j["layernorm_epsilon"] = 1e-6;
+  j["num_nextn_predict_layers"] = 3;
+  auto c = Parse(j);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_TRUE(c->fp8);
+  EXPECT_TRUE(c->mxfp4);
+  EXPECT_EQ(c->mxfp4_block_size, 32);
+  EXPECT_EQ(c->moe_router_dtype, "bfloat16");
+  EXPECT_EQ(c->layernorm_epsilon, 1e-6f);
+  EXPECT_EQ(c->num_nextn_predict_layers, 3);
+  // Absent keys: FP8 experts, fp32 router; block size defaults to 32 with store_dtype mxfp4.
+  auto flash = Parse(TinyConfig());
+  ASSERT_TRUE(flash.ok());
+  EXPECT_FALSE(flash->mxfp4);
+  EXPECT_EQ(flash->moe_router_dtype, "float32");
+  j["quantization_config"].erase("mxfp4_block_size");
+  EXPECT_EQ(Parse(j)->mxfp4_block_size, 32);
 }
 
 TEST(HfConfig, BadJsonAndMissingFile) {

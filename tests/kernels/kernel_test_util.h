@@ -22,16 +22,32 @@ inline double E4M3ByDefinition(uint8_t code) {
   return s ? -mag : mag;
 }
 
+// E2M1 (OCP MX) by definition: bit 3 sign, bits 2-1 exponent (bias 1), bit 0 mantissa;
+// exponent 0 is subnormal (m * 0.5), else 2^(e-1) * (1 + m/2). No NaN, no infinity.
+inline double E2M1ByDefinition(uint8_t code) {
+  const int s = (code >> 3) & 1, e = (code >> 1) & 3, m = code & 1;
+  const double mag = e == 0 ? m * 0.5 : std::ldexp(1.0 + m / 2.0, e - 1);
+  return s ? -mag : mag;
+}
+
+// E8M0 by definition: 2^(e - 127), e = 255 NaN.
+inline double E8M0ByDefinition(uint8_t e) {
+  return e == 255 ? std::numeric_limits<double>::quiet_NaN() : std::ldexp(1.0, e - 127);
+}
+
 // A MatrixWeight together with the storage it points into.
 struct OwnedWeight {
-  std::vector<uint8_t> bytes;  // [rows, cols] stored dtype
+  std::vector<uint8_t> bytes;  // [rows, cols] stored dtype (MXFP4: [rows, ceil(cols / 2)])
   std::vector<float> scales;   // [num_scale_rows, scale_cols] (FP8 only)
+  std::vector<uint8_t> exps;   // [rows, ceil(cols / 32)] E8M0 exponents (MXFP4 only)
   MatrixWeight w;
 };
 
 // Random weights with values ~U(-1, 1) (FP8: random non-NaN codes). FP8 scales are powers of two
 // spread over 2^-12 .. 2^4 so that a wrong block or scale-row lookup changes the result grossly;
-// scale_row is a random map onto num_scale_rows = rows / 2 + 1 scale rows.
+// scale_row is a random map onto num_scale_rows = rows / 2 + 1 scale rows. MXFP4: random codes
+// (the spare high nibble of an odd column count random too, which the kernels must ignore) and
+// exponents 2^-12 .. 2^4, laid out as a checkpoint binds them: one exponent row per weight row.
 inline OwnedWeight MakeWeight(DType dtype, int64_t rows, int64_t cols, std::mt19937& rng,
                               int64_t block_cols = 128) {
   OwnedWeight o;
@@ -39,7 +55,8 @@ inline OwnedWeight MakeWeight(DType dtype, int64_t rows, int64_t cols, std::mt19
   w.dtype = dtype;
   w.rows = rows;
   w.cols = cols;
-  o.bytes.resize(static_cast<size_t>(rows * cols) * DTypeSize(dtype));
+  o.bytes.resize(dtype == DType::kMxfp4 ? static_cast<size_t>(rows * ((cols + 1) / 2))
+                                        : static_cast<size_t>(rows * cols) * DTypeSize(dtype));
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   const int64_t n = rows * cols;
   switch (dtype) {
@@ -84,6 +101,18 @@ inline OwnedWeight MakeWeight(DType dtype, int64_t rows, int64_t cols, std::mt19
       w.scale_row.resize(rows);
       for (auto& s : w.scale_row) s = sr(rng);
       w.scale_inv = o.scales.data();
+      break;
+    }
+    case DType::kMxfp4: {
+      std::uniform_int_distribution<int> byte(0, 255), ex(127 - 12, 127 + 4);
+      for (uint8_t& b : o.bytes) b = static_cast<uint8_t>(byte(rng));
+      w.block_cols = 32;
+      w.block_rows = 1;
+      w.scale_cols = (cols + 31) / 32;
+      w.num_scale_rows = rows;
+      o.exps.resize(rows * w.scale_cols);
+      for (uint8_t& e : o.exps) e = static_cast<uint8_t>(ex(rng));
+      w.scale_e8m0 = o.exps.data();
       break;
     }
     default:

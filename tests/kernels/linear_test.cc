@@ -1,5 +1,6 @@
 // Linear on every probed ISA against the scalar reference, over odd shapes and all weight dtypes,
-// plus the FP8 decode of all 256 codes against the e4m3 definition.
+// plus the FP8 decode of all 256 codes against the e4m3 definition and the MXFP4 decode of all 16
+// codes (both nibbles) under every kind of E8M0 exponent against the OCP MX definitions.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -18,7 +19,8 @@ using test::MakeWeight;
 using test::OwnedWeight;
 using test::RandomVector;
 
-constexpr DType kWeightDTypes[] = {DType::kF32, DType::kBF16, DType::kF16, DType::kF8E4M3};
+constexpr DType kWeightDTypes[] = {DType::kF32, DType::kBF16, DType::kF16, DType::kF8E4M3,
+                                   DType::kMxfp4};
 
 // The oracle for one (weight, x): reference output and, per output, sum_c |x[t,c] * W[r,c]|.
 struct Expected {
@@ -241,6 +243,93 @@ TEST(Linear, Fp8DecodeOfAll256CodesMatchesDefinition) {
         }
       }
     }
+  }
+}
+
+// MXFP4: row r of 2 * 16 * 7 rows holds code r % 16 in one column (even and odd columns, so both
+// nibbles; blocks 0, 1 and the short last one) with one of 7 exponents in that column's block, the
+// other columns code 0 under exponent 127. x is all ones, so y[t, r] is exactly the code's value
+// times 2^(e - 127) on both the T == 1 and the T > 1 paths: e = 0 (2^-127, subnormal), 1, 120,
+// 127, 130, 254 (6 * 2^127 overflows to inf) and 255 (NaN).
+TEST(Linear, Mxfp4DecodeOfAllCodesAndExponentsMatchesDefinition) {
+  constexpr int64_t kCols = 75, kRowBytes = (kCols + 1) / 2, kScaleCols = 3;
+  const uint8_t kExps[] = {0, 1, 120, 127, 130, 254, 255};
+  const int64_t kColumnOf[] = {4, 37, 73};  // even in block 0, odd in block 1, even in the tail
+  const int64_t rows = 16 * 7 * 3;
+  std::vector<uint8_t> codes(rows * kRowBytes, 0), exps(rows * kScaleCols, 127);
+  std::vector<double> want(rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t code = static_cast<uint8_t>(r % 16), e = kExps[(r / 16) % 7];
+    const int64_t c = kColumnOf[r / (16 * 7)];
+    codes[r * kRowBytes + c / 2] = static_cast<uint8_t>((c & 1) ? code << 4 : code);
+    exps[r * kScaleCols + c / 32] = e;
+    want[r] = test::E2M1ByDefinition(code) * test::E8M0ByDefinition(e);
+  }
+  // The spare high nibble of each row's last byte is not an element: fill it with a code.
+  for (int64_t r = 0; r < rows; ++r) codes[r * kRowBytes + kRowBytes - 1] |= 0x70;
+  MatrixWeight w;
+  w.dtype = DType::kMxfp4;
+  w.rows = rows;
+  w.cols = kCols;
+  w.data = codes.data();
+  w.scale_e8m0 = exps.data();
+  w.num_scale_rows = rows;
+  w.scale_cols = kScaleCols;
+  w.block_cols = 32;
+  w.block_rows = 1;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t c = kColumnOf[r / (16 * 7)];
+    if (std::isnan(want[r])) {
+      EXPECT_TRUE(std::isnan(w.At(r, c))) << "At row " << r;
+    } else {
+      EXPECT_EQ(w.At(r, c), static_cast<float>(want[r])) << "At row " << r;
+    }
+  }
+  for (Isa isa : AvailableIsas()) {
+    for (int64_t T : {1, 5, 20}) {
+      const std::vector<float> x(T * kCols, 1.0f);
+      std::vector<float> y(T * rows);
+      ExecContext ctx;
+      LinearOn(*KernelsFor(isa), ctx, x.data(), T, w, y.data());
+      int bad = 0;
+      for (int64_t i = 0; i < T * rows && bad < 5; ++i) {
+        const int64_t r = i % rows;
+        const float got = y[i];
+        const bool ok = std::isnan(want[r]) ? std::isnan(got) : got == static_cast<float>(want[r]);
+        if (!ok) {
+          ADD_FAILURE() << IsaName(isa) << " T=" << T << " code " << r % 16 << " exponent "
+                        << int{kExps[(r / 16) % 7]} << " column " << kColumnOf[r / (16 * 7)]
+                        << ": got " << got << " want " << want[r];
+          ++bad;
+        }
+      }
+    }
+  }
+}
+
+// Nibble order and the per-row exponent by hand: byte 0x21 holds element 0 = code 1 (0.5) in its
+// low nibble and element 1 = code 2 (1.0) in its high nibble.
+TEST(Linear, Mxfp4NibbleOrderByHand) {
+  const uint8_t codes[2] = {0x21, 0x9c};  // row 0: 0.5, 1; row 1: code 12 (-2), code 9 (-0.5)
+  const uint8_t exps[2] = {128, 125};     // row 0 x2, row 1 x1/4
+  MatrixWeight w;
+  w.dtype = DType::kMxfp4;
+  w.rows = 2;
+  w.cols = 2;
+  w.data = codes;
+  w.scale_e8m0 = exps;
+  w.num_scale_rows = 2;
+  w.scale_cols = 1;
+  w.block_cols = 32;
+  w.block_rows = 1;
+  const float x[2] = {1, 10};
+  // row 0: (0.5 * 1 + 1 * 10) * 2 = 21; row 1: (-2 * 1 - 0.5 * 10) / 4 = -1.75.
+  for (Isa isa : AvailableIsas()) {
+    float y[2] = {NAN, NAN};
+    ExecContext ctx;
+    LinearOn(*KernelsFor(isa), ctx, x, 1, w, y);
+    EXPECT_EQ(y[0], 21.0f) << IsaName(isa);
+    EXPECT_EQ(y[1], -1.75f) << IsaName(isa);
   }
 }
 

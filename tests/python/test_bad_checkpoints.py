@@ -83,6 +83,32 @@ def unsupported_fp8_dtype(d):
     return [name, "F8_E5M2"]
 
 
+def _layer1_experts(t, proj, suffix):
+    return [n for n in t if n.startswith("model.layers.1.mlp.experts.") and
+            n.endswith(f".{proj}.weight{suffix}")]
+
+
+def mxfp4_scale_missing(d):
+    """Every MXFP4 up_proj of layer 1 without its E8M0 exponents (so any routing hits one)."""
+    def edit(t):
+        names = _layer1_experts(t, "up_proj", "_scale")
+        assert len(names) == 12 and all(t[n][0] == "U8" for n in names)
+        for n in names:
+            t.pop(n)
+    _rewrite(os.path.join(d, "model.safetensors"), edit)
+    return ["model.layers.1.mlp.experts.0.up_proj.weight_scale"]
+
+
+def mxfp4_scale_wrong_shape(d):
+    """Layer 1's down_proj exponents [256, 2] (one per 32 of 64 columns) stored as [128, 4]."""
+    def edit(t):
+        for n in _layer1_experts(t, "down_proj", "_scale"):
+            assert t[n][1] == [256, 2]
+            t[n][1] = [128, 4]
+    _rewrite(os.path.join(d, "model.safetensors"), edit)
+    return ["model.layers.1.mlp.experts.0.down_proj.weight_scale", "[256, 2]", "[128, 4]"]
+
+
 def missing_shard(d):
     os.remove(os.path.join(d, "model-00002-of-00003.safetensors"))
     return ["model-00002-of-00003.safetensors"]
@@ -113,6 +139,8 @@ CASES = [
     (unknown_dtype, "tied", True),
     (unsupported_fp8_dtype, "fp8", True),
     (missing_shard, "bf16-sharded", True),
+    (mxfp4_scale_missing, "v2.6-pro", True),
+    (mxfp4_scale_wrong_shape, "v2.6-pro", True),
     (config_missing_hidden_size, "tied", True),
     (config_not_json, "tied", True),
 ]

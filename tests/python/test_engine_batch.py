@@ -12,7 +12,7 @@ import subprocess
 import numpy as np
 import pytest
 
-VARIANTS = ["bf16", "fp8"]
+VARIANTS = ["bf16", "fp8", "v2.6-flash"]  # v2.6-flash: MXFP4 experts, fused qkv, bf16 router
 
 
 def requests(vocab):

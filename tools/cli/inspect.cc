@@ -1,5 +1,6 @@
-// `mimo inspect --model DIR [--json]`: what a checkpoint contains (config summary, tensors, bytes
-// by dtype, FP8 layouts, MTP layers, skipped multimodal tensors) without running it.
+// `mimo inspect --model DIR [--json]`: what a checkpoint contains (the sibling it is, config
+// summary, tensors, bytes by dtype, FP8 layouts, MXFP4 weights, MTP layers, skipped multimodal
+// tensors) and, with --max-context, the KV memory plan, from the headers alone: no weight is read.
 #include <cstdio>
 #include <optional>
 #include <map>
@@ -105,6 +106,13 @@ int RunInspect(int argc, char** argv) {
     std::fprintf(stderr, "error: %s\n", layouts.status().message().c_str());
     return 1;
   }
+  auto mxfp4 = ck.Mxfp4WeightCount();
+  if (!mxfp4.ok()) {
+    std::fprintf(stderr, "error: %s\n", mxfp4.status().message().c_str());
+    return 1;
+  }
+  const ModelVariant variant = ck.Variant();
+  const std::vector<Checkpoint::SkippedGroup> skipped = ck.SkippedGroups();
   const ModelConfig& c = ck.config();
   KindSummary full, swa;
   int moe_layers = 0;
@@ -116,8 +124,11 @@ int RunInspect(int argc, char** argv) {
   }
   const std::string arch = c.architectures.empty() ? "" : c.architectures[0];
   // KV memory plan (--max-context): bytes per token of full layers, the fixed SWA bytes per
-  // sequence, and how many tokens fit.
+  // sequence, and how many tokens fit. Like the engine's cache it covers the MTP layers too
+  // (sliding-window layers after the main ones, MimoV2Model::KvLayerConfigs).
   std::optional<KvMemoryPlan> kv_plan;
+  ModelConfig kv_config = c;
+  for (int i = 0; i < ck.NumMtpLayers(); ++i) kv_config.layers.push_back(c.mtp_layer);
   if (args.Has("max-context")) {
     KvMemoryPlanOptions po;
     po.block_size = static_cast<int>(args.GetInt("block-size", 16));
@@ -130,7 +141,7 @@ int RunInspect(int argc, char** argv) {
     po.max_context = args.GetInt("max-context", 4096);
     po.max_sequences = static_cast<int>(args.GetInt("max-sequences", 1));
     po.budget_bytes = args.GetInt("kv-cache-memory", 0);
-    auto plan = PlanKvMemory(c, po);
+    auto plan = PlanKvMemory(kv_config, po);
     if (!plan.ok()) {
       std::fprintf(stderr, "error: %s\n", plan.status().message().c_str());
       return 1;
@@ -142,7 +153,12 @@ int RunInspect(int argc, char** argv) {
 
   if (args.Has("json")) {
     std::string o = "{";
-    o += "\"architecture\": " + JsonString(arch) + ", \"model_type\": " + JsonString(c.model_type);
+    o += "\"variant\": " + JsonString(variant.name) +
+         ", \"variant_generation\": " + JsonString(variant.generation) +
+         ", \"variant_size\": " + JsonString(variant.size) +
+         ", \"variant_reason\": " + JsonString(variant.reason);
+    o += ", \"architecture\": " + JsonString(arch) +
+         ", \"model_type\": " + JsonString(c.model_type);
     o += ", \"num_hidden_layers\": " + std::to_string(c.num_hidden_layers);
     o += ", \"hidden_size\": " + std::to_string(c.hidden_size);
     o += ", \"vocab_size\": " + std::to_string(c.vocab_size);
@@ -159,9 +175,23 @@ int RunInspect(int argc, char** argv) {
     o += ", \"attention_value_scale\": " + Num(c.attention_value_scale);
     o += ", \"layernorm_epsilon\": " + Num(c.layernorm_epsilon);
     o += ", \"fp8\": " + std::string(c.fp8 ? "true" : "false");
+    o += ", \"mxfp4_weights\": " + std::to_string(*mxfp4);
+    o += ", \"moe_router_dtype\": " + JsonString(c.moe_router_dtype);
+    o += ", \"num_nextn_predict_layers\": " + std::to_string(c.num_nextn_predict_layers);
     o += ", \"num_files\": " + std::to_string(ck.NumFiles());
     o += ", \"num_tensors\": " + std::to_string(num_tensors);
     o += ", \"num_skipped_multimodal_tensors\": " + std::to_string(ck.SkippedTensorNames().size());
+    o += ", \"skipped_tensors\": [";
+    for (size_t i = 0; i < ck.SkippedTensorNames().size(); ++i) {
+      o += (i ? ", " : "") + JsonString(ck.SkippedTensorNames()[i]);
+    }
+    o += "], \"skipped_groups\": {";
+    for (size_t i = 0; i < skipped.size(); ++i) {
+      o += (i ? ", " : "") + JsonString(skipped[i].prefix) + ": {\"tensors\": " +
+           std::to_string(skipped[i].tensors) + ", \"bytes\": " +
+           std::to_string(skipped[i].bytes) + "}";
+    }
+    o += "}";
     o += ", \"mtp_layers\": " + std::to_string(ck.NumMtpLayers());
     o += ", \"bytes_by_dtype\": {";
     bool first = true;
@@ -186,6 +216,9 @@ int RunInspect(int argc, char** argv) {
       const KvMemoryPlan& p = *kv_plan;
       o += ", \"kv_cache\": {\"kv_dtype\": " + JsonString(std::string(DTypeName(p.kv_dtype)));
       o += ", \"block_size\": " + std::to_string(p.block_size);
+      o += ", \"num_full_layers\": " + std::to_string(p.num_full_layers);
+      o += ", \"num_swa_layers\": " + std::to_string(p.num_swa_layers);
+      o += ", \"swa_blocks_per_sequence\": " + std::to_string(p.swa_blocks_per_sequence);
       o += ", \"max_context\": " + std::to_string(p.max_context);
       o += ", \"full_bytes_per_token\": " + std::to_string(p.full_bytes_per_token);
       o += ", \"swa_bytes_per_sequence\": " + std::to_string(p.swa_bytes_per_sequence);
@@ -201,6 +234,8 @@ int RunInspect(int argc, char** argv) {
   }
 
   std::printf("model            %s\n", ck.dir().c_str());
+  std::printf("variant          %s (%s storage, %s size: %s)\n", variant.name.c_str(),
+              variant.generation.c_str(), variant.size.c_str(), variant.reason.c_str());
   std::printf("architecture     %s (%s)\n", arch.c_str(), c.model_type.c_str());
   std::printf("layers           %d: %d full attention, %d sliding window; %d MoE, %d dense\n",
               c.num_hidden_layers, full.layers, swa.layers, moe_layers,
@@ -222,6 +257,10 @@ int RunInspect(int argc, char** argv) {
   std::printf("MTP layers       %d\n", ck.NumMtpLayers());
   std::printf("tensors          %zu in %zu file(s); %zu multimodal tensors skipped\n", num_tensors,
               ck.NumFiles(), ck.SkippedTensorNames().size());
+  for (const Checkpoint::SkippedGroup& g : skipped) {
+    std::printf("skipped          %s* %d tensors, %s (not loaded: vision/audio towers)\n",
+                g.prefix.c_str(), g.tensors, HumanBytes(g.bytes).c_str());
+  }
   std::printf("bytes by dtype  ");
   for (const auto& [dtype, n] : bytes) {
     std::printf(" %s %s;", std::string(DTypeName(dtype)).c_str(), HumanBytes(n).c_str());
@@ -237,8 +276,17 @@ int RunInspect(int argc, char** argv) {
   } else {
     std::printf("fp8              no\n");
   }
+  if (c.mxfp4 || *mxfp4 > 0) {
+    std::printf("mxfp4            %d weights (E2M1 codes + one E8M0 exponent per %d columns)\n",
+                *mxfp4, c.mxfp4_block_size);
+  }
+  std::printf("router           %s; num_nextn_predict_layers %d\n", c.moe_router_dtype.c_str(),
+              c.num_nextn_predict_layers);
   for (const std::string& note : c.parse_notes) std::printf("note             %s\n", note.c_str());
-  if (kv_plan) std::printf("\nKV cache\n%s\n", FormatKvMemoryPlan(*kv_plan).c_str());
+  if (kv_plan) {
+    std::printf("\nKV cache (%d main + %d MTP layers)\n%s\n", c.num_hidden_layers,
+                ck.NumMtpLayers(), FormatKvMemoryPlan(*kv_plan).c_str());
+  }
   return 0;
 }
 

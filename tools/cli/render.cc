@@ -68,6 +68,9 @@ int RunRender(int argc, char** argv) {
     tmpl = ChatTemplate::FromString(template_text);
   }
   if (!tmpl.ok()) return Fail(tmpl.status().message());
+  // `mimo render` shows what the template itself produces, image and audio placeholders included;
+  // `mimo chat` and the server refuse such parts (ChatTemplate::CheckTextOnly).
+  tmpl->set_allow_media_parts(true);
 
   // --messages: a JSON array of messages, or an object {"messages": [...], "tools": [...]}.
   nlohmann::ordered_json messages, tools = nullptr, kwargs = nlohmann::ordered_json::object();

@@ -1,4 +1,4 @@
-// Linear (y = x W^T) for AVX2+FMA+F16C, weights F32/BF16/F16/F8E4M3.
+// Linear (y = x W^T) for AVX2+FMA+F16C, weights F32/BF16/F16/F8E4M3/MXFP4.
 //
 // Design: decode (T == 1) is memory-bound, so each weight row is streamed exactly once and decoded
 // in registers (bf16: shift; f16: vcvtph2ps; e4m3: a bit remap to f16 then vcvtph2ps, which also
@@ -266,31 +266,14 @@ constexpr std::array<std::array<MultiFn, kTokens>, kRows> kMulti = {
     MultiRow<kScaled, 3>(std::make_index_sequence<kTokens>()),
     MultiRow<kScaled, 4>(std::make_index_sequence<kTokens>())};
 
-template <class W>
-void LinearRowsTyped(const float* x, int64_t T, const MatrixWeight& w, int64_t r0, int64_t r1,
-                     float* y) {
-  if (T == 1) {
-    int64_t r = r0;
-    for (; r + kRows <= r1; r += kRows) GemvTile<W, kRows>(x, w, r, y);
-    switch (r1 - r) {
-      case 3:
-        GemvTile<W, 3>(x, w, r, y);
-        break;
-      case 2:
-        GemvTile<W, 2>(x, w, r, y);
-        break;
-      case 1:
-        GemvTile<W, 1>(x, w, r, y);
-        break;
-      default:
-        break;
-    }
-    return;
-  }
-  // T > 1: each weight row is decoded once per token chunk into an L1 scratch and reused by a
-  // kRows x kTokens register tile; chunks of kTokenChunk tokens keep x in L2.
+// T > 1: each weight row is decoded once per token chunk into an L1 scratch (decode_row(r, dst):
+// raw units, exactly the vectors the GEMV holds before the block scale; scale_of(r, j): block j's
+// scale in raw units) and reused by a kRows x kTokens register tile; chunks of kTokenChunk tokens
+// keep x in L2.
+template <bool kScaled, class DecodeRow, class ScaleOf>
+void MultiTokenRows(const float* x, int64_t T, const MatrixWeight& w, int64_t r0, int64_t r1,
+                    int64_t bc, float* y, DecodeRow decode_row, ScaleOf scale_of) {
   const int64_t cols = w.cols;
-  const int64_t bc = W::kBlockScaled ? w.block_cols : cols;
   const int64_t nb = (cols + bc - 1) / bc;
   thread_local std::vector<float> scratch, scale;  // [kRows, cols] raw rows; [kRows, nb]
   scratch.resize(kRows * cols);
@@ -300,16 +283,180 @@ void LinearRowsTyped(const float* x, int64_t T, const MatrixWeight& w, int64_t r
     for (int64_t r = r0; r < r1; r += kRows) {
       const int n = static_cast<int>(std::min<int64_t>(kRows, r1 - r));
       for (int i = 0; i < n; ++i) {
-        DecodeRowRaw<W>(w, r + i, scratch.data() + i * cols);
-        for (int64_t j = 0; j < nb; ++j) scale[i * nb + j] = BlockScale<W>(w, r + i, j);
+        decode_row(r + i, scratch.data() + i * cols);
+        for (int64_t j = 0; j < nb; ++j) scale[i * nb + j] = scale_of(r + i, j);
       }
       for (int64_t t = 0; t < nt; t += kTokens) {
         const int tt = static_cast<int>(std::min<int64_t>(kTokens, nt - t));
-        kMulti<W::kBlockScaled>[n - 1][tt - 1](x + tc * cols, t, scratch.data(), scale.data(), nb,
-                                               cols, bc, w.rows, r, y + tc * w.rows);
+        kMulti<kScaled>[n - 1][tt - 1](x + tc * cols, t, scratch.data(), scale.data(), nb, cols,
+                                       bc, w.rows, r, y + tc * w.rows);
       }
     }
   }
+}
+
+// T == 1 over rows [r0, r1) with tiles of kRows, then one tile of the 1-3 rows left.
+template <template <int> class Tile>
+void GemvRows(const float* x, const MatrixWeight& w, int64_t r0, int64_t r1, float* y) {
+  int64_t r = r0;
+  for (; r + kRows <= r1; r += kRows) Tile<kRows>::Run(x, w, r, y);
+  switch (r1 - r) {
+    case 3:
+      Tile<3>::Run(x, w, r, y);
+      break;
+    case 2:
+      Tile<2>::Run(x, w, r, y);
+      break;
+    case 1:
+      Tile<1>::Run(x, w, r, y);
+      break;
+    default:
+      break;
+  }
+}
+
+template <class W>
+struct GemvTileOf {
+  template <int R>
+  struct T {
+    static void Run(const float* x, const MatrixWeight& w, int64_t r0, float* y) {
+      GemvTile<W, R>(x, w, r0, y);
+    }
+  };
+};
+
+template <class W>
+void LinearRowsTyped(const float* x, int64_t T, const MatrixWeight& w, int64_t r0, int64_t r1,
+                     float* y) {
+  if (T == 1) return GemvRows<GemvTileOf<W>::template T>(x, w, r0, r1, y);
+  MultiTokenRows<W::kBlockScaled>(
+      x, T, w, r0, r1, W::kBlockScaled ? w.block_cols : w.cols, y,
+      [&](int64_t r, float* dst) { DecodeRowRaw<W>(w, r, dst); },
+      [&](int64_t r, int64_t j) { return BlockScale<W>(w, r, j); });
+}
+
+// ---- MXFP4 (spec section 4) ----------------------------------------------------------------
+// Codes become 2x their value as int8 through a 16-entry pshufb table, then fp32 (exact); the
+// factor 2 is folded into the block's E8M0 scale, which multiplies the 32-column block's partial
+// sum with one FMA, as FP8's block scales do. Everything stays 4-bit in memory.
+constexpr int64_t kMxBlock = 32;
+
+// The 32 codes held by 16 bytes as four vectors of 8 columns (raw units: 2 x the E2M1 value).
+inline void DecodeMx32(__m128i bytes, __m256 out[4]) {
+  const __m128i nibble = _mm_set1_epi8(0x0f);
+  const __m128i lo = _mm_and_si128(bytes, nibble);                     // codes 0, 2, 4, ...
+  const __m128i hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), nibble);  // codes 1, 3, 5, ...
+  const __m128i table = _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
+  const __m128i v0 = _mm_shuffle_epi8(table, _mm_unpacklo_epi8(lo, hi));  // columns 0-15
+  const __m128i v1 = _mm_shuffle_epi8(table, _mm_unpackhi_epi8(lo, hi));  // columns 16-31
+  out[0] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v0));
+  out[1] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_unpackhi_epi64(v0, v0)));
+  out[2] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v1));
+  out[3] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_unpackhi_epi64(v1, v1)));
+}
+
+// A block of n < 32 columns: only its ceil(n / 2) bytes are read (into a zeroed copy, the spare
+// high nibble of an odd n cleared), so lanes >= n decode to +0.
+inline void DecodeMxTail(const uint8_t* p, int64_t n, __m256 out[4]) {
+  alignas(16) uint8_t buf[16] = {};
+  const int64_t bytes = (n + 1) / 2;
+  for (int64_t k = 0; k < bytes; ++k) buf[k] = p[k];
+  if (n & 1) buf[bytes - 1] &= 0x0f;
+  DecodeMx32(_mm_load_si128(reinterpret_cast<const __m128i*>(buf)), out);
+}
+
+// E8M0 exponent -> block scale in raw units (halved: the decoded codes are doubled).
+const std::array<float, 256> kE8M0Half = [] {
+  std::array<float, 256> t{};
+  for (int e = 0; e < 256; ++e) t[e] = E8M0ToF32(static_cast<uint8_t>(e)) * 0.5f;
+  return t;
+}();
+
+// T == 1: y[r0 .. r0+R) for one token, codes decoded in registers. Per block, exactly the steps of
+// MultiTile on a decoded row: 8 columns at a time, a short block's last step masked.
+template <int R>
+struct MxGemvTile {
+  static void Run(const float* x, const MatrixWeight& w, int64_t r0, float* y) {
+    const int64_t cols = w.cols, row_bytes = w.RowBytes();
+    const uint8_t* row[R];
+    const uint8_t* next[R];  // the next tile's rows, prefetched one 64-byte line per 4 blocks
+    const uint8_t* exps[R];  // [scale_cols] exponents of each row
+    __m256 total[R];
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i) {
+      row[i] = static_cast<const uint8_t*>(w.data) + (r0 + i) * row_bytes;
+      next[i] = r0 + R + i < w.rows ? row[i] + R * row_bytes : row[i];
+      exps[i] = w.scale_e8m0 + w.ScaleRow(r0 + i) * w.scale_cols;
+      total[i] = _mm256_setzero_ps();
+    }
+    const int64_t full = cols / kMxBlock;
+    for (int64_t j = 0; j < full; ++j) {
+      const int64_t c = j * kMxBlock;
+      if ((j & 3) == 0) {
+#pragma GCC unroll 16
+        for (int i = 0; i < R; ++i)
+          _mm_prefetch(reinterpret_cast<const char*>(next[i] + c / 2), _MM_HINT_T1);
+      }
+      __m256 xv[4];
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) xv[k] = _mm256_loadu_ps(x + c + 8 * k);
+#pragma GCC unroll 16
+      for (int i = 0; i < R; ++i) {
+        __m256 wv[4];
+        DecodeMx32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row[i] + c / 2)), wv);
+        __m256 acc = _mm256_setzero_ps();
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; ++k) acc = _mm256_fmadd_ps(wv[k], xv[k], acc);
+        total[i] = _mm256_fmadd_ps(acc, _mm256_set1_ps(kE8M0Half[exps[i][j]]), total[i]);
+      }
+    }
+    if (const int64_t n = cols - full * kMxBlock; n > 0) {
+      const int64_t c = full * kMxBlock;
+      const int64_t steps = (n + 7) / 8;
+      __m256 xv[4];
+      for (int64_t k = 0; k < steps; ++k) {
+        xv[k] = 8 * k + 8 <= n ? _mm256_loadu_ps(x + c + 8 * k)
+                               : _mm256_maskload_ps(x + c + 8 * k, TailMask(n - 8 * k));
+      }
+#pragma GCC unroll 16
+      for (int i = 0; i < R; ++i) {
+        __m256 wv[4];
+        DecodeMxTail(row[i] + c / 2, n, wv);
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t k = 0; k < steps; ++k) acc = _mm256_fmadd_ps(wv[k], xv[k], acc);
+        total[i] = _mm256_fmadd_ps(acc, _mm256_set1_ps(kE8M0Half[exps[i][full]]), total[i]);
+      }
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i) y[r0 + i] = HorizontalSum(total[i]);
+  }
+};
+
+// dst[c] = W[r, c] in raw units (2 x the code value; the block exponent not applied).   dst [cols]
+void DecodeMxRow(const MatrixWeight& w, int64_t r, float* dst) {
+  const uint8_t* row = static_cast<const uint8_t*>(w.data) + r * w.RowBytes();
+  const int64_t full = w.cols / kMxBlock;
+  __m256 v[4];
+  for (int64_t j = 0; j < full; ++j) {
+    DecodeMx32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + j * 16)), v);
+    for (int k = 0; k < 4; ++k) _mm256_storeu_ps(dst + j * kMxBlock + 8 * k, v[k]);
+  }
+  if (const int64_t n = w.cols - full * kMxBlock; n > 0) {
+    DecodeMxTail(row + full * 16, n, v);
+    alignas(32) float buf[kMxBlock];
+    for (int k = 0; k < 4; ++k) _mm256_store_ps(buf + 8 * k, v[k]);
+    std::copy(buf, buf + n, dst + full * kMxBlock);
+  }
+}
+
+void LinearRowsMxfp4(const float* x, int64_t T, const MatrixWeight& w, int64_t r0, int64_t r1,
+                     float* y) {
+  if (T == 1) return GemvRows<MxGemvTile>(x, w, r0, r1, y);
+  MultiTokenRows<true>(
+      x, T, w, r0, r1, kMxBlock, y, [&](int64_t r, float* dst) { DecodeMxRow(w, r, dst); },
+      [&](int64_t r, int64_t j) {
+        return kE8M0Half[w.scale_e8m0[w.ScaleRow(r) * w.scale_cols + j]];
+      });
 }
 
 }  // namespace
@@ -325,6 +472,8 @@ void LinearRows(const float* x, int64_t T, const MatrixWeight& w, int64_t row_be
       return LinearRowsTyped<F16W>(x, T, w, row_begin, row_end, y);
     case DType::kF8E4M3:
       return LinearRowsTyped<F8W>(x, T, w, row_begin, row_end, y);
+    case DType::kMxfp4:
+      return LinearRowsMxfp4(x, T, w, row_begin, row_end, y);
     default:
       MIMO_ABORT("avx2::LinearRows: unsupported dtype %d", static_cast<int>(w.dtype));
   }

@@ -1,4 +1,4 @@
-// Linear (y = x W^T) for AVX-512 (F/BW/VL/DQ) + F16C, weights F32/BF16/F16/F8E4M3.
+// Linear (y = x W^T) for AVX-512 (F/BW/VL/DQ) + F16C, weights F32/BF16/F16/F8E4M3/MXFP4.
 //
 // Same design as linear_avx2.cc, 16 lanes wide, with masked loads instead of scalar tails:
 // T == 1 streams each weight row once, decoding in registers, 4 rows per tile, FP8 block scales
@@ -291,31 +291,14 @@ constexpr std::array<std::array<MultiFn, kTokens>, kRows> kMulti = {
     MultiRow<kScaled, 3>(std::make_index_sequence<kTokens>()),
     MultiRow<kScaled, 4>(std::make_index_sequence<kTokens>())};
 
-template <class W>
-void LinearRowsTyped(const float* x, int64_t T, const MatrixWeight& w, int64_t r0, int64_t r1,
-                     float* y) {
-  if (T == 1) {
-    int64_t r = r0;
-    for (; r + kRows <= r1; r += kRows) GemvTile<W, kRows>(x, w, r, y);
-    switch (r1 - r) {
-      case 3:
-        GemvTile<W, 3>(x, w, r, y);
-        break;
-      case 2:
-        GemvTile<W, 2>(x, w, r, y);
-        break;
-      case 1:
-        GemvTile<W, 1>(x, w, r, y);
-        break;
-      default:
-        break;
-    }
-    return;
-  }
-  // T > 1: each weight row is decoded once per token chunk into an L1 scratch and reused by a
-  // kRows x kTokens register tile; chunks of kTokenChunk tokens keep x in L2.
+// T > 1: each weight row is decoded once per token chunk into an L1 scratch (decode_row(r, dst):
+// raw units, exactly the vectors the GEMV holds before the block scale; scale_of(r, j): block j's
+// scale in raw units) and reused by a kRows x kTokens register tile; chunks of kTokenChunk tokens
+// keep x in L2.
+template <bool kScaled, class DecodeRow, class ScaleOf>
+void MultiTokenRows(const float* x, int64_t T, const MatrixWeight& w, int64_t r0, int64_t r1,
+                    int64_t bc, float* y, DecodeRow decode_row, ScaleOf scale_of) {
   const int64_t cols = w.cols;
-  const int64_t bc = W::kBlockScaled ? w.block_cols : cols;
   const int64_t nb = (cols + bc - 1) / bc;
   thread_local std::vector<float> scratch, scale;  // [kRows, cols] raw rows; [kRows, nb]
   scratch.resize(kRows * cols);
@@ -325,16 +308,180 @@ void LinearRowsTyped(const float* x, int64_t T, const MatrixWeight& w, int64_t r
     for (int64_t r = r0; r < r1; r += kRows) {
       const int n = static_cast<int>(std::min<int64_t>(kRows, r1 - r));
       for (int i = 0; i < n; ++i) {
-        DecodeRowRaw<W>(w, r + i, scratch.data() + i * cols);
-        for (int64_t j = 0; j < nb; ++j) scale[i * nb + j] = BlockScale<W>(w, r + i, j);
+        decode_row(r + i, scratch.data() + i * cols);
+        for (int64_t j = 0; j < nb; ++j) scale[i * nb + j] = scale_of(r + i, j);
       }
       for (int64_t t = 0; t < nt; t += kTokens) {
         const int tt = static_cast<int>(std::min<int64_t>(kTokens, nt - t));
-        kMulti<W::kBlockScaled>[n - 1][tt - 1](x + tc * cols, t, scratch.data(), scale.data(), nb,
-                                               cols, bc, w.rows, r, y + tc * w.rows);
+        kMulti<kScaled>[n - 1][tt - 1](x + tc * cols, t, scratch.data(), scale.data(), nb, cols,
+                                       bc, w.rows, r, y + tc * w.rows);
       }
     }
   }
+}
+
+// T == 1 over rows [r0, r1) with tiles of kRows, then one tile of the 1-3 rows left.
+template <template <int> class Tile>
+void GemvRows(const float* x, const MatrixWeight& w, int64_t r0, int64_t r1, float* y) {
+  int64_t r = r0;
+  for (; r + kRows <= r1; r += kRows) Tile<kRows>::Run(x, w, r, y);
+  switch (r1 - r) {
+    case 3:
+      Tile<3>::Run(x, w, r, y);
+      break;
+    case 2:
+      Tile<2>::Run(x, w, r, y);
+      break;
+    case 1:
+      Tile<1>::Run(x, w, r, y);
+      break;
+    default:
+      break;
+  }
+}
+
+template <class W>
+struct GemvTileOf {
+  template <int R>
+  struct T {
+    static void Run(const float* x, const MatrixWeight& w, int64_t r0, float* y) {
+      GemvTile<W, R>(x, w, r0, y);
+    }
+  };
+};
+
+template <class W>
+void LinearRowsTyped(const float* x, int64_t T, const MatrixWeight& w, int64_t r0, int64_t r1,
+                     float* y) {
+  if (T == 1) return GemvRows<GemvTileOf<W>::template T>(x, w, r0, r1, y);
+  MultiTokenRows<W::kBlockScaled>(
+      x, T, w, r0, r1, W::kBlockScaled ? w.block_cols : w.cols, y,
+      [&](int64_t r, float* dst) { DecodeRowRaw<W>(w, r, dst); },
+      [&](int64_t r, int64_t j) { return BlockScale<W>(w, r, j); });
+}
+
+// ---- MXFP4 (spec section 4) ----------------------------------------------------------------
+// Codes are decoded to their exact fp32 values by a 16-entry vpermps lookup; the block's E8M0
+// exponent is its scale, applied to the 32-column block's partial sum with one FMA, as FP8's
+// block scales are. Everything stays 4-bit in memory: a row of 4096 columns is 2 KiB of codes
+// plus 128 exponent bytes.
+constexpr int64_t kMxBlock = 32;
+
+inline __m512 E2M1Table() {
+  return _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f, -1.0f,
+                        -1.5f, -2.0f, -3.0f, -4.0f, -6.0f);
+}
+
+// The 32 codes held by 16 bytes, as columns 0-15 (lo) and 16-31 (hi) of the block.
+inline void DecodeMx32(__m128i bytes, __m512 table, __m512* lo, __m512* hi) {
+  const __m256i b = _mm256_cvtepu8_epi16(bytes);  // byte i in word i
+  // Word i = b_i | b_i << 4: its low byte carries code 2i (low nibble) in bits 0-3 and its high
+  // byte code 2i+1 (high nibble), so the 32 bytes are the codes in column order; vpermps reads
+  // only bits 0-3 of each index.
+  const __m256i codes = _mm256_or_si256(b, _mm256_slli_epi16(b, 4));
+  *lo = _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(_mm256_castsi256_si128(codes)), table);
+  *hi = _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(_mm256_extracti128_si256(codes, 1)), table);
+}
+
+// A block of n < 32 columns: only its ceil(n / 2) bytes are read, and lanes >= n are +0 (also
+// the spare high nibble of an odd n).
+inline void DecodeMxTail(const uint8_t* p, int64_t n, __m512 table, __m512* lo, __m512* hi) {
+  const __m128i bytes = _mm_maskz_loadu_epi8(static_cast<__mmask16>((1u << ((n + 1) / 2)) - 1u), p);
+  DecodeMx32(bytes, table, lo, hi);
+  *lo = _mm512_maskz_mov_ps(TailMask(std::min<int64_t>(n, 16)), *lo);
+  *hi = n > 16 ? _mm512_maskz_mov_ps(TailMask(n - 16), *hi) : _mm512_setzero_ps();
+}
+
+const std::array<float, 256> kE8M0 = [] {
+  std::array<float, 256> t{};
+  for (int e = 0; e < 256; ++e) t[e] = E8M0ToF32(static_cast<uint8_t>(e));
+  return t;
+}();
+
+inline float MxScale(const MatrixWeight& w, int64_t r, int64_t j) {
+  return kE8M0[w.scale_e8m0[w.ScaleRow(r) * w.scale_cols + j]];
+}
+
+// T == 1: y[r0 .. r0+R) for one token, codes decoded in registers. Per block, exactly the steps of
+// MultiTile on a decoded row: 16 columns (masked at a short block's end), then the next 16.
+template <int R>
+struct MxGemvTile {
+  static void Run(const float* x, const MatrixWeight& w, int64_t r0, float* y) {
+    const int64_t cols = w.cols, row_bytes = w.RowBytes();
+    const __m512 table = E2M1Table();
+    const uint8_t* row[R];
+    const uint8_t* next[R];  // the next tile's rows, prefetched one 64-byte line per 4 blocks
+    const uint8_t* exps[R];  // [scale_cols] exponents of each row
+    __m512 total[R];
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i) {
+      row[i] = static_cast<const uint8_t*>(w.data) + (r0 + i) * row_bytes;
+      exps[i] = w.scale_e8m0 + w.ScaleRow(r0 + i) * w.scale_cols;
+      next[i] = r0 + R + i < w.rows ? row[i] + R * row_bytes : row[i];
+      total[i] = _mm512_setzero_ps();
+    }
+    const int64_t full = cols / kMxBlock;
+    for (int64_t j = 0; j < full; ++j) {
+      const int64_t c = j * kMxBlock;
+      if ((j & 3) == 0) {
+#pragma GCC unroll 16
+        for (int i = 0; i < R; ++i)
+          _mm_prefetch(reinterpret_cast<const char*>(next[i] + c / 2), _MM_HINT_T1);
+      }
+      const __m512 x0 = _mm512_loadu_ps(x + c), x1 = _mm512_loadu_ps(x + c + 16);
+#pragma GCC unroll 16
+      for (int i = 0; i < R; ++i) {
+        __m512 lo, hi;
+        DecodeMx32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row[i] + c / 2)), table, &lo,
+                   &hi);
+        __m512 acc = _mm512_fmadd_ps(lo, x0, _mm512_setzero_ps());
+        acc = _mm512_fmadd_ps(hi, x1, acc);
+        total[i] = _mm512_fmadd_ps(acc, _mm512_set1_ps(kE8M0[exps[i][j]]), total[i]);
+      }
+    }
+    if (const int64_t n = cols - full * kMxBlock; n > 0) {
+      const int64_t c = full * kMxBlock;
+      const __m512 x0 = _mm512_maskz_loadu_ps(TailMask(std::min<int64_t>(n, 16)), x + c);
+      const __m512 x1 = n > 16 ? _mm512_maskz_loadu_ps(TailMask(n - 16), x + c + 16) : x0;
+#pragma GCC unroll 16
+      for (int i = 0; i < R; ++i) {
+        __m512 lo, hi;
+        DecodeMxTail(row[i] + c / 2, n, table, &lo, &hi);
+        __m512 acc = _mm512_fmadd_ps(lo, x0, _mm512_setzero_ps());
+        if (n > 16) acc = _mm512_fmadd_ps(hi, x1, acc);
+        total[i] = _mm512_fmadd_ps(acc, _mm512_set1_ps(kE8M0[exps[i][full]]), total[i]);
+      }
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i) y[r0 + i] = _mm512_reduce_add_ps(total[i]);
+  }
+};
+
+// dst[c] = the code value of W[r, c] (raw units: the block exponent not applied).   dst [cols]
+void DecodeMxRow(const MatrixWeight& w, int64_t r, float* dst) {
+  const uint8_t* row = static_cast<const uint8_t*>(w.data) + r * w.RowBytes();
+  const __m512 table = E2M1Table();
+  const int64_t full = w.cols / kMxBlock;
+  __m512 lo, hi;
+  for (int64_t j = 0; j < full; ++j) {
+    DecodeMx32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + j * 16)), table, &lo, &hi);
+    _mm512_storeu_ps(dst + j * kMxBlock, lo);
+    _mm512_storeu_ps(dst + j * kMxBlock + 16, hi);
+  }
+  if (const int64_t n = w.cols - full * kMxBlock; n > 0) {
+    float* d = dst + full * kMxBlock;
+    DecodeMxTail(row + full * 16, n, table, &lo, &hi);
+    _mm512_mask_storeu_ps(d, TailMask(std::min<int64_t>(n, 16)), lo);
+    if (n > 16) _mm512_mask_storeu_ps(d + 16, TailMask(n - 16), hi);
+  }
+}
+
+void LinearRowsMxfp4(const float* x, int64_t T, const MatrixWeight& w, int64_t r0, int64_t r1,
+                     float* y) {
+  if (T == 1) return GemvRows<MxGemvTile>(x, w, r0, r1, y);
+  MultiTokenRows<true>(
+      x, T, w, r0, r1, kMxBlock, y, [&](int64_t r, float* dst) { DecodeMxRow(w, r, dst); },
+      [&](int64_t r, int64_t j) { return MxScale(w, r, j); });
 }
 
 }  // namespace
@@ -350,6 +497,8 @@ void LinearRows(const float* x, int64_t T, const MatrixWeight& w, int64_t row_be
       return LinearRowsTyped<F16W>(x, T, w, row_begin, row_end, y);
     case DType::kF8E4M3:
       return LinearRowsTyped<F8W>(x, T, w, row_begin, row_end, y);
+    case DType::kMxfp4:
+      return LinearRowsMxfp4(x, T, w, row_begin, row_end, y);
     default:
       MIMO_ABORT("avx512::LinearRows: unsupported dtype %d", static_cast<int>(w.dtype));
   }

@@ -1,0 +1,168 @@
+"""`mimo inspect --max-context 262144` on full-size MiMo-V2-Flash, V2.5-Pro and V2.6-Flash
+checkpoints written as sparse files (`make_tiny_model.py --full-size NAME --sparse`: real
+config, real tensor names, dtypes and shapes, data left as holes). Checked against numbers this
+test computes itself from spec sections 1, 3 and 4: the variant name, bytes by dtype (from the
+spec's per-tensor shapes, plus the towers' bytes read from the file headers), the MXFP4 and
+FP8-layout counts, and the KV plan. Reading the weights would fault in hundreds of GB; the test
+requires a small resident set instead."""
+import json
+import os
+import resource
+import struct
+import subprocess
+import time
+
+import pytest
+
+import make_tiny_model as M
+
+CTX = 262144
+V = 152576
+
+
+def cdiv(a, b):
+    return -(-a // b)
+
+
+def spec_bytes(name):
+    """Bytes by dtype of the language model (main layers, 3 MTP layers, embeddings) by formula."""
+    pro = "pro" in name
+    H = 6144 if pro else 4096
+    L, n_full = (70, 10) if pro else (48, 9)
+    n_swa, mtp = L - n_full, 3
+    nh, kv_full, kv_swa = (128, 8, 8) if pro else (64, 4, 8)
+    E, MI, I = (384 if pro else 256), 2048, 16384
+    bf16 = 2 * V * H + (2 * L + 1) * H + 5 * H * mtp  # embed, lm_head, norms (MTP: 5 each)
+    bf16 += (L + mtp) * H * nh * 128 + (n_swa + mtp) * nh + mtp * H * 2 * H  # o_proj, sinks, eh
+    f8, f32, u8 = 0, 0, 0
+
+    def fp8(rows, cols, scale_rows=None):
+        nonlocal f8, f32
+        f8 += rows * cols
+        f32 += 4 * (scale_rows if scale_rows is not None else cdiv(rows, 128)) * cdiv(cols, 128)
+
+    if name == "flash":  # separate q/k/v; full layers on the per-TP-section grid (k 8, v 4 rows)
+        for _ in range(L + mtp):
+            fp8(nh * 192, H)
+        for _ in range(n_full):
+            fp8(kv_full * 192, H, 2 * kv_full)
+            fp8(kv_full * 128, H, kv_full)
+        for _ in range(n_swa + mtp):
+            fp8(kv_swa * 192, H)
+            fp8(kv_swa * 128, H)
+    else:  # fused qkv_proj, TP = num_key_value_heads sections of ceil(section / 128) scale rows
+        tp = kv_full
+        for layers, kv in ((n_full, kv_full), (n_swa + mtp, kv_swa)):
+            sec = nh // tp * 192 + kv // tp * 320
+            for _ in range(layers):
+                fp8(tp * sec, H, tp * cdiv(sec, 128))
+    for _ in range(1 + mtp):  # dense MLP of layer 0 and of every MTP layer
+        fp8(I, H), fp8(I, H), fp8(H, I)
+    moe = L - 1
+    if name == "v2.6-flash":  # MXFP4 experts: codes at 4 bits + one exponent byte per 32
+        u8 = moe * E * (2 * (MI * H // 2 + MI * H // 32) + (H * MI // 2 + H * MI // 32))
+        bf16 += moe * E * H  # bf16 router weight
+        f32 += 4 * moe * E  # fp32 correction bias
+    else:
+        for _ in range(moe * E):
+            fp8(MI, H), fp8(MI, H), fp8(H, MI)
+        f32 += 4 * moe * (E * H + E)  # fp32 router and bias
+    out = {"BF16": 2 * bf16, "F8_E4M3": f8, "F32": f32}
+    if u8:
+        out["U8"] = u8
+    return out
+
+
+def header_tensors(d):
+    """name -> (dtype, nbytes) from the safetensors headers only (8-byte length + JSON)."""
+    out = {}
+    for fn in os.listdir(d):
+        if fn.endswith(".safetensors"):
+            with open(os.path.join(d, fn), "rb") as f:
+                (n,) = struct.unpack("<Q", f.read(8))
+                h = json.loads(f.read(n))
+            for k, v in h.items():
+                if k != "__metadata__":
+                    out[k] = (v["dtype"], v["data_offsets"][1] - v["data_offsets"][0])
+    return out
+
+
+def is_language_model(n):
+    return n.startswith(("model.layers.", "model.embed_tokens.", "model.norm.", "lm_head.",
+                         "model.mtp."))
+
+
+CASES = {  # name: (variant, full layers, swa layers, kv heads full / swa, mxfp4 weights, layouts)
+    "flash": ("MiMo-V2-Flash", 9, 39, 4, 8, 0, {"kv-tp-section": 9}),
+    "v2.5-pro": ("MiMo-V2.5-Pro", 10, 60, 8, 8, 0, {"fused-qkv-tp-section": 73}),
+    "v2.6-flash": ("MiMo-V2.6-Flash", 9, 39, 4, 8, 47 * 256 * 3, {"fused-qkv-tp-section": 51}),
+}
+
+
+@pytest.fixture(scope="module")
+def full_size_dir(tmp_path_factory):
+    made = {}
+
+    def get(name):
+        if name not in made:
+            d = str(tmp_path_factory.mktemp("full-" + name))
+            M.write_full_size(d, name)
+            made[name] = d
+        return made[name]
+    return get
+
+
+def run_inspect(mimo_bin, d):
+    """(inspect's JSON, seconds, the largest resident set of any waited-for child in KiB, which
+    includes this inspect process)."""
+    t0 = time.time()
+    p = subprocess.run([mimo_bin, "inspect", "--model", d, "--json", "--max-context", str(CTX)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    rss_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return json.loads(p.stdout), time.time() - t0, rss_kib
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_full_size_checkpoint_inspects_without_reading_weights(mimo_bin, full_size_dir, name):
+    variant, n_full, n_swa, kv_full, kv_swa, n_mxfp4, layouts = CASES[name]
+    d = full_size_dir(name)
+    files = [os.path.join(d, f) for f in os.listdir(d) if f.endswith(".safetensors")]
+    apparent = sum(os.path.getsize(f) for f in files)
+    allocated = sum(os.stat(f).st_blocks * 512 for f in files)
+    assert apparent > 100e9 and allocated < 100e6, (apparent, allocated)  # holes: no disk
+
+    # Reading the weights would fault in the holes' pages (hundreds of GB): inspect must stay
+    # small and quick.
+    info, seconds, rss_kib = run_inspect(mimo_bin, d)
+    assert rss_kib < 1 << 20 and seconds < 60, (rss_kib, seconds)
+
+    assert info["variant"] == variant
+    assert info["mtp_layers"] == 3 and info["mxfp4_weights"] == n_mxfp4
+    assert {k: v for k, v in info["fp8_layouts"].items() if k != "uniform"} == layouts
+
+    headers = header_tensors(d)
+    towers = {}
+    for n, (dtype, nbytes) in headers.items():
+        if not is_language_model(n):
+            towers[dtype] = towers.get(dtype, 0) + nbytes
+    assert bool(towers) == (name == "v2.6-flash")  # the omni sibling carries vision/audio towers
+    want = spec_bytes(name)
+    for dtype, nbytes in towers.items():
+        want[dtype] = want.get(dtype, 0) + nbytes
+    assert info["bytes_by_dtype"] == want
+    assert info["num_skipped_multimodal_tensors"] == sum(not is_language_model(n) for n in headers)
+    assert sum(g["bytes"] for g in info["skipped_groups"].values()) == sum(towers.values())
+
+    # KV plan, bf16, block 16, one sequence of 262144 tokens; MTP layers are 3 more SWA layers.
+    kv = info["kv_cache"]
+    per_token_full = n_full * kv_full * (192 + 128) * 2
+    per_token_swa = (n_swa + 3) * kv_swa * (192 + 128) * 2
+    blocks = cdiv(128 - 1 + 1, 16) + 1  # window 128 + a decode chunk of 1, + one block
+    assert kv["num_full_layers"] == n_full and kv["num_swa_layers"] == n_swa + 3
+    assert kv["full_bytes_per_token"] == per_token_full
+    assert kv["full_bytes_per_sequence"] == CTX * per_token_full
+    assert kv["swa_blocks_per_sequence"] == blocks
+    assert kv["swa_bytes_per_sequence"] == blocks * 16 * per_token_swa
+    assert kv["unbounded_swa_bytes_per_sequence"] == CTX * per_token_swa
+    assert kv["tokens_that_fit"] == CTX
