@@ -155,7 +155,8 @@ VARIANTS = {
 # A variant's seed is its index here: append new variants, never reorder, so every existing
 # checkpoint (and the figures recorded from it) keeps its bytes.
 SEED_ORDER = ["bf16", "bf16-sharded", "f32", "fp8", "fp8-fused", "omni", "tied", "bench-bf16",
-              "bench-fp8", "v2.5", "v2.5-pro", "v2.6-flash", "v2.6-pro", "bench-mxfp4"]
+              "bench-fp8", "v2.5", "v2.5-pro", "v2.6-flash", "v2.6-pro", "bench-mxfp4",
+              "bench-flash-fp8"]
 assert set(SEED_ORDER) == set(VARIANTS) | set(BENCH_VARIANTS)
 
 # ----------------------------------------------------------------------------------------------
