@@ -1,0 +1,209 @@
+// GrammarMatcher: masks, token acceptance, rollback.
+#include "grammar/grammar_matcher.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/check.h"
+
+namespace mimo {
+
+GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar)
+    : grammar_(std::move(grammar)), pda_(&grammar_->pda()), arena_(pda_) {
+  arena_.set_interning(true);
+  Position start;
+  arena_.Close(arena_.Make(pda_->rule(pda_->root_rule()).start, 0, -1), &start.set);
+  arena_.set_interning(false);
+  history_.push_back(std::move(start));
+  levels_.resize(grammar_->vocab().trie().max_depth() + 2);
+  marks_.resize(levels_.size());
+}
+
+bool GrammarMatcher::CanTerminate() const {
+  const Position& p = history_.back();
+  return p.eos || p.set.complete;
+}
+
+bool GrammarMatcher::IsTerminated() const {
+  const Position& p = history_.back();
+  if (p.eos) return true;
+  if (!p.set.complete) return false;
+  for (int32_t id : p.set.nodes)
+    if (pda_->state(arena_.node(id).state).consumes) return false;
+  return true;
+}
+
+void GrammarMatcher::FillNextTokenMask(uint32_t* bitmask, std::span<const int32_t> eos_ids) {
+  const int32_t words = grammar_->vocab().mask_words();
+  std::memset(bitmask, 0, sizeof(uint32_t) * words);
+  last_eos_.assign(eos_ids.begin(), eos_ids.end());
+  const Position& p = history_.back();
+  if (p.eos) return;
+  const size_t base = arena_.size();
+  cache_profile_ = nullptr;
+  cache_parent_ = -2;
+  for (int32_t id : p.set.nodes) {
+    const PdaState& st = pda_->state(arena_.node(id).state);
+    if (!st.consumes) continue;
+    if (st.text >= 0) {
+      AddTextTokens(id, bitmask);
+    } else {
+      AddGeneralTokens(id, bitmask);
+    }
+  }
+  arena_.Truncate(base);
+  if (p.set.complete) {
+    for (int32_t e : eos_ids)
+      if (e >= 0 && e < grammar_->vocab().size()) bitmask[e >> 5] |= 1u << (e & 31);
+  }
+}
+
+void GrammarMatcher::AddGeneralTokens(int32_t node, uint32_t* mask) {
+  const StateMaskTable::Entry& e = grammar_->masks().entry(arena_.node(node).state);
+  if (!e.accept_bits.empty()) {
+    const int32_t words = grammar_->vocab().mask_words();
+    for (int32_t w = 0; w < words; ++w) mask[w] |= e.accept_bits[w];
+  } else {
+    for (int32_t id : e.accept_ids) SetBit(mask, id);
+  }
+  if (e.uncertain.empty()) return;
+  // Context-dependent tokens, in trie order: reuse the stack sets of the common prefix with the
+  // previous token; a prefix that died kills every token that shares it.
+  const TokenVocabulary& vocab = grammar_->vocab();
+  const size_t base = arena_.size();
+  levels_[0].Clear();
+  levels_[0].nodes.push_back(node);
+  marks_[0] = base;
+  std::string_view prev;
+  size_t valid = 0;      // levels_[0..valid] hold prev's prefixes
+  size_t dead_at = 0;    // 0: prev did not die; else the level at which it died
+  for (int32_t id : e.uncertain) {
+    const std::string_view bytes = vocab.bytes(id);
+    size_t lcp = 0;
+    while (lcp < prev.size() && lcp < bytes.size() && prev[lcp] == bytes[lcp]) ++lcp;
+    prev = bytes;
+    if (dead_at > 0 && lcp >= dead_at) continue;  // same dead prefix
+    size_t d = std::min(lcp, valid);
+    dead_at = 0;
+    for (; d < bytes.size(); ++d) {
+      arena_.Truncate(marks_[d]);
+      arena_.Step(levels_[d], static_cast<uint8_t>(bytes[d]), &levels_[d + 1]);
+      marks_[d + 1] = arena_.size();
+      if (levels_[d + 1].nodes.empty() && !levels_[d + 1].complete) {
+        dead_at = d + 1;
+        break;
+      }
+      // A stack that finished the grammar cannot take more bytes.
+      if (levels_[d + 1].nodes.empty() && d + 1 < bytes.size()) {
+        dead_at = d + 1;
+        break;
+      }
+    }
+    valid = dead_at > 0 ? dead_at : bytes.size();
+    if (dead_at == 0) SetBit(mask, id);
+  }
+  arena_.Truncate(base);
+}
+
+bool GrammarMatcher::Simulate(int32_t node, std::string_view bytes) {
+  const size_t base = arena_.size();
+  StackSet cur, next;
+  cur.nodes.push_back(node);
+  bool ok = true;
+  for (char c : bytes) {
+    arena_.Step(cur, static_cast<uint8_t>(c), &next);
+    if (next.nodes.empty()) {
+      ok = false;
+      break;
+    }
+    std::swap(cur, next);
+  }
+  arena_.Truncate(base);
+  return ok;
+}
+
+bool GrammarMatcher::SuffixAccepted(int32_t parent, std::string_view suffix) {
+  if (parent < 0) return false;  // the grammar ended: nothing may follow
+  const size_t base = arena_.size();
+  StackSet cur, next;
+  arena_.Close(parent, &cur);
+  bool ok = true;
+  for (size_t i = 0; i < suffix.size(); ++i) {
+    arena_.Step(cur, static_cast<uint8_t>(suffix[i]), &next);
+    if (next.nodes.empty()) {
+      ok = false;
+      break;
+    }
+    std::swap(cur, next);
+  }
+  arena_.Truncate(base);
+  return ok;
+}
+
+void GrammarMatcher::AddTextTokens(int32_t node, uint32_t* mask) {
+  const StackNode n = arena_.node(node);
+  const PdaState& st = pda_->state(n.state);
+  const PdaTextRule& tr = pda_->text_rule(st.text);
+  const TextProfile* profile = tr.profile.get();
+  if (profile != cache_profile_ || n.parent != cache_parent_) {
+    cache_profile_ = profile;
+    cache_parent_ = n.parent;
+    suffix_cache_.assign(profile->num_suffixes(), -1);
+  }
+  auto suffix_ok = [&](int32_t s) {
+    int8_t& c = suffix_cache_[s];
+    if (c < 0) c = SuffixAccepted(n.parent, profile->suffix(s)) ? 1 : 0;
+    return c == 1;
+  };
+  profile->FillMask(*tr.dfa, st.local, n.count, tr.bounds(), suffix_ok, mask);
+}
+
+bool GrammarMatcher::AcceptToken(int32_t id) {
+  const Position& p = history_.back();
+  if (p.eos) return false;
+  const TokenVocabulary& vocab = grammar_->vocab();
+  if (!vocab.maskable(id)) {
+    const bool is_eos = std::find(last_eos_.begin(), last_eos_.end(), id) != last_eos_.end();
+    if (!is_eos || !p.set.complete) return false;
+    Position end;
+    end.eos = true;
+    history_.push_back(std::move(end));
+    return true;
+  }
+  arena_.set_interning(true);
+  StackSet cur = p.set, next;
+  bool ok = true;
+  for (char c : vocab.bytes(id)) {
+    arena_.Step(cur, static_cast<uint8_t>(c), &next);
+    if (next.nodes.empty()) {
+      ok = false;
+      break;
+    }
+    std::swap(cur, next);
+  }
+  arena_.set_interning(false);
+  if (!ok) return false;
+  Position np;
+  np.set = std::move(cur);
+  history_.push_back(std::move(np));
+  return true;
+}
+
+void GrammarMatcher::Rollback(int num_tokens) {
+  MIMO_CHECK(num_tokens >= 0 && num_tokens <= num_accepted(), "Rollback(%d) with %d accepted",
+             num_tokens, num_accepted());
+  history_.resize(history_.size() - num_tokens);
+}
+
+int64_t GrammarMatcher::MinBytesToEnd() const {
+  const Position& p = history_.back();
+  if (p.eos || p.set.complete) return 0;
+  int64_t best = -1;
+  for (int32_t id : p.set.nodes) {
+    const int64_t d = arena_.DistanceToEnd(id);
+    if (best < 0 || d < best) best = d;
+  }
+  return best;
+}
+
+}  // namespace mimo

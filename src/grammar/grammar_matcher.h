@@ -1,0 +1,68 @@
+// GrammarMatcher: one request's position in a Grammar. Per step the engine asks for the mask of
+// allowed next tokens, samples under it, and reports the token back.
+//
+// Mask computation: for every stack top that can consume a byte, the precomputed
+// context-independent set is OR-ed in (StateMaskTable, or TextProfile for text states) and only
+// the context-dependent tokens are run through the real stack, walking them in trie order so that
+// shared prefixes are stepped once. A text state's tokens that finish the string leave a suffix;
+// each distinct suffix is checked once against the stack below.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "grammar/grammar.h"
+#include "grammar/stack_arena.h"
+
+namespace mimo {
+
+// Per request; not thread-safe (the engine thread).
+class GrammarMatcher {
+ public:
+  explicit GrammarMatcher(std::shared_ptr<const Grammar> grammar);
+
+  // bitmask: [ceil(vocab/32)] uint32 words (Grammar::vocab().mask_words()); bit set = token
+  // allowed next. When the grammar may end here the eos ids are allowed too (and only they when
+  // it cannot continue).
+  void FillNextTokenMask(uint32_t* bitmask, std::span<const int32_t> eos_ids);
+  // Advances by one token; false (state unchanged) if it is not allowed. An EOS id passed to the
+  // last FillNextTokenMask is accepted when CanTerminate() and ends the match.
+  bool AcceptToken(int32_t id);
+  // The grammar reached an accepting end and cannot continue (or EOS was accepted).
+  bool IsTerminated() const;
+  bool CanTerminate() const;  // accepting now (EOS allowed)
+  // Undoes the last num_tokens accepted tokens (EOS included).
+  void Rollback(int num_tokens);
+  int num_accepted() const { return static_cast<int>(history_.size()) - 1; }
+
+  // Fewest bytes that would complete the grammar from here (for tests and walks).
+  int64_t MinBytesToEnd() const;
+  const Grammar& grammar() const { return *grammar_; }
+
+ private:
+  struct Position {
+    StackSet set;
+    bool eos = false;  // EOS accepted: nothing more
+  };
+  void AddGeneralTokens(int32_t node, uint32_t* mask);
+  void AddTextTokens(int32_t node, uint32_t* mask);
+  bool SuffixAccepted(int32_t parent, std::string_view suffix);
+  // Whether `bytes` can be consumed starting from the single node `node`.
+  bool Simulate(int32_t node, std::string_view bytes);
+
+  std::shared_ptr<const Grammar> grammar_;
+  const PushdownAutomaton* pda_;
+  StackArena arena_;
+  std::vector<Position> history_;  // history_[0] = start; back() = now
+  std::vector<int32_t> last_eos_;
+  // Scratch for masks.
+  std::vector<StackSet> levels_;           // [max token length + 1]
+  std::vector<size_t> marks_;
+  std::vector<int8_t> suffix_cache_;       // per suffix id: -1 unknown, 0/1
+  const TextProfile* cache_profile_ = nullptr;
+  int32_t cache_parent_ = -2;
+};
+
+}  // namespace mimo

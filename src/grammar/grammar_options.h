@@ -1,0 +1,16 @@
+// GrammarOptions: choices that shape a compiled grammar beyond the schema itself.
+#pragma once
+
+namespace mimo {
+
+struct GrammarOptions {
+  // Whitespace allowed between JSON tokens (never inside numbers or literals, never around the
+  // top-level value). kOptionalSpace allows "" or " " at each place, which covers compact JSON
+  // and Python's json.dumps style ({"a": 1, "b": [1, 2]}) without letting a model loop on
+  // whitespace; kAny allows any run of [ \t\n\r] (pretty-printed JSON; a weak model may emit
+  // whitespace forever); kNone allows none.
+  enum class Whitespace { kNone, kOptionalSpace, kAny };
+  Whitespace whitespace = Whitespace::kOptionalSpace;
+};
+
+}  // namespace mimo

@@ -1,0 +1,58 @@
+// TokenVocabulary construction from the tokenizer.
+#include "grammar/token_vocabulary.h"
+
+#include <algorithm>
+
+#include "tokenizer/bpe.h"
+
+namespace mimo {
+
+std::shared_ptr<const TokenVocabulary> TokenVocabulary::FromTokenizer(const Tokenizer& tok,
+                                                                      int32_t mask_vocab_size) {
+  auto v = std::shared_ptr<TokenVocabulary>(new TokenVocabulary());
+  v->size_ = std::max(tok.vocab_size(), mask_vocab_size);
+  v->bytes_.resize(v->size_);
+  v->maskable_.assign(v->size_, 0);
+  for (int32_t id = 0; id < tok.vocab_size(); ++id) {
+    if (!tok.IsValidId(id)) continue;
+    v->bytes_[id] = std::string(tok.TokenBytes(id));
+    v->maskable_[id] = !tok.IsSpecial(id) && !v->bytes_[id].empty();
+  }
+  v->BuildTrie();
+  return v;
+}
+
+std::shared_ptr<const TokenVocabulary> TokenVocabulary::FromBytes(
+    std::vector<std::string> bytes_by_id, std::vector<bool> excluded) {
+  auto v = std::shared_ptr<TokenVocabulary>(new TokenVocabulary());
+  v->size_ = static_cast<int32_t>(bytes_by_id.size());
+  v->bytes_ = std::move(bytes_by_id);
+  v->maskable_.assign(v->size_, 0);
+  for (int32_t id = 0; id < v->size_; ++id) {
+    const bool ex = id < static_cast<int32_t>(excluded.size()) && excluded[id];
+    v->maskable_[id] = !ex && !v->bytes_[id].empty();
+  }
+  v->BuildTrie();
+  return v;
+}
+
+void TokenVocabulary::BuildTrie() {
+  std::vector<std::pair<int32_t, std::string>> entries;
+  for (int32_t id = 0; id < size_; ++id) {
+    if (maskable_[id]) entries.emplace_back(id, bytes_[id]);
+  }
+  trie_ = TokenTrie::Build(std::move(entries));
+  rank_.assign(size_, -1);
+  const auto ids = trie_.ids();
+  for (size_t i = 0; i < ids.size(); ++i) rank_[ids[i]] = static_cast<int32_t>(i);
+}
+
+std::shared_ptr<const TextProfile> TokenVocabulary::CachedProfile(
+    int key, const std::function<std::shared_ptr<const TextProfile>()>& make) const {
+  std::lock_guard<std::mutex> lock(profiles_mu_);
+  if (key >= static_cast<int>(profiles_.size())) profiles_.resize(key + 1);
+  if (!profiles_[key]) profiles_[key] = make();
+  return profiles_[key];
+}
+
+}  // namespace mimo
