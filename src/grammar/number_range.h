@@ -2,8 +2,8 @@
 // spelling. Integers have at most 18 digits (|n| < 10^18: they fit int64 and a double's exponent
 // range, which the `mimo` tool parser's coercion needs); numbers have an integer part of at most
 // 18 digits, any fraction, and (without bounds) an exponent of at most two digits. Bounds are
-// exact for integer values; a non-integer bound is rounded inward (minimum 2.5 -> 3), which keeps
-// every generated value valid.
+// exact (decimal comparison of the integer part, then of the fraction digits); with bounds no
+// exponent is written. A bound with more than 30 fraction digits is rounded toward the inside.
 #pragma once
 
 #include <cstdint>

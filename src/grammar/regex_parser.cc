@@ -135,6 +135,8 @@ class Parser {
         max = 1;
         ++pos_;
       } else if (c == '{') {
+        if (pos_ + 1 < cps_.size() && cps_[pos_ + 1] == ',')
+          return Unsupported("'{,n}' (a quantifier in Python's re, literal text in ECMA-262)");
         size_t save = pos_;
         if (!ParseBraces(&min, &max)) {
           pos_ = save;  // not a quantifier: a literal '{' (ECMA-262 Annex B, and Python)

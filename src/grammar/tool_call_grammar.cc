@@ -181,7 +181,9 @@ StatusOr<int32_t> ToolCallGrammar::Compile(std::string_view tools_json,
   const int32_t root = b->DeclareRule("tool calls");
   Nfa::Frag one = n.CallRule(block);
   if (parallel) {
-    one = n.Seq(one, n.Star(n.Seq(n.Opt(n.Literal("\n")), n.CallRule(block))));
+    // Blocks follow each other directly, as the chat template writes them (text between them
+    // would be content to the parser).
+    one = n.Seq(one, n.Star(n.CallRule(block)));
   }
   b->DefineRule(root, one);
   return root;

@@ -1,7 +1,8 @@
 // ToolCallGrammar: rules for the `mimo` tool-call format (see chat/tool_call_parser.h) over an
 // OpenAI `tools` array:
 //   <tool_call>\n<function=NAME>\n<parameter=KEY>VALUE</parameter>\n...</function>\n</tool_call>
-// (each "\n" optional, which also covers the compact form). NAME is one of the tools; parameters
+// (each "\n" optional, which also covers the compact form; parallel blocks follow each other
+// directly, as the chat template writes them). NAME is one of the tools; parameters
 // come in schema order, required ones always, optional ones freely. VALUE follows the parser's
 // typing: a parameter the parser keeps as a string (declared "string", a type list or anyOf
 // holding "string", no or an unknown type) is raw text valid for the schema's string branches;

@@ -25,6 +25,7 @@
 #include "engine/sampler.h"
 
 namespace mimo::cli {
+int RunBenchGrammar(int argc, char** argv);  // bench_grammar.cc
 namespace {
 
 // The benchmark clock. Wall time by default; with --clock cpu, process CPU time divided by the
@@ -373,6 +374,7 @@ int RunBench(int argc, char** argv) {
     }
     return RunE2e(a);
   }
+  if (sub == "grammar") return RunBenchGrammar(argc - 1, argv + 1);
   if (sub == "pool") {
     if (!a.Parse(argc - 1, argv + 1, {"threads", "regions"}, {}, &err)) {
       std::fprintf(stderr, "bench pool: %s\n", err.c_str());
@@ -396,15 +398,16 @@ int RunBench(int argc, char** argv) {
       "                          [--isa all|avx512|avx2|scalar] [--membw GB/s]\n"
       "                          [--working-set-mib 256] [--clock wall|cpu]\n"
       "       mimo bench e2e --model DIR [--threads N] [--prompt 16] [--tokens 32]\n"
-      "       mimo bench pool [--threads 2] [--regions 20000]\n");
+      "       mimo bench pool [--threads 2] [--regions 20000]\n"
+      "       mimo bench grammar --model DIR [--schemas DIR] [--walks 10] [--threads N]\n");
   return 2;
 }
 
 }  // namespace
 
 MIMO_CLI_COMMAND("bench",
-                 "membw|kernels|e2e|pool [--threads N] ... (bandwidth, Linear, decode roofline, "
-                 "fork-join cost)",
+                 "membw|kernels|e2e|pool|grammar [--threads N] ... (bandwidth, Linear, decode "
+                 "roofline, fork-join cost, structured-output masks)",
                  RunBench);
 
 }  // namespace mimo::cli
