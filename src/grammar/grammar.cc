@@ -2,6 +2,7 @@
 #include "grammar/grammar.h"
 
 #include <chrono>
+#include <set>
 
 #include "grammar/grammar_builder.h"
 #include "grammar/json_schema_compiler.h"
@@ -36,6 +37,10 @@ StatusOr<std::shared_ptr<const Grammar>> Grammar::Finish(Parts parts) {
   g->stats_.num_states = g->pda_->num_states();
   g->stats_.num_rules = g->pda_->num_rules();
   g->stats_.mask_table_bytes = g->masks_->bytes();
+  std::set<const TextProfile*> profiles;
+  for (int32_t t = 0; t < g->pda_->num_text_rules(); ++t)
+    profiles.insert(g->pda_->text_rule(t).profile.get());
+  for (const TextProfile* p : profiles) g->stats_.text_profile_bytes += p->bytes();
   return std::shared_ptr<const Grammar>(std::move(g));
 }
 

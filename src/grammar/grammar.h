@@ -45,6 +45,7 @@ class Grammar {
     int32_t num_states = 0;
     int32_t num_rules = 0;
     size_t mask_table_bytes = 0;
+    size_t text_profile_bytes = 0;  // profiles of this grammar's strings (shared ones included)
   };
   const Stats& stats() const { return stats_; }
 

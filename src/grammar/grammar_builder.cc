@@ -173,7 +173,50 @@ StatusOr<std::shared_ptr<const PushdownAutomaton>> GrammarBuilder::Build(int32_t
   for (auto& c : pda->calls_) c.tail = pda->states_[c.ret].tail;
   for (size_t r = 0; r < rules_.size(); ++r) pda->rules_[r].min_bytes = rule_min[r];
   MIMO_RETURN_IF_ERROR(CheckLeftRecursion(*pda));
+  ComputeFollow(pda.get());
   return std::shared_ptr<const PushdownAutomaton>(std::move(pda));
+}
+
+// FIRST bytes of every state, then FOLLOW bytes of every rule (fixed points). The mask
+// precomputation uses FOLLOW to drop tokens that leave a rule into a byte no caller accepts.
+void GrammarBuilder::ComputeFollow(PushdownAutomaton* pda) {
+  const int32_t n = pda->num_states();
+  std::vector<ByteSet> first(n);
+  for (int32_t s = 0; s < n; ++s) {
+    const PdaState& st = pda->states_[s];
+    if (st.text >= 0) {
+      const TextDfa& d = *pda->text_rules_[st.text].dfa;
+      for (int b = 0; b < 256; ++b)
+        if (d.Next(st.local, b) >= 0) first[s].Add(static_cast<uint8_t>(b));
+      continue;
+    }
+    for (const PdaRange& r : pda->ranges(st))
+      for (int b = r.lo; b <= r.hi; ++b) first[s].Add(static_cast<uint8_t>(b));
+  }
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (int32_t s = 0; s < n; ++s) {
+      const PdaState& st = pda->states_[s];
+      if (st.text >= 0) continue;
+      for (const PdaCall& c : pda->calls(st)) {
+        changed |= first[s].AddAll(first[pda->rules_[c.rule].start]);
+        if (pda->rules_[c.rule].min_bytes == 0) changed |= first[s].AddAll(first[c.ret]);
+      }
+    }
+  }
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (int32_t s = 0; s < n; ++s) {
+      const PdaState& st = pda->states_[s];
+      if (st.text >= 0) continue;
+      for (const PdaCall& c : pda->calls(st)) {
+        PdaRule& callee = pda->rules_[c.rule];
+        changed |= callee.follow.AddAll(first[c.ret]);
+        if (pda->states_[c.ret].dist == 0)
+          changed |= callee.follow.AddAll(ByteSet(pda->rules_[st.rule].follow));
+      }
+    }
+  }
 }
 
 // A rule that can call itself (directly or not) before consuming a byte would make the closure

@@ -38,6 +38,7 @@ class GrammarBuilder {
     int32_t text = -1;
   };
   Status CheckLeftRecursion(const PushdownAutomaton& pda) const;
+  static void ComputeFollow(PushdownAutomaton* pda);
 
   Nfa nfa_;
   std::vector<RuleDef> rules_;

@@ -16,6 +16,7 @@ GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar)
   arena_.set_interning(false);
   history_.push_back(std::move(start));
   levels_.resize(grammar_->vocab().trie().max_depth() + 2);
+  scratch_.resize(grammar_->vocab().mask_words());
   marks_.resize(levels_.size());
 }
 
@@ -40,8 +41,6 @@ void GrammarMatcher::FillNextTokenMask(uint32_t* bitmask, std::span<const int32_
   const Position& p = history_.back();
   if (p.eos) return;
   const size_t base = arena_.size();
-  cache_profile_ = nullptr;
-  cache_parent_ = -2;
   for (int32_t id : p.set.nodes) {
     const PdaState& st = pda_->state(arena_.node(id).state);
     if (!st.consumes) continue;
@@ -122,19 +121,32 @@ bool GrammarMatcher::Simulate(int32_t node, std::string_view bytes) {
   return ok;
 }
 
-bool GrammarMatcher::SuffixAccepted(int32_t parent, std::string_view suffix) {
-  if (parent < 0) return false;  // the grammar ended: nothing may follow
+const std::vector<uint8_t>& GrammarMatcher::SuffixResults(const TextProfile* profile,
+                                                           int32_t parent) {
+  auto [it, fresh] = suffix_cache_.try_emplace(SuffixKey{profile, parent});
+  std::vector<uint8_t>& ok = it->second;
+  if (!fresh) return ok;
+  ok.assign(profile->num_suffixes(), 0);
+  if (parent < 0) return ok;  // the grammar ended: nothing may follow
+  // A pruned walk of the suffix trie from the parent's closure (as in StateMaskTable).
+  const TokenTrie& trie = profile->suffix_trie();
+  const auto ids = trie.ids();
   const size_t base = arena_.size();
-  StackSet cur, next;
-  arena_.Close(parent, &cur);
-  bool ok = true;
-  for (size_t i = 0; i < suffix.size(); ++i) {
-    arena_.Step(cur, static_cast<uint8_t>(suffix[i]), &next);
-    if (next.nodes.empty()) {
-      ok = false;
-      break;
+  levels_[0].Clear();
+  arena_.Close(parent, &levels_[0]);
+  marks_[0] = arena_.size();
+  int32_t n = 1;
+  while (n < trie.num_nodes()) {
+    const int32_t d = trie.depth(n);
+    arena_.Truncate(marks_[d - 1]);
+    arena_.Step(levels_[d - 1], trie.byte(n), &levels_[d]);
+    marks_[d] = arena_.size();
+    if (levels_[d].nodes.empty()) {
+      n = trie.subtree_end(n);
+      continue;
     }
-    std::swap(cur, next);
+    for (int32_t i = trie.token_begin(n); i < trie.token_begin(n + 1); ++i) ok[ids[i]] = 1;
+    ++n;
   }
   arena_.Truncate(base);
   return ok;
@@ -145,17 +157,9 @@ void GrammarMatcher::AddTextTokens(int32_t node, uint32_t* mask) {
   const PdaState& st = pda_->state(n.state);
   const PdaTextRule& tr = pda_->text_rule(st.text);
   const TextProfile* profile = tr.profile.get();
-  if (profile != cache_profile_ || n.parent != cache_parent_) {
-    cache_profile_ = profile;
-    cache_parent_ = n.parent;
-    suffix_cache_.assign(profile->num_suffixes(), -1);
-  }
-  auto suffix_ok = [&](int32_t s) {
-    int8_t& c = suffix_cache_[s];
-    if (c < 0) c = SuffixAccepted(n.parent, profile->suffix(s)) ? 1 : 0;
-    return c == 1;
-  };
-  profile->FillMask(*tr.dfa, st.local, n.count, tr.bounds(), suffix_ok, mask);
+  const std::vector<uint8_t>& ok = SuffixResults(profile, n.parent);
+  profile->FillMask(*tr.dfa, st.local, n.count, tr.bounds(),
+                    [&](int32_t s) { return ok[s] != 0; }, mask, scratch_.data());
 }
 
 bool GrammarMatcher::AcceptToken(int32_t id) {

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "grammar/grammar.h"
@@ -48,7 +49,10 @@ class GrammarMatcher {
   };
   void AddGeneralTokens(int32_t node, uint32_t* mask);
   void AddTextTokens(int32_t node, uint32_t* mask);
-  bool SuffixAccepted(int32_t parent, std::string_view suffix);
+  // Which suffixes of `profile` the stack below a text node (its parent) accepts: [suffixes],
+  // computed by one walk of the profile's suffix trie and cached per (profile, parent) for the
+  // rest of the request (the parent stays the same while a string is being written).
+  const std::vector<uint8_t>& SuffixResults(const TextProfile* profile, int32_t parent);
   // Whether `bytes` can be consumed starting from the single node `node`.
   bool Simulate(int32_t node, std::string_view bytes);
 
@@ -59,10 +63,19 @@ class GrammarMatcher {
   std::vector<int32_t> last_eos_;
   // Scratch for masks.
   std::vector<StackSet> levels_;           // [max token length + 1]
+  std::vector<uint32_t> scratch_;          // [mask words]
   std::vector<size_t> marks_;
-  std::vector<int8_t> suffix_cache_;       // per suffix id: -1 unknown, 0/1
-  const TextProfile* cache_profile_ = nullptr;
-  int32_t cache_parent_ = -2;
+  struct SuffixKey {
+    const TextProfile* profile;
+    int32_t parent;
+    bool operator==(const SuffixKey&) const = default;
+  };
+  struct SuffixKeyHash {
+    size_t operator()(const SuffixKey& k) const {
+      return std::hash<const void*>()(k.profile) ^ (static_cast<size_t>(k.parent) * 0x9E3779B97F4A7C15ull);
+    }
+  };
+  std::unordered_map<SuffixKey, std::vector<uint8_t>, SuffixKeyHash> suffix_cache_;
 };
 
 }  // namespace mimo

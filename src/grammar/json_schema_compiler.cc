@@ -20,9 +20,6 @@ namespace {
 constexpr int kMaxDepth = 200;
 constexpr int32_t kMaxValueStates = 20000;
 
-// Keys of the vocabulary's cache of built-in text profiles.
-enum ProfileKey { kProfileJsonString = 0, kProfileJsonStringToolSafe = 1, kProfileRawParameter = 2 };
-
 std::string Where(const std::string& path) {
   return path.empty() ? "at the schema root" : "at " + path;
 }
@@ -432,7 +429,9 @@ StatusOr<Nfa::Frag> JsonSchemaCompiler::OfType(const std::string& type, const Sc
 }
 
 StatusOr<std::optional<Dfa>> JsonSchemaCompiler::StringValueDfa(const SchemaJson& s,
-                                                                 const std::string& path) {
+                                                                 const std::string& path,
+                                                                 int32_t* min_out,
+                                                                 int32_t* max_out) {
   int64_t min_len = 0, max_len = -1;
   if (s.contains("minLength")) {
     auto v = NonNegativeInt(s, "minLength", path);
@@ -464,12 +463,21 @@ StatusOr<std::optional<Dfa>> JsonSchemaCompiler::StringValueDfa(const SchemaJson
   std::optional<Dfa> v;
   for (const std::string& p : patterns) {
     Nfa n;
-    auto frag = RegexParser::Compile(p, &n);
+    RegexParser::LengthBounds relaxed;
+    auto frag = RegexParser::Compile(p, &n, min_out != nullptr ? &relaxed : nullptr);
     if (!frag.ok()) return Status(frag.status().code(),
                                   frag.status().message() + " (" + Where(path) + ")");
     auto d = Dfa::Determinize(n, *frag, kMaxValueStates);
     if (!d.ok()) return Unimplemented("JSON schema: 'pattern' is too complex (%s)",
                                       Where(path).c_str());
+    if (min_out != nullptr) {
+      *min_out = std::max(*min_out, relaxed.min);
+      if (relaxed.max >= 0) *max_out = *max_out < 0 ? relaxed.max : std::min(*max_out, relaxed.max);
+      if (*max_out >= 0 && *min_out > *max_out)
+        return InvalidArgument("JSON schema: no string meets both the pattern and the length "
+                               "bounds; the schema can never be satisfied (%s)",
+                               Where(path).c_str());
+    }
     if (!v) {
       v = d->Trimmed().Minimized();
     } else {
@@ -487,14 +495,9 @@ StatusOr<std::optional<Dfa>> JsonSchemaCompiler::StringValueDfa(const SchemaJson
 int32_t JsonSchemaCompiler::AnyStringRule(int32_t min_chars, int32_t max_chars) {
   auto it = string_rules_.find({min_chars, max_chars});
   if (it != string_rules_.end()) return it->second;
-  const bool safe = tool_safe_;
-  auto vocab = vocab_;
-  auto profile = vocab_->CachedProfile(
-      safe ? kProfileJsonStringToolSafe : kProfileJsonString, [safe, vocab] {
-        auto dfa = TextDfa::AnyJsonString(safe);
-        return TextProfile::Build(*dfa, vocab->trie(), vocab->size());
-      });
-  auto r = b_->AddTextRule("string", TextDfa::AnyJsonString(safe), profile, min_chars, max_chars);
+  auto dfa = TextDfa::AnyJsonString(tool_safe_);
+  auto profile = vocab_->ProfileFor(*dfa);
+  auto r = b_->AddTextRule("string", dfa, profile, min_chars, max_chars);
   MIMO_CHECK(r.ok(), "%s", r.status().message().c_str());  // counts freely: cannot fail
   string_rules_[{min_chars, max_chars}] = *r;
   return *r;
@@ -513,15 +516,15 @@ void LengthBounds(const SchemaJson& s, int32_t* min_len, int32_t* max_len) {
 }  // namespace
 
 StatusOr<Nfa::Frag> JsonSchemaCompiler::String(const SchemaJson& s, const std::string& path) {
-  auto value = StringValueDfa(s, path);
-  if (!value.ok()) return value.status();
   int32_t min_len, max_len;
   LengthBounds(s, &min_len, &max_len);
+  auto value = StringValueDfa(s, path, &min_len, &max_len);
+  if (!value.ok()) return value.status();
   if (!value->has_value()) return nfa().CallRule(AnyStringRule(min_len, max_len));
   auto text = TextDfa::JsonString(**value, tool_safe_);
   if (!text.ok()) return Status(text.status().code(),
                                 text.status().message() + " (" + Where(path) + ")");
-  auto profile = TextProfile::Build(**text, vocab_->trie(), vocab_->size());
+  auto profile = vocab_->ProfileFor(**text);
   auto rule = b_->AddTextRule("string " + path, *text, profile, min_len, max_len);
   if (!rule.ok()) return Status(rule.status().code(),
                                 rule.status().message() + " (" + Where(path) + ")");

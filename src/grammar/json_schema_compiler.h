@@ -79,7 +79,11 @@ class JsonSchemaCompiler {
   StatusOr<Nfa::Frag> ArrayBody(const SchemaJson& s, const std::string& path);
   // The value language (UTF-8) of pattern / format constraints (lengths are counted by the text
   // rule); nullopt = none. Also validates minLength / maxLength.
-  StatusOr<std::optional<Dfa>> StringValueDfa(const SchemaJson& s, const std::string& path);
+  // With min_len/max_len given (the schema's bounds, in/out), a pattern's bounded repetition may
+  // be moved into them (RegexParser::Compile); without, the automaton is exact.
+  StatusOr<std::optional<Dfa>> StringValueDfa(const SchemaJson& s, const std::string& path,
+                                              int32_t* min_len = nullptr,
+                                              int32_t* max_len = nullptr);
   int32_t AnyStringRule(int32_t min_chars, int32_t max_chars);
   int32_t AnyRawRule(std::string_view terminator, int32_t min_chars, int32_t max_chars);
   StatusOr<int32_t> KeyExcludingRule(const std::vector<std::string>& names);

@@ -13,7 +13,6 @@ namespace {
 
 constexpr int kMaxUnrolledItems = 1000;
 constexpr int32_t kMaxKeyStates = 20000;
-enum ProfileKey { kProfileRawParameter = 2 };
 
 std::string Where(const std::string& path) {
   return path.empty() ? "at the schema root" : "at " + path;
@@ -87,7 +86,7 @@ StatusOr<int32_t> JsonSchemaCompiler::KeyExcludingRule(const std::vector<std::st
   if (!others.ok()) return others.status();
   auto text = TextDfa::JsonString(*others, tool_safe_);
   if (!text.ok()) return text.status();
-  auto profile = TextProfile::Build(**text, vocab_->trie(), vocab_->size());
+  auto profile = vocab_->ProfileFor(**text);
   return b_->AddTextRule("other key", *text, profile, 0, -1);
 }
 
@@ -281,14 +280,8 @@ int32_t JsonSchemaCompiler::AnyRawRule(std::string_view terminator, int32_t min_
   auto it = raw_rules_.find(key);
   if (it != raw_rules_.end()) return it->second;
   const std::string term(terminator);
-  auto vocab = vocab_;
-  auto make_profile = [term, vocab] {
-    return TextProfile::Build(*TextDfa::AnyRawValue(term), vocab->trie(), vocab->size());
-  };
-  auto profile = terminator == "</parameter>"
-                     ? vocab_->CachedProfile(kProfileRawParameter, make_profile)
-                     : make_profile();
-  auto r = b_->AddTextRule("raw string", TextDfa::AnyRawValue(term), profile, min_chars, max_chars);
+  auto dfa = TextDfa::AnyRawValue(term);
+  auto r = b_->AddTextRule("raw string", dfa, vocab_->ProfileFor(*dfa), min_chars, max_chars);
   MIMO_CHECK(r.ok(), "%s", r.status().message().c_str());  // counts freely: cannot fail
   raw_rules_[key] = *r;
   return *r;
@@ -365,15 +358,17 @@ StatusOr<Nfa::Frag> JsonSchemaCompiler::RawString(const SchemaJson& s0, const st
                              Where(path).c_str());
     return n.Alt(alts);
   }
-  auto value = StringValueDfa(s, path);
-  if (!value.ok()) return value.status();
   int32_t min_len = 0, max_len = -1;
-  if (s.contains("minLength")) min_len = static_cast<int32_t>(std::min(s["minLength"].get<double>(), 1e7));
-  if (s.contains("maxLength")) max_len = static_cast<int32_t>(std::min(s["maxLength"].get<double>(), 1e7));
+  if (s.contains("minLength") && s["minLength"].is_number())
+    min_len = static_cast<int32_t>(std::min(s["minLength"].get<double>(), 1e7));
+  if (s.contains("maxLength") && s["maxLength"].is_number())
+    max_len = static_cast<int32_t>(std::min(s["maxLength"].get<double>(), 1e7));
+  auto value = StringValueDfa(s, path, &min_len, &max_len);
+  if (!value.ok()) return value.status();
   if (!value->has_value()) return n.CallRule(AnyRawRule(terminator, min_len, max_len));
   auto text = TextDfa::RawValue(**value, terminator);
   if (!text.ok()) return text.status();
-  auto profile = TextProfile::Build(**text, vocab_->trie(), vocab_->size());
+  auto profile = vocab_->ProfileFor(**text);
   auto rule = b_->AddTextRule("raw string " + path, *text, profile, min_len, max_len);
   if (!rule.ok()) return rule.status();
   return n.CallRule(*rule);

@@ -4,6 +4,7 @@
 // share one numbering. A stack node is (state, count, parent); see StackArena.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -38,11 +39,27 @@ struct PdaState {
   int32_t dist = 0;        // fewest bytes to the end of the rule (text: without length bounds)
 };
 
+// A set of bytes.
+struct ByteSet {
+  uint64_t bits[4] = {0, 0, 0, 0};
+  bool Has(uint8_t b) const { return (bits[b >> 6] >> (b & 63)) & 1; }
+  void Add(uint8_t b) { bits[b >> 6] |= uint64_t{1} << (b & 63); }
+  bool AddAll(const ByteSet& o) {  // true if anything was new
+    bool grew = false;
+    for (int i = 0; i < 4; ++i) {
+      grew = grew || (o.bits[i] & ~bits[i]) != 0;
+      bits[i] |= o.bits[i];
+    }
+    return grew;
+  }
+};
+
 struct PdaRule {
   std::string name;
   int32_t start = -1;
   int32_t text = -1;      // the text rule, or -1
   int32_t min_bytes = 0;  // fewest bytes of a complete match
+  ByteSet follow;         // bytes that can come right after the rule returns
 };
 
 struct PdaTextRule {

@@ -392,6 +392,64 @@ bool ContainsAnchor(const Node& n) {
   return false;
 }
 
+// Characters matched by a node when that number is fixed, else -1.
+int64_t FixedLength(const Node& n) {
+  switch (n.kind) {
+    case Node::Kind::kSet:
+      return 1;
+    case Node::Kind::kStart:
+    case Node::Kind::kEnd:
+      return 0;
+    case Node::Kind::kSeq: {
+      int64_t total = 0;
+      for (const auto& k : n.kids) {
+        const int64_t l = FixedLength(*k);
+        if (l < 0) return -1;
+        total += l;
+      }
+      return total;
+    }
+    case Node::Kind::kAlt: {
+      int64_t len = -2;
+      for (const auto& k : n.kids) {
+        const int64_t l = FixedLength(*k);
+        if (l < 0 || (len != -2 && l != len)) return -1;
+        len = l;
+      }
+      return len < 0 ? -1 : len;
+    }
+    case Node::Kind::kRepeat: {
+      if (n.max != n.min) return -1;
+      const int64_t l = FixedLength(*n.kids[0]);
+      return l < 0 ? -1 : l * n.min;
+    }
+  }
+  return -1;
+}
+
+// See RegexParser::Compile: moves one bounded single-character repetition of a fully anchored
+// sequence into total length bounds. False when the pattern does not have that shape.
+bool RelaxRepetition(Node* seq, RegexParser::LengthBounds* out) {
+  Node* variable = nullptr;
+  int64_t fixed = 0;
+  for (auto& k : seq->kids) {
+    const int64_t l = FixedLength(*k);
+    if (l >= 0) {
+      fixed += l;
+      continue;
+    }
+    if (variable != nullptr || k->kind != Node::Kind::kRepeat || FixedLength(*k->kids[0]) != 1)
+      return false;
+    variable = k.get();
+  }
+  if (variable == nullptr || (variable->max < 0 && variable->min <= 1)) return false;
+  out->min = static_cast<int32_t>(fixed + variable->min);
+  out->max = variable->max < 0 ? -1 : static_cast<int32_t>(fixed + variable->max);
+  variable->min = 0;
+  variable->max = -1;
+  return true;
+}
+
 Nfa::Frag Build(const Node& n, Nfa* nfa) {
   switch (n.kind) {
     case Node::Kind::kSet:
@@ -418,10 +476,21 @@ Nfa::Frag Build(const Node& n, Nfa* nfa) {
 
 }  // namespace
 
-StatusOr<Nfa::Frag> RegexParser::Compile(std::string_view pattern, Nfa* nfa) {
+StatusOr<Nfa::Frag> RegexParser::Compile(std::string_view pattern, Nfa* nfa,
+                                          LengthBounds* relaxed) {
   Parser p(pattern);
   auto root = p.Parse();
   if (!root.ok()) return root.status();
+  if (relaxed != nullptr) {
+    *relaxed = LengthBounds{};
+    auto& alts = (*root)->kids;
+    if (alts.size() == 1) {
+      auto& kids = alts[0]->kids;
+      const bool anchored = kids.size() >= 2 && kids.front()->kind == Node::Kind::kStart &&
+                            kids.back()->kind == Node::Kind::kEnd;
+      if (anchored && !RelaxRepetition(alts[0].get(), relaxed)) *relaxed = LengthBounds{};
+    }
+  }
   std::vector<Nfa::Frag> alts;
   for (auto& seq : (*root)->kids) {
     // Anchors: only first / last element of a top-level alternative.

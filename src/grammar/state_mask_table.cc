@@ -10,7 +10,7 @@ namespace mimo {
 namespace {
 
 // Walks the trie from state `s` and fills `e`.
-void BuildEntry(const TokenVocabulary& vocab, int32_t s,
+void BuildEntry(const PushdownAutomaton& pda, const TokenVocabulary& vocab, int32_t s,
                 StackArena* arena, std::vector<StackSet>* levels, std::vector<size_t>* marks,
                 StateMaskTable::Entry* e) {
   const TokenTrie& trie = vocab.trie();
@@ -20,6 +20,7 @@ void BuildEntry(const TokenVocabulary& vocab, int32_t s,
   root.Clear();
   arena->Close(arena->Make(s, 0, -1), &root);
   (*marks)[0] = arena->size();
+  const ByteSet& follow = pda.rule(pda.state(s).rule).follow;
   std::vector<int32_t> accepted;                     // trie positions, increasing
   std::vector<std::pair<int32_t, int32_t>> pending;  // trie position ranges to decide later
   int32_t n = 1;
@@ -35,9 +36,12 @@ void BuildEntry(const TokenVocabulary& vocab, int32_t s,
     }
     for (int32_t i = trie.token_begin(n); i < trie.token_begin(n + 1); ++i) accepted.push_back(i);
     if (cur.complete) {
-      // The frame returned here; longer tokens of this subtree continue in the caller.
-      const int32_t lo = trie.token_begin(n + 1), hi = trie.token_begin(trie.subtree_end(n));
-      if (lo < hi) pending.emplace_back(lo, hi);
+      // The frame returned here; longer tokens of this subtree continue in the caller, which
+      // can only take a byte that may follow the rule.
+      for (int32_t c = n + 1; c < trie.subtree_end(n); c = trie.subtree_end(c)) {
+        const int32_t lo = trie.token_begin(c), hi = trie.token_begin(trie.subtree_end(c));
+        if (lo < hi && follow.Has(trie.byte(c))) pending.emplace_back(lo, hi);
+      }
     }
     n = cur.nodes.empty() ? trie.subtree_end(n) : n + 1;
   }
@@ -83,7 +87,7 @@ std::unique_ptr<StateMaskTable> StateMaskTable::Build(const PushdownAutomaton& p
     if (st.text >= 0 || !st.consumes) continue;
     t->index_[s] = static_cast<int32_t>(t->entries_.size());
     t->entries_.emplace_back();
-    BuildEntry(vocab, s, &arena, &levels, &marks, &t->entries_.back());
+    BuildEntry(pda, vocab, s, &arena, &levels, &marks, &t->entries_.back());
   }
   return t;
 }

@@ -205,6 +205,16 @@ std::shared_ptr<const TextDfa> TextDfa::AnyJsonString(bool tool_safe) {
   return any;
 }
 
+std::string TextDfa::Fingerprint() const {
+  std::string f;
+  auto put = [&f](const void* p, size_t n) { f.append(static_cast<const char*>(p), n); };
+  put(&end_, sizeof(end_));
+  put(next_.data(), next_.size() * sizeof(int32_t));
+  put(starts_.data(), starts_.size());
+  put(pending_.data(), pending_.size() * sizeof(int16_t));
+  return f;
+}
+
 std::vector<uint8_t> TextDfa::AliveTable(int32_t min_chars, int32_t max_chars,
                                          int32_t* cap) const {
   const int32_t n = num_states();

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -48,6 +49,9 @@ class TextDfa {
   // Fewest bytes from q to `end` (ignoring length constraints).
   int32_t bytes_to_end(int32_t q) const { return bytes_to_end_[q]; }
   int16_t max_pending() const { return max_pending_; }
+  // Equal for equal languages built the same way (minimal, breadth-first numbered): the key
+  // of cached profiles.
+  std::string Fingerprint() const;
 
   // True for the built-in "any string" languages: a character can always be added, and ending
   // from state q never lengthens the value beyond k - pending(q), so a node (q, k) within bounds

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "grammar/text_dfa.h"
+#include "grammar/text_profile.h"
 #include "tokenizer/bpe.h"
 
 namespace mimo {
@@ -47,12 +49,26 @@ void TokenVocabulary::BuildTrie() {
   for (size_t i = 0; i < ids.size(); ++i) rank_[ids[i]] = static_cast<int32_t>(i);
 }
 
-std::shared_ptr<const TextProfile> TokenVocabulary::CachedProfile(
-    int key, const std::function<std::shared_ptr<const TextProfile>()>& make) const {
+std::shared_ptr<const TextProfile> TokenVocabulary::ProfileFor(const TextDfa& dfa) const {
+  std::string key = dfa.Fingerprint();
+  {
+    std::lock_guard<std::mutex> lock(profiles_mu_);
+    auto it = profiles_.find(key);
+    if (it != profiles_.end()) return it->second;
+  }
+  // Built outside the lock: compiles on other threads are not held up (two threads may build
+  // the same profile once each; the first stored wins).
+  auto built = TextProfile::Build(dfa, trie_, size_);
   std::lock_guard<std::mutex> lock(profiles_mu_);
-  if (key >= static_cast<int>(profiles_.size())) profiles_.resize(key + 1);
-  if (!profiles_[key]) profiles_[key] = make();
-  return profiles_[key];
+  auto [it, fresh] = profiles_.emplace(key, built);
+  if (fresh) {
+    profile_order_.push_back(std::move(key));
+    if (profile_order_.size() > kMaxCachedProfiles) {
+      profiles_.erase(profile_order_.front());
+      profile_order_.pop_front();
+    }
+  }
+  return it->second;
 }
 
 }  // namespace mimo

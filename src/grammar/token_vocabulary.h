@@ -4,11 +4,12 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "grammar/token_trie.h"
@@ -16,6 +17,7 @@
 namespace mimo {
 
 class Tokenizer;
+class TextDfa;
 class TextProfile;
 
 // Immutable after construction (the lazily built text profiles are guarded by a mutex); share one
@@ -39,10 +41,11 @@ class TokenVocabulary {
   // Position of a maskable id in trie order (lexicographic); -1 otherwise.
   int32_t rank(int32_t id) const { return rank_[id]; }
 
-  // A text profile cached for the life of the vocabulary (built-in string languages shared by all
-  // grammars); `make` runs once per key.
-  std::shared_ptr<const TextProfile> CachedProfile(
-      int key, const std::function<std::shared_ptr<const TextProfile>()>& make) const;
+  // The TextProfile of a text language over this vocabulary, cached by the language's
+  // fingerprint (the built-in string languages, and patterns or formats used by several
+  // schemas, are profiled once per process; the cache keeps the last kMaxCachedProfiles).
+  std::shared_ptr<const TextProfile> ProfileFor(const TextDfa& dfa) const;
+  static constexpr size_t kMaxCachedProfiles = 256;
 
  private:
   TokenVocabulary() = default;
@@ -54,7 +57,8 @@ class TokenVocabulary {
   std::vector<int32_t> rank_;       // [size]
   TokenTrie trie_;
   mutable std::mutex profiles_mu_;
-  mutable std::vector<std::shared_ptr<const TextProfile>> profiles_;  // by key
+  mutable std::unordered_map<std::string, std::shared_ptr<const TextProfile>> profiles_;
+  mutable std::deque<std::string> profile_order_;  // insertion order, for eviction
 };
 
 }  // namespace mimo

@@ -93,6 +93,26 @@ TEST(GrammarMatcher, MasksMatchBruteForceOnSchemas) {
   }
 }
 
+// Every position of short walks through nested containers, where tokens like `},` or `]}` are
+// context-dependent (they leave the rule on top of the stack).
+TEST(GrammarMatcher, MasksMatchBruteForceAtEveryPosition) {
+  const std::vector<int32_t> eos = EosIds();
+  for (const char* name : {"nested_deep", "tree_ref", "root_array"}) {
+    auto g = Schema(testing::ReadFile(std::string(MIMO_SOURCE_DIR) + "/tests/data/schemas/" +
+                                      name + ".json"));
+    ASSERT_TRUE(g);
+    WalkOptions o;
+    o.seed = 8;
+    WalkResult w = GrammarWalker::Walk(g, o, eos);
+    ASSERT_TRUE(w.terminated);
+    GrammarMatcher m(g);
+    for (size_t i = 0; i < w.tokens.size(); ++i) {
+      ExpectMaskMatchesBruteForce(&m, std::string(name) + " step " + std::to_string(i));
+      if (!m.AcceptToken(w.tokens[i])) break;  // the final EOS
+    }
+  }
+}
+
 TEST(GrammarMatcher, MasksMatchBruteForceOnJsonObjectAndWhitespace) {
   GrammarOptions any_ws;
   any_ws.whitespace = GrammarOptions::Whitespace::kAny;
