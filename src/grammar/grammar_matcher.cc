@@ -3,10 +3,22 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "core/check.h"
 
 namespace mimo {
+
+void MaskLogits(const uint32_t* bitmask, float* logits, int64_t vocab) {
+  const float kNegInf = -std::numeric_limits<float>::infinity();
+  for (int64_t w = 0; w * 32 < vocab; ++w) {
+    const uint32_t bits = bitmask[w];
+    if (bits == 0xFFFFFFFFu) continue;
+    const int64_t end = std::min<int64_t>(vocab, w * 32 + 32);
+    for (int64_t i = w * 32; i < end; ++i)
+      if (!((bits >> (i & 31)) & 1u)) logits[i] = kNegInf;
+  }
+}
 
 GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar)
     : grammar_(std::move(grammar)), pda_(&grammar_->pda()), arena_(pda_) {

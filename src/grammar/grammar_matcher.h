@@ -19,6 +19,10 @@
 
 namespace mimo {
 
+// Sets logits[i] = -infinity for every token i in [0, vocab) whose bit in `bitmask` is clear
+// (bitmask as filled by GrammarMatcher::FillNextTokenMask).
+void MaskLogits(const uint32_t* bitmask, float* logits, int64_t vocab);
+
 // Per request; not thread-safe (the engine thread).
 class GrammarMatcher {
  public:

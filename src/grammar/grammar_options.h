@@ -11,6 +11,10 @@ struct GrammarOptions {
   // whitespace forever); kNone allows none.
   enum class Whitespace { kNone, kOptionalSpace, kAny };
   Whitespace whitespace = Whitespace::kOptionalSpace;
+  // A bound on the characters of every string the schema leaves unbounded (no maxLength, no
+  // pattern or enum): a guard for weak or random-weight models, which may otherwise never close
+  // a string. -1: none (the schema's own bounds only).
+  int32_t max_string_length = -1;
 };
 
 }  // namespace mimo

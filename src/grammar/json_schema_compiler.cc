@@ -520,7 +520,11 @@ StatusOr<Nfa::Frag> JsonSchemaCompiler::String(const SchemaJson& s, const std::s
   LengthBounds(s, &min_len, &max_len);
   auto value = StringValueDfa(s, path, &min_len, &max_len);
   if (!value.ok()) return value.status();
-  if (!value->has_value()) return nfa().CallRule(AnyStringRule(min_len, max_len));
+  if (!value->has_value()) {
+    if (max_len < 0 && options_.max_string_length >= 0)
+      max_len = std::max(options_.max_string_length, min_len);
+    return nfa().CallRule(AnyStringRule(min_len, max_len));
+  }
   auto text = TextDfa::JsonString(**value, tool_safe_);
   if (!text.ok()) return Status(text.status().code(),
                                 text.status().message() + " (" + Where(path) + ")");

@@ -29,12 +29,12 @@ int32_t JsonSchemaCompiler::AnyValueRule() {
   auto number = NumberRange::Number({}, &n);
   b_->DefineRule(any_value_,
                  n.Alt({n.CallRule(any_object_), n.CallRule(any_array_),
-                        n.CallRule(AnyStringRule(0, -1)), *number, n.Literal("true"),
+                        n.CallRule(AnyStringRule(0, options_.max_string_length)), *number, n.Literal("true"),
                         n.Literal("false"), n.Literal("null")}));
   // { gap ( } | member (gap , gap member)* gap } )
   auto member = [&] {
-    return n.Seq({n.CallRule(AnyStringRule(0, -1)), Gap(), n.Literal(":"), Gap(),
-                  n.CallRule(any_value_)});
+    return n.Seq({n.CallRule(AnyStringRule(0, options_.max_string_length)), Gap(), n.Literal(":"),
+                  Gap(), n.CallRule(any_value_)});
   };
   Nfa::Frag more = n.Star(n.Seq({Gap(), n.Literal(","), Gap(), member()}));
   b_->DefineRule(any_object_,
@@ -76,7 +76,7 @@ StatusOr<int32_t> JsonSchemaCompiler::ArrayRule(const SchemaJson& s, const std::
 }
 
 StatusOr<int32_t> JsonSchemaCompiler::KeyExcludingRule(const std::vector<std::string>& names) {
-  if (names.empty()) return AnyStringRule(0, -1);
+  if (names.empty()) return AnyStringRule(0, options_.max_string_length);
   Nfa n;
   std::vector<Nfa::Frag> alts;
   for (const std::string& name : names) alts.push_back(n.Literal(name));
@@ -295,7 +295,7 @@ StatusOr<Nfa::Frag> JsonSchemaCompiler::RawString(const SchemaJson& s0, const st
   if (!d.ok()) return d.status();
   const SchemaJson& s = **d;
   if (s.is_boolean()) {
-    if (s.get<bool>()) return n.CallRule(AnyRawRule(terminator, 0, -1));
+    if (s.get<bool>()) return n.CallRule(AnyRawRule(terminator, 0, options_.max_string_length));
     return InvalidArgument("JSON schema: the schema 'false' (%s) can never be satisfied",
                            Where(path).c_str());
   }
@@ -365,7 +365,11 @@ StatusOr<Nfa::Frag> JsonSchemaCompiler::RawString(const SchemaJson& s0, const st
     max_len = static_cast<int32_t>(std::min(s["maxLength"].get<double>(), 1e7));
   auto value = StringValueDfa(s, path, &min_len, &max_len);
   if (!value.ok()) return value.status();
-  if (!value->has_value()) return n.CallRule(AnyRawRule(terminator, min_len, max_len));
+  if (!value->has_value()) {
+    if (max_len < 0 && options_.max_string_length >= 0)
+      max_len = std::max(options_.max_string_length, min_len);
+    return n.CallRule(AnyRawRule(terminator, min_len, max_len));
+  }
   auto text = TextDfa::RawValue(**value, terminator);
   if (!text.ok()) return text.status();
   auto profile = vocab_->ProfileFor(**text);

@@ -122,6 +122,39 @@ TEST(RegexParser, MatchesStdRegexOnRandomStrings) {
   CompareWithStdRegex("^[^\\d]+$", U"a1\u0661", false);
 }
 
+// A bounded single-character repetition moved into length bounds gives the same language.
+TEST(RegexParser, RelaxedRepetitionPlusLengthBoundsIsExact) {
+  struct Case {
+    const char* pattern;
+    int min, max;
+  };
+  for (const Case& c : {Case{"^[A-Z][a-z ]{2,5}$", 3, 6}, Case{"^ab[0-9]{3,}$", 5, -1},
+                        Case{"^x(yz|zy)[ab]{0,3}q$", 4, 7}, Case{"^.{2,4}$", 2, 4}}) {
+    Nfa n;
+    RegexParser::LengthBounds b;
+    auto f = RegexParser::Compile(c.pattern, &n, &b);
+    ASSERT_TRUE(f.ok()) << c.pattern;
+    EXPECT_EQ(b.min, c.min) << c.pattern;
+    EXPECT_EQ(b.max, c.max) << c.pattern;
+    Dfa relaxed = Dfa::Determinize(n, *f, 100000)->Trimmed();
+    Dfa exact = Compile(c.pattern);
+    std::mt19937 rng(11);
+    for (const auto& s : Samples(U"Aabyzq01 é", 20000, 9, &rng)) {
+      const std::string u = Utf8(s);
+      const bool within = static_cast<int>(s.size()) >= b.min && (b.max < 0 || static_cast<int>(s.size()) <= b.max);
+      ASSERT_EQ(Accepts(relaxed, u) && within, Accepts(exact, u)) << c.pattern << " on '" << u << "'";
+    }
+  }
+  // Not relaxed: two variable parts, or not anchored at both ends.
+  for (const char* p : {"^a{1,3}b{1,3}$", "a{2,3}", "^a{2,3}", "^(ab){2,3}$"}) {
+    Nfa n;
+    RegexParser::LengthBounds b;
+    ASSERT_TRUE(RegexParser::Compile(p, &n, &b).ok());
+    EXPECT_EQ(b.min, 0) << p;
+    EXPECT_EQ(b.max, -1) << p;
+  }
+}
+
 TEST(RegexParser, NamedGroupsAreGroups) {  // std::regex lacks them, so checked by hand
   Dfa d = Compile("^(?<word>ab)+$");
   EXPECT_TRUE(Accepts(d, "ab"));
