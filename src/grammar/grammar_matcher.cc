@@ -135,6 +135,7 @@ bool GrammarMatcher::Simulate(int32_t node, std::string_view bytes) {
 
 const std::vector<uint8_t>& GrammarMatcher::SuffixResults(const TextProfile* profile,
                                                            int32_t parent) {
+  if (suffix_cache_.size() >= kMaxSuffixCache) suffix_cache_.clear();  // long outputs: bounded
   auto [it, fresh] = suffix_cache_.try_emplace(SuffixKey{profile, parent});
   std::vector<uint8_t>& ok = it->second;
   if (!fresh) return ok;

@@ -79,6 +79,7 @@ class GrammarMatcher {
       return std::hash<const void*>()(k.profile) ^ (static_cast<size_t>(k.parent) * 0x9E3779B97F4A7C15ull);
     }
   };
+  static constexpr size_t kMaxSuffixCache = 256;
   std::unordered_map<SuffixKey, std::vector<uint8_t>, SuffixKeyHash> suffix_cache_;
 };
 
