@@ -80,6 +80,19 @@ StatusOr<Nfa::Frag> FunctionBody(const Function& f, JsonSchemaCompiler* json, Nf
   std::vector<Nfa::Frag> parts = {n->Literal("<function=" + f.name + ">"),
                                   n->Opt(n->Literal("\n"))};
   const SchemaJson* params = f.parameters;
+  if (params != nullptr) {
+    // The tool parser reads parameter types from `parameters.properties` only.
+    if (params->contains("$ref"))
+      return Unimplemented("tools: function '%s': 'parameters' given by '$ref' is not supported "
+                           "(the mimo tool parser reads 'parameters.properties' directly)",
+                           f.name.c_str());
+    for (const char* key : {"anyOf", "oneOf", "allOf", "not", "if", "patternProperties",
+                            "dependentRequired", "minProperties", "maxProperties"}) {
+      if (params->is_object() && params->contains(key))
+        return Unimplemented("tools: function '%s': '%s' in 'parameters' is not supported",
+                             f.name.c_str(), key);
+    }
+  }
   if (params != nullptr && params->is_object() && params->contains("properties")) {
     const SchemaJson& props = (*params)["properties"];
     if (!props.is_object())

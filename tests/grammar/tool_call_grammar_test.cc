@@ -85,6 +85,11 @@ TEST(ToolCallGrammar, RejectsWhatTheFormatCannotCarry) {
        "passes it as a string"},
       {R"([{"type": "function", "function": {"name": "f", "parameters": {"type": "object",
           "properties": {"x": {"type": "integer", "multipleOf": 2}}}}}])", "", "'multipleOf'"},
+      {R"([{"type": "function", "function": {"name": "f", "parameters": {"anyOf": [
+          {"type": "object"}, {"type": "null"}]}}}])", "", "'anyOf' in 'parameters'"},
+      {R"([{"type": "function", "function": {"name": "f", "parameters": {"$ref": "#/$defs/a",
+          "$defs": {"a": {"type": "object", "properties": {"n": {"type": "integer"}}}}}}}])", "",
+       "'parameters' given by '$ref'"},
       {"[]", "", "non-empty"},
       {"{", "", "not valid JSON"},
   };
