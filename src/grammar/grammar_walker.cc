@@ -59,7 +59,8 @@ WalkResult GrammarWalker::Walk(std::shared_ptr<const Grammar> grammar, const Wal
     const bool steer = step >= o.steer_after || std::uniform_real_distribution<>(0, 1)(rng) < o.steer;
     if (steer) {
       for (int32_t e : eos_ids) {
-        if (e < vocab.size() && is_allowed(e)) pick = e;  // ending is the shortest way
+        // Ending is the shortest way (an id that is also an ordinary token is not an EOS).
+        if (e >= 0 && e < vocab.size() && !vocab.maskable(e) && is_allowed(e)) pick = e;
       }
       if (pick < 0) {
         std::vector<int32_t> candidates;

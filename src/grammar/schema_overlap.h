@@ -11,6 +11,7 @@
 
 namespace mimo {
 
+// Holds only the reference resolver; used by one compile on one thread.
 class SchemaOverlap {
  public:
   using Deref = std::function<StatusOr<const SchemaJson*>(const SchemaJson*)>;

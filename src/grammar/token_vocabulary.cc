@@ -12,10 +12,10 @@ namespace mimo {
 std::shared_ptr<const TokenVocabulary> TokenVocabulary::FromTokenizer(const Tokenizer& tok,
                                                                       int32_t mask_vocab_size) {
   auto v = std::shared_ptr<TokenVocabulary>(new TokenVocabulary());
-  v->size_ = std::max(tok.vocab_size(), mask_vocab_size);
+  v->size_ = mask_vocab_size > 0 ? mask_vocab_size : tok.vocab_size();
   v->bytes_.resize(v->size_);
   v->maskable_.assign(v->size_, 0);
-  for (int32_t id = 0; id < tok.vocab_size(); ++id) {
+  for (int32_t id = 0; id < std::min(tok.vocab_size(), v->size_); ++id) {
     if (!tok.IsValidId(id)) continue;
     v->bytes_[id] = std::string(tok.TokenBytes(id));
     v->maskable_[id] = !tok.IsSpecial(id) && !v->bytes_[id].empty();

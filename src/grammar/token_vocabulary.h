@@ -24,8 +24,10 @@ class TextProfile;
 // instance between all grammars, requests and threads.
 class TokenVocabulary {
  public:
-  // mask_vocab_size: the number of ids a mask covers (the model's vocab_size, which may exceed
-  // the tokenizer's); 0 = the tokenizer's vocab_size().
+  // mask_vocab_size: the number of ids a mask covers, the model's vocab_size (0 = the
+  // tokenizer's vocab_size()). Larger than the tokenizer: the padding rows are never allowed.
+  // Smaller (a test checkpoint with a cut vocabulary): ids beyond it are in no trie; grammars
+  // still complete as long as the 256 single-byte tokens are below it (ids 0-255 in Qwen's).
   static std::shared_ptr<const TokenVocabulary> FromTokenizer(const Tokenizer& tok,
                                                               int32_t mask_vocab_size = 0);
   // For tests: bytes_by_id[i] is token i's bytes; excluded[i] marks special tokens.

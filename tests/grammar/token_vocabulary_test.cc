@@ -8,6 +8,8 @@
 #include <random>
 #include <set>
 
+#include "grammar/grammar.h"
+#include "grammar/grammar_walker.h"
 #include "grammar_test_env.h"
 
 namespace mimo {
@@ -83,6 +85,25 @@ TEST(TokenVocabulary, SpecialTokensAreNeverMaskable) {
   int32_t maskable = 0;
   for (int32_t id = 0; id < v->size(); ++id) maskable += v->maskable(id);
   EXPECT_EQ(in_trie, maskable);
+}
+
+// A model with fewer logit rows than the tokenizer (generated test checkpoints): only its ids
+// are ever allowed, and grammars still end (through the single-byte tokens).
+TEST(TokenVocabulary, CutVocabularyStillCompletesGrammars) {
+  auto v = TokenVocabulary::FromTokenizer(testing::QwenTokenizer(), 512);
+  EXPECT_EQ(v->size(), 512);
+  EXPECT_EQ(v->mask_words(), 16);
+  for (int32_t id : v->trie().ids()) ASSERT_LT(id, 512);
+  for (const auto& s : testing::SchemaSuite()) {
+    auto g = Grammar::FromJsonSchema(s.text, v);
+    ASSERT_TRUE(g.ok()) << s.name << ": " << g.status().message();
+    WalkOptions o;
+    o.seed = 3;
+    // EOS ids of the real vocabulary lie beyond 512: the walk ends on the grammar's own end.
+    WalkResult r = GrammarWalker::Walk(*g, o, std::vector<int32_t>{512});
+    EXPECT_TRUE(r.terminated && !r.stuck) << s.name << ": " << r.text;
+    for (int32_t t : r.tokens) ASSERT_LT(t, 512);
+  }
 }
 
 }  // namespace
