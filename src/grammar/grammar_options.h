@@ -11,9 +11,9 @@ struct GrammarOptions {
   // whitespace forever); kNone allows none.
   enum class Whitespace { kNone, kOptionalSpace, kAny };
   Whitespace whitespace = Whitespace::kOptionalSpace;
-  // A bound on the characters of every string the schema leaves unbounded (no maxLength, no
-  // pattern or enum): a guard for weak or random-weight models, which may otherwise never close
-  // a string. -1: none (the schema's own bounds only).
+  // A bound on the characters of every string the schema leaves unbounded (no maxLength; for a
+  // pattern or format only where some string within the bound matches it): a guard for weak or
+  // random-weight models, which may otherwise never close a string. -1: none.
   int32_t max_string_length = -1;
 };
 

@@ -529,7 +529,13 @@ StatusOr<Nfa::Frag> JsonSchemaCompiler::String(const SchemaJson& s, const std::s
   if (!text.ok()) return Status(text.status().code(),
                                 text.status().message() + " (" + Where(path) + ")");
   auto profile = vocab_->ProfileFor(**text);
-  auto rule = b_->AddTextRule("string " + path, *text, profile, min_len, max_len);
+  auto rule = StatusOr<int32_t>(Status::Ok());
+  if (max_len < 0 && options_.max_string_length >= 0) {  // the guard, where it can be met
+    rule = b_->AddTextRule("string " + path, *text, profile, min_len,
+                           std::max(options_.max_string_length, min_len));
+  }
+  if (!rule.ok() || max_len >= 0 || options_.max_string_length < 0)
+    rule = b_->AddTextRule("string " + path, *text, profile, min_len, max_len);
   if (!rule.ok()) return Status(rule.status().code(),
                                 rule.status().message() + " (" + Where(path) + ")");
   return nfa().CallRule(*rule);

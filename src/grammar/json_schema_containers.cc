@@ -373,7 +373,13 @@ StatusOr<Nfa::Frag> JsonSchemaCompiler::RawString(const SchemaJson& s0, const st
   auto text = TextDfa::RawValue(**value, terminator);
   if (!text.ok()) return text.status();
   auto profile = vocab_->ProfileFor(**text);
-  auto rule = b_->AddTextRule("raw string " + path, *text, profile, min_len, max_len);
+  auto rule = StatusOr<int32_t>(Status::Ok());
+  if (max_len < 0 && options_.max_string_length >= 0) {  // the guard, where it can be met
+    rule = b_->AddTextRule("raw string " + path, *text, profile, min_len,
+                           std::max(options_.max_string_length, min_len));
+  }
+  if (!rule.ok() || max_len >= 0 || options_.max_string_length < 0)
+    rule = b_->AddTextRule("raw string " + path, *text, profile, min_len, max_len);
   if (!rule.ok()) return rule.status();
   return n.CallRule(*rule);
 }

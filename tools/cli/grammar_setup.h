@@ -15,9 +15,9 @@
 namespace mimo::cli {
 
 // --json-schema FILE | --json-object | --tools FILE [--function NAME] [--parallel];
-// --whitespace none|space|any.
+// --whitespace none|space|any; --max-string-length N (GrammarOptions).
 inline std::vector<std::string> GrammarKeys() {
-  return {"json-schema", "tools", "function", "whitespace"};
+  return {"json-schema", "tools", "function", "whitespace", "max-string-length"};
 }
 inline std::vector<std::string> GrammarFlags() { return {"json-object", "parallel"}; }
 
@@ -33,6 +33,7 @@ inline StatusOr<GrammarOptions> GrammarOptionsFromArgs(const Args& a) {
   } else {
     return InvalidArgument("--whitespace must be none, space or any");
   }
+  o.max_string_length = static_cast<int32_t>(a.GetInt("max-string-length", -1));
   return o;
 }
 
