@@ -187,10 +187,16 @@ bool GrammarMatcher::AcceptToken(int32_t id) {
     history_.push_back(std::move(end));
     return true;
   }
+  return AcceptString(vocab.bytes(id));
+}
+
+bool GrammarMatcher::AcceptString(std::string_view bytes) {
+  const Position& p = history_.back();
+  if (p.eos) return false;
   arena_.set_interning(true);
   StackSet cur = p.set, next;
   bool ok = true;
-  for (char c : vocab.bytes(id)) {
+  for (char c : bytes) {
     arena_.Step(cur, static_cast<uint8_t>(c), &next);
     if (next.nodes.empty()) {
       ok = false;

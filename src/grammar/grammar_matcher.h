@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -35,6 +36,10 @@ class GrammarMatcher {
   // Advances by one token; false (state unchanged) if it is not allowed. An EOS id passed to the
   // last FillNextTokenMask is accepted when CanTerminate() and ends the match.
   bool AcceptToken(int32_t id);
+  // Advances by raw bytes, as one step for Rollback: text produced outside the grammar that it
+  // must continue from, e.g. the `<tool_call>` (possibly split across tokens, or ending inside
+  // one) that opened a call under tool_choice "auto". False (state unchanged) if not allowed.
+  bool AcceptString(std::string_view bytes);
   // The grammar reached an accepting end and cannot continue (or EOS was accepted).
   bool IsTerminated() const;
   bool CanTerminate() const;  // accepting now (EOS allowed)

@@ -10,6 +10,7 @@
 
 #include "chat/tool_call_parser.h"
 #include "grammar/grammar.h"
+#include "grammar/grammar_matcher.h"
 #include "grammar/grammar_walker.h"
 #include "grammar_test_env.h"
 #include "schema_checker.h"
@@ -99,6 +100,22 @@ TEST(ToolCallGrammar, RejectsWhatTheFormatCannotCarry) {
     EXPECT_NE(g.status().message().find(c.needle), std::string::npos)
         << c.tools << ": " << g.status().message();
   }
+}
+
+// tool_choice "auto": the model wrote `<tool_call>` unconstrained (here ending inside a token);
+// the matcher takes that text and constrains the rest.
+TEST(ToolCallGrammar, ContinuesAfterAnOpeningTagWrittenFreely) {
+  auto g = Grammar::ToolCalls(ToolsText(), "", false, QwenVocab());
+  ASSERT_TRUE(g.ok());
+  GrammarMatcher m(*g);
+  EXPECT_FALSE(m.AcceptString("<tool_cal_"));
+  ASSERT_TRUE(m.AcceptString("<tool_call>\n<function=pi"));
+  EXPECT_EQ(m.num_accepted(), 1);
+  const auto ids = testing::QwenTokenizer().Encode("ng>\n</function>\n</tool_call>", false);
+  for (int32_t id : ids) ASSERT_TRUE(m.AcceptToken(id)) << id;
+  EXPECT_TRUE(m.IsTerminated());
+  m.Rollback(static_cast<int>(ids.size()) + 1);
+  EXPECT_EQ(m.num_accepted(), 0);
 }
 
 // Strings that would end a raw parameter early, or that the parser's HTML unescaping would
