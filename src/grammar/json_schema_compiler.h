@@ -3,7 +3,8 @@
 // and enums are inlined into the calling rule.
 //
 // Supported: type (one or a list), enum, const, properties / required / additionalProperties
-// (false, true or a schema; absent = no other properties are generated, which is valid), items,
+// (false, true or a schema; absent = no other properties are generated, which is valid, except
+// for an object without properties, which is free-form), items,
 // prefixItems (and draft-4 array "items" + additionalItems), minItems / maxItems, anyOf, oneOf
 // (branches must be provably disjoint), allOf with one schema, $ref to "#..." JSON pointers
 // ($defs, definitions, recursion), minLength / maxLength, pattern (see RegexParser), format

@@ -119,10 +119,14 @@ StatusOr<Nfa::Frag> JsonSchemaCompiler::ObjectBody(const SchemaJson& s, const st
                                       [&](const auto& p) { return p.first == r; });
     if (!declared) props.emplace_back(r, &kTrue);  // required but undeclared: any value
   }
-  const SchemaJson* extra = nullptr;  // schema of additional members, or none
+  // Schema of additional members, or none. Absent: none when properties are declared (only
+  // those are written, which is valid), any members for a bare {"type": "object"}.
+  const SchemaJson* extra = nullptr;
   if (s.contains("additionalProperties")) {
     const SchemaJson& a = s["additionalProperties"];
     if (a.is_object() || (a.is_boolean() && a.get<bool>())) extra = &a;
+  } else if (props.empty()) {
+    extra = &kTrue;
   }
   // none: nothing written yet; some: at least one member written (next needs a comma).
   const int32_t start = n.AddState();

@@ -169,9 +169,10 @@ bool SchemaOverlap::OutputsFail(const SchemaJson& a0, const SchemaJson& b0, int 
   const std::set<std::string> b_req = Strings(*b, "required");
   const std::set<std::string> b_props = Strings(*b, "properties");
   // Our objects never carry names outside properties/required unless extras are allowed.
-  const bool a_closed = !a->contains("additionalProperties") ||
-                        ((*a)["additionalProperties"].is_boolean() &&
-                         !(*a)["additionalProperties"].get<bool>());
+  const bool a_closed = a->contains("additionalProperties")
+                            ? (*a)["additionalProperties"].is_boolean() &&
+                                  !(*a)["additionalProperties"].get<bool>()
+                            : !a_props.empty();  // a bare object is free-form
   if (a_closed) {
     for (const std::string& k : b_req)
       if (!a_props.count(k) && !a_req.count(k)) return true;  // b needs a name a never writes

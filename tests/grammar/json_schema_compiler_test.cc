@@ -146,6 +146,32 @@ std::string OnlyOutput(const std::string& schema) {
   return r.text;
 }
 
+// {"type": "object"} alone is any object; with properties and no additionalProperties, only the
+// declared ones are written.
+TEST(JsonSchemaCompiler, BareObjectIsFreeForm) {
+  auto g = Grammar::FromJsonSchema(R"({"type": "object"})", QwenVocab());
+  ASSERT_TRUE(g.ok());
+  int non_empty = 0;
+  for (int i = 0; i < 20; ++i) {
+    WalkOptions o;
+    o.seed = i;
+    WalkResult r = GrammarWalker::Walk(*g, o, EosIds());
+    ASSERT_TRUE(r.terminated);
+    auto v = nlohmann::json::parse(r.text);
+    ASSERT_TRUE(v.is_object());
+    non_empty += !v.empty();
+  }
+  EXPECT_GT(non_empty, 5);
+  auto d = Grammar::FromJsonSchema(R"({"type": "object", "properties": {"a": {"const": 1}}})", QwenVocab());
+  ASSERT_TRUE(d.ok());
+  for (int i = 0; i < 20; ++i) {
+    WalkOptions o;
+    o.seed = i;
+    auto v = nlohmann::json::parse(GrammarWalker::Walk(*d, o, EosIds()).text);
+    for (auto it = v.begin(); it != v.end(); ++it) EXPECT_EQ(it.key(), "a");
+  }
+}
+
 TEST(JsonSchemaCompiler, CanonicalSpellings) {
   EXPECT_EQ(OnlyOutput(R"({"const": "a\"b\\c\nd\u0001é"})"), "\"a\\\"b\\\\c\\nd\\u0001é\"");
   EXPECT_EQ(OnlyOutput(R"({"const": {"b": [1, 2.5, null], "a": true}})"), R"({"b":[1,2.5,null],"a":true})");
