@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 APT_PACKAGES=(
   build-essential cmake pkg-config git
   nlohmann-json3-dev libcpp-httplib-dev libpcre2-dev libgtest-dev libgmock-dev libbenchmark-dev
-  python3 python3-torch python3-numpy python3-jinja2 python3-pytest xz-utils
+  python3 python3-torch python3-numpy python3-jinja2 python3-pytest python3-jsonschema xz-utils
   chromium  # headless, for the web UI tests (tests/webui)
 )
 missing=()

@@ -27,6 +27,7 @@
 namespace mimo::cli {
 int RunBenchBatch(const Args& a);  // bench_batch.cc
 int RunBenchSpec(const Args& a);   // bench_spec.cc
+int RunBenchGrammar(int argc, char** argv);  // bench_grammar.cc
 namespace {
 
 // The benchmark clock. Wall time by default; with --clock cpu, process CPU time divided by the
@@ -419,6 +420,7 @@ int RunBench(int argc, char** argv) {
     }
     return RunE2e(a);
   }
+  if (sub == "grammar") return RunBenchGrammar(argc - 1, argv + 1);
   if (sub == "pool") {
     if (!a.Parse(argc - 1, argv + 1, {"threads", "regions"}, {}, &err)) {
       std::fprintf(stderr, "bench pool: %s\n", err.c_str());
@@ -446,15 +448,17 @@ int RunBench(int argc, char** argv) {
       "       mimo bench batch --model DIR [--concurrency 1,4,8,16] [--prompt-len 32]\n"
       "                        [--gen-len 32] [--threads N] [engine and KV flags]\n"
       "       mimo bench spec --model DIR [--num-speculative-tokens K] [--prompt-len 64]\n"
-      "                       [--gen-len 128] [--speculative-draft-vocab N|FILE] [--threads N]\n");
+      "                       [--gen-len 128] [--speculative-draft-vocab N|FILE] [--threads N]\n"
+      "       mimo bench grammar --model DIR [--schemas DIR] [--walks 10] [--threads N]\n");
   return 2;
 }
 
 }  // namespace
 
 MIMO_CLI_COMMAND("bench",
-                 "membw|kernels|e2e|pool|batch [--threads N] ... (bandwidth, Linear, decode "
-                 "roofline, fork-join cost, engine throughput by concurrency)",
+                 "membw|kernels|e2e|pool|batch|spec|grammar [--threads N] ... (bandwidth, Linear, "
+                 "decode roofline, fork-join cost, engine throughput, MTP costs, structured-output "
+                 "masks)",
                  RunBench);
 
 }  // namespace mimo::cli

@@ -1,0 +1,232 @@
+// GrammarMatcher: masks, token acceptance, rollback.
+#include "grammar/grammar_matcher.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "core/check.h"
+
+namespace mimo {
+
+void MaskLogits(const uint32_t* bitmask, float* logits, int64_t vocab) {
+  const float kNegInf = -std::numeric_limits<float>::infinity();
+  for (int64_t w = 0; w * 32 < vocab; ++w) {
+    const uint32_t bits = bitmask[w];
+    if (bits == 0xFFFFFFFFu) continue;
+    const int64_t end = std::min<int64_t>(vocab, w * 32 + 32);
+    for (int64_t i = w * 32; i < end; ++i)
+      if (!((bits >> (i & 31)) & 1u)) logits[i] = kNegInf;
+  }
+}
+
+GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar)
+    : grammar_(std::move(grammar)), pda_(&grammar_->pda()), arena_(pda_) {
+  arena_.set_interning(true);
+  Position start;
+  arena_.Close(arena_.Make(pda_->rule(pda_->root_rule()).start, 0, -1), &start.set);
+  arena_.set_interning(false);
+  history_.push_back(std::move(start));
+  levels_.resize(grammar_->vocab().trie().max_depth() + 2);
+  scratch_.resize(grammar_->vocab().mask_words());
+  marks_.resize(levels_.size());
+}
+
+bool GrammarMatcher::CanTerminate() const {
+  const Position& p = history_.back();
+  return p.eos || p.set.complete;
+}
+
+bool GrammarMatcher::IsTerminated() const {
+  const Position& p = history_.back();
+  if (p.eos) return true;
+  if (!p.set.complete) return false;
+  for (int32_t id : p.set.nodes)
+    if (pda_->state(arena_.node(id).state).consumes) return false;
+  return true;
+}
+
+void GrammarMatcher::FillNextTokenMask(uint32_t* bitmask, std::span<const int32_t> eos_ids) {
+  const int32_t words = grammar_->vocab().mask_words();
+  std::memset(bitmask, 0, sizeof(uint32_t) * words);
+  last_eos_.assign(eos_ids.begin(), eos_ids.end());
+  const Position& p = history_.back();
+  if (p.eos) return;
+  const size_t base = arena_.size();
+  for (int32_t id : p.set.nodes) {
+    const PdaState& st = pda_->state(arena_.node(id).state);
+    if (!st.consumes) continue;
+    if (st.text >= 0) {
+      AddTextTokens(id, bitmask);
+    } else {
+      AddGeneralTokens(id, bitmask);
+    }
+  }
+  arena_.Truncate(base);
+  if (p.set.complete) {
+    for (int32_t e : eos_ids)
+      if (e >= 0 && e < grammar_->vocab().size()) bitmask[e >> 5] |= 1u << (e & 31);
+  }
+}
+
+void GrammarMatcher::AddGeneralTokens(int32_t node, uint32_t* mask) {
+  const StateMaskTable::Entry& e = grammar_->masks().entry(arena_.node(node).state);
+  if (!e.accept_bits.empty()) {
+    const int32_t words = grammar_->vocab().mask_words();
+    for (int32_t w = 0; w < words; ++w) mask[w] |= e.accept_bits[w];
+  } else {
+    for (int32_t id : e.accept_ids) SetBit(mask, id);
+  }
+  if (e.uncertain.empty()) return;
+  // Context-dependent tokens, in trie order: reuse the stack sets of the common prefix with the
+  // previous token; a prefix that died kills every token that shares it.
+  const TokenVocabulary& vocab = grammar_->vocab();
+  const size_t base = arena_.size();
+  levels_[0].Clear();
+  levels_[0].nodes.push_back(node);
+  marks_[0] = base;
+  std::string_view prev;
+  size_t valid = 0;      // levels_[0..valid] hold prev's prefixes
+  size_t dead_at = 0;    // 0: prev did not die; else the level at which it died
+  for (int32_t id : e.uncertain) {
+    const std::string_view bytes = vocab.bytes(id);
+    size_t lcp = 0;
+    while (lcp < prev.size() && lcp < bytes.size() && prev[lcp] == bytes[lcp]) ++lcp;
+    prev = bytes;
+    if (dead_at > 0 && lcp >= dead_at) continue;  // same dead prefix
+    size_t d = std::min(lcp, valid);
+    dead_at = 0;
+    for (; d < bytes.size(); ++d) {
+      arena_.Truncate(marks_[d]);
+      arena_.Step(levels_[d], static_cast<uint8_t>(bytes[d]), &levels_[d + 1]);
+      marks_[d + 1] = arena_.size();
+      if (levels_[d + 1].nodes.empty() && !levels_[d + 1].complete) {
+        dead_at = d + 1;
+        break;
+      }
+      // A stack that finished the grammar cannot take more bytes.
+      if (levels_[d + 1].nodes.empty() && d + 1 < bytes.size()) {
+        dead_at = d + 1;
+        break;
+      }
+    }
+    valid = dead_at > 0 ? dead_at : bytes.size();
+    if (dead_at == 0) SetBit(mask, id);
+  }
+  arena_.Truncate(base);
+}
+
+bool GrammarMatcher::Simulate(int32_t node, std::string_view bytes) {
+  const size_t base = arena_.size();
+  StackSet cur, next;
+  cur.nodes.push_back(node);
+  bool ok = true;
+  for (char c : bytes) {
+    arena_.Step(cur, static_cast<uint8_t>(c), &next);
+    if (next.nodes.empty()) {
+      ok = false;
+      break;
+    }
+    std::swap(cur, next);
+  }
+  arena_.Truncate(base);
+  return ok;
+}
+
+const std::vector<uint8_t>& GrammarMatcher::SuffixResults(const TextProfile* profile,
+                                                           int32_t parent) {
+  if (suffix_cache_.size() >= kMaxSuffixCache) suffix_cache_.clear();  // long outputs: bounded
+  auto [it, fresh] = suffix_cache_.try_emplace(SuffixKey{profile, parent});
+  std::vector<uint8_t>& ok = it->second;
+  if (!fresh) return ok;
+  ok.assign(profile->num_suffixes(), 0);
+  if (parent < 0) return ok;  // the grammar ended: nothing may follow
+  // A pruned walk of the suffix trie from the parent's closure (as in StateMaskTable).
+  const TokenTrie& trie = profile->suffix_trie();
+  const auto ids = trie.ids();
+  const size_t base = arena_.size();
+  levels_[0].Clear();
+  arena_.Close(parent, &levels_[0]);
+  marks_[0] = arena_.size();
+  int32_t n = 1;
+  while (n < trie.num_nodes()) {
+    const int32_t d = trie.depth(n);
+    arena_.Truncate(marks_[d - 1]);
+    arena_.Step(levels_[d - 1], trie.byte(n), &levels_[d]);
+    marks_[d] = arena_.size();
+    if (levels_[d].nodes.empty()) {
+      n = trie.subtree_end(n);
+      continue;
+    }
+    for (int32_t i = trie.token_begin(n); i < trie.token_begin(n + 1); ++i) ok[ids[i]] = 1;
+    ++n;
+  }
+  arena_.Truncate(base);
+  return ok;
+}
+
+void GrammarMatcher::AddTextTokens(int32_t node, uint32_t* mask) {
+  const StackNode n = arena_.node(node);
+  const PdaState& st = pda_->state(n.state);
+  const PdaTextRule& tr = pda_->text_rule(st.text);
+  const TextProfile* profile = tr.profile.get();
+  const std::vector<uint8_t>& ok = SuffixResults(profile, n.parent);
+  profile->FillMask(*tr.dfa, st.local, n.count, tr.bounds(),
+                    [&](int32_t s) { return ok[s] != 0; }, mask, scratch_.data());
+}
+
+bool GrammarMatcher::AcceptToken(int32_t id) {
+  const Position& p = history_.back();
+  if (p.eos) return false;
+  const TokenVocabulary& vocab = grammar_->vocab();
+  if (!vocab.maskable(id)) {
+    const bool is_eos = std::find(last_eos_.begin(), last_eos_.end(), id) != last_eos_.end();
+    if (!is_eos || !p.set.complete) return false;
+    Position end;
+    end.eos = true;
+    history_.push_back(std::move(end));
+    return true;
+  }
+  return AcceptString(vocab.bytes(id));
+}
+
+bool GrammarMatcher::AcceptString(std::string_view bytes) {
+  const Position& p = history_.back();
+  if (p.eos) return false;
+  arena_.set_interning(true);
+  StackSet cur = p.set, next;
+  bool ok = true;
+  for (char c : bytes) {
+    arena_.Step(cur, static_cast<uint8_t>(c), &next);
+    if (next.nodes.empty()) {
+      ok = false;
+      break;
+    }
+    std::swap(cur, next);
+  }
+  arena_.set_interning(false);
+  if (!ok) return false;
+  Position np;
+  np.set = std::move(cur);
+  history_.push_back(std::move(np));
+  return true;
+}
+
+void GrammarMatcher::Rollback(int num_tokens) {
+  MIMO_CHECK(num_tokens >= 0 && num_tokens <= num_accepted(), "Rollback(%d) with %d accepted",
+             num_tokens, num_accepted());
+  history_.resize(history_.size() - num_tokens);
+}
+
+int64_t GrammarMatcher::MinBytesToEnd() const {
+  const Position& p = history_.back();
+  if (p.eos || p.set.complete) return 0;
+  int64_t best = -1;
+  for (int32_t id : p.set.nodes) {
+    const int64_t d = arena_.DistanceToEnd(id);
+    if (best < 0 || d < best) best = d;
+  }
+  return best;
+}
+
+}  // namespace mimo

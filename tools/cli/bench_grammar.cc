@@ -1,0 +1,239 @@
+// `mimo bench grammar` (also `mimo bench-grammar`): the cost of structured outputs against the
+// model's decode time, measured in one run. Per grammar (each schema of --schemas, json_object,
+// and the tools of --schemas/tools/tools.json): compile time, then random walks (GrammarWalker)
+// replayed on a fresh matcher, timing FillNextTokenMask and AcceptToken for every token with the
+// thread's CPU clock. Then the model's greedy decode time per token (prefill 16, decode N tokens
+// of MimoV2Model::Forward over the paged KV cache, like `bench e2e`), and each grammar's mask
+// time as a percentage of it. Results are recorded in docs/PERFORMANCE.md.
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cli/command.h"
+#include "cli/grammar_setup.h"
+#include "cli/model_loading.h"
+#include "engine/sampler.h"
+#include "grammar/grammar_matcher.h"
+#include "grammar/grammar_walker.h"
+
+namespace mimo::cli {
+namespace {
+
+double ThreadCpuUs() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec * 1e6 + ts.tv_nsec * 1e-3;
+}
+
+double WallMs() {
+  return std::chrono::duration<double, std::milli>(
+             std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(p * (v.size() - 1) + 0.5))];
+}
+
+double Mean(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return v.empty() ? 0 : s / v.size();
+}
+
+struct GrammarTiming {
+  std::string name;
+  double cold_ms = 0;     // compile with a fresh vocabulary: no cached string profiles
+  double compile_ms = 0;  // compile again: the profiles cached, as in a running server
+  int states = 0;
+  std::vector<double> mask_us, accept_us;
+};
+
+// Walks the grammar `walks` times and replays each walk on a fresh matcher under the clock.
+GrammarTiming TimeGrammar(const std::string& name, std::shared_ptr<const Grammar> g, int walks,
+                          const std::vector<int32_t>& eos) {
+  GrammarTiming t;
+  t.name = name;
+  t.compile_ms = g->stats().compile_ms + g->stats().precompute_ms;
+  t.states = g->stats().num_states;
+  std::vector<uint32_t> mask(g->vocab().mask_words());
+  for (int w = 0; w < walks; ++w) {
+    WalkOptions o;
+    o.seed = 1 + w;
+    WalkResult r = GrammarWalker::Walk(g, o, eos);
+    GrammarMatcher m(g);
+    for (int32_t id : r.tokens) {
+      const double t0 = ThreadCpuUs();
+      m.FillNextTokenMask(mask.data(), eos);
+      const double t1 = ThreadCpuUs();
+      const bool ok = m.AcceptToken(id);
+      const double t2 = ThreadCpuUs();
+      if (!ok) std::fprintf(stderr, "bench grammar: %s: replay refused a token\n", name.c_str());
+      t.mask_us.push_back(t1 - t0);
+      t.accept_us.push_back(t2 - t1);
+    }
+  }
+  return t;
+}
+
+// Greedy decode time per token of the model (ms), as in `bench e2e`.
+bool DecodeMsPerToken(const Args& a, int threads, int tokens, double* wall_ms) {
+  LoadedModel lm;
+  if (!LoadModelOrReport("bench grammar", a.Get("model"), threads, &lm)) return false;
+  const int prompt = 16;
+  const ModelConfig& cfg = lm.model->config();
+  const int warmup = 8;  // untimed decode tokens first: the page faults of the mmap'd experts
+  auto kv = MakeKvCacheOrReport("bench grammar", a, *lm.model, 1, prompt + warmup + tokens, prompt);
+  if (!kv) return false;
+  std::vector<int32_t> ids(prompt);
+  for (int i = 0; i < prompt; ++i) ids[i] = (1 + 7919 * i) % cfg.vocab_size;
+  std::vector<float> logits(cfg.vocab_size);  // [vocab]
+  StepBatch b;
+  b.chunks.push_back({0, 0, prompt, 0});
+  b.num_tokens = prompt;
+  ForwardOutputs out;
+  out.logit_rows = {prompt - 1};
+  out.logits = logits.data();
+  lm.model->Forward(lm.ctx, b, ids.data(), *kv, out);
+  double t0 = WallMs();
+  for (int i = 0; i < warmup + tokens; ++i) {
+    if (i == warmup) t0 = WallMs();
+    const int32_t next = Argmax(logits.data(), cfg.vocab_size);
+    StepBatch d;
+    d.chunks.push_back({0, 0, 1, prompt + i});
+    d.num_tokens = 1;
+    ForwardOutputs o;
+    o.logits = logits.data();
+    lm.model->Forward(lm.ctx, d, &next, *kv, o);
+  }
+  *wall_ms = (WallMs() - t0) / tokens;
+  return true;
+}
+
+int Fail(const std::string& msg) {
+  std::fprintf(stderr, "mimo bench grammar: error: %s\n", msg.c_str());
+  return 1;
+}
+
+}  // namespace
+
+int RunBenchGrammar(int argc, char** argv) {
+  Args a;
+  std::string err;
+  std::vector<std::string> keys = {"model", "schemas", "tokenizer", "walks", "threads",
+                                   "decode-tokens", "whitespace"};
+  for (auto& k : KvCacheKeys()) keys.push_back(k);
+  if (!a.Parse(argc, argv, keys, KvCacheFlags(), &err)) return Fail(err);
+  if (!a.Has("model")) return Fail("need --model DIR");
+  const std::string dir = a.Get("model");
+  const std::string schemas = a.Get("schemas", "tests/data/schemas");
+  std::string tok_path = a.Get("tokenizer", dir + "/tokenizer.json");
+  if (!a.Has("tokenizer") && !std::filesystem::exists(tok_path))
+    tok_path = "third_party/qwen3/tokenizer.json";  // generated checkpoints have none
+  const int walks = static_cast<int>(a.GetInt("walks", 10));
+  const int threads = static_cast<int>(a.GetInt("threads", std::thread::hardware_concurrency()));
+  const int decode_tokens = static_cast<int>(a.GetInt("decode-tokens", 32));
+
+  auto tok = Tokenizer::FromFile(tok_path);
+  if (!tok.ok()) return Fail(tok.status().message());
+  double t0 = WallMs();
+  auto vocab = TokenVocabulary::FromTokenizer(**tok);
+  const double vocab_ms = WallMs() - t0;
+  auto opts = GrammarOptionsFromArgs(a);
+  if (!opts.ok()) return Fail(opts.status().message());
+  // The built-in string profiles are computed once per vocabulary, at the first grammar.
+  t0 = WallMs();
+  if (!Grammar::FromJsonSchema(R"({"type": "string"})", vocab, *opts).ok()) return Fail("string");
+  const double builtin_ms = WallMs() - t0;
+  const std::vector<int32_t> eos = WalkEosIds(**tok);
+
+  // The model first, while the machine's memory holds nothing else of ours.
+  double decode_ms = 0;
+  if (!DecodeMsPerToken(a, threads, decode_tokens, &decode_ms)) return 1;
+  // Each grammar compiled twice: cold (a fresh vocabulary, so its string profiles are built,
+  // including the built-in ones) and warm (again on that vocabulary: profiles cached).
+  using Make = std::function<StatusOr<std::shared_ptr<const Grammar>>(
+      std::shared_ptr<const TokenVocabulary>)>;
+  std::vector<std::pair<std::string, Make>> grammars;
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(schemas))
+    if (e.path().extension() == ".json") files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  for (const std::string& f : files) {
+    std::string text;
+    if (!ReadFileToString(f, &text)) return Fail("cannot read " + f);
+    grammars.emplace_back(std::filesystem::path(f).stem().string(), [text, &opts](auto v) {
+      return Grammar::FromJsonSchema(text, v, *opts);
+    });
+  }
+  grammars.emplace_back("json_object", [&opts](auto v) { return Grammar::JsonObject(v, *opts); });
+  std::string tools;
+  if (ReadFileToString(schemas + "/tools/tools.json", &tools)) {
+    grammars.emplace_back("tool_calls", [tools, &opts](auto v) {
+      return Grammar::ToolCalls(tools, "", /*parallel=*/true, v, *opts);
+    });
+  }
+  std::vector<GrammarTiming> timings;
+  for (const auto& [name, make] : grammars) {
+    auto fresh = TokenVocabulary::FromTokenizer(**tok);
+    const double c0 = WallMs();
+    auto cold = make(fresh);
+    const double cold_ms = WallMs() - c0;
+    if (!cold.ok()) return Fail(name + ": " + cold.status().message());
+    auto g = make(fresh);
+    if (!g.ok()) return Fail(name + ": " + g.status().message());
+    timings.push_back(TimeGrammar(name, *g, walks, eos));
+    timings.back().cold_ms = cold_ms;
+  }
+
+
+  std::printf("vocabulary: %d tokens (%s); trie %d nodes; built in %.1f ms; built-in JSON string "
+              "profile %.1f ms (once per vocabulary)\n",
+              vocab->size(), tok_path.c_str(), vocab->trie().num_nodes(), vocab_ms, builtin_ms);
+  std::printf("mask and accept times: thread CPU time per token, replaying %d random walks per "
+              "grammar; cold = compile on a fresh vocabulary (string profiles built), warm = "
+              "compile again (profiles cached; a GrammarCache hit costs nothing)\n", walks);
+  std::printf("decode: %.2f ms/token (%s, %d threads, greedy, %d tokens after a 16-token prompt "
+              "and 8 untimed ones)\n",
+              decode_ms, dir.c_str(), threads, decode_tokens);
+  std::printf("%-20s %8s %8s %7s %7s %10s %9s %9s %9s %10s %8s %8s\n", "grammar", "cold ms",
+              "warm ms", "states", "tokens", "mask mean", "p50", "p99", "max", "accept", "mean %",
+              "p99 %");
+  std::vector<double> all_mask, all_accept;
+  for (const GrammarTiming& t : timings) {
+    all_mask.insert(all_mask.end(), t.mask_us.begin(), t.mask_us.end());
+    all_accept.insert(all_accept.end(), t.accept_us.begin(), t.accept_us.end());
+    const double mean = Mean(t.mask_us);
+    std::printf("%-20s %8.1f %8.1f %7d %7zu %8.1fus %7.1fus %7.1fus %7.1fus %8.1fus %7.2f%% %7.2f%%\n",
+                t.name.c_str(), t.cold_ms, t.compile_ms, t.states, t.mask_us.size(), mean,
+                Percentile(t.mask_us, 0.5), Percentile(t.mask_us, 0.99),
+                Percentile(t.mask_us, 1.0), Mean(t.accept_us), 100.0 * mean / (decode_ms * 1e3),
+                100.0 * Percentile(t.mask_us, 0.99) / (decode_ms * 1e3));
+  }
+  std::printf("%-20s %8s %8s %7s %7zu %8.1fus %7.1fus %7.1fus %7.1fus %8.1fus %7.2f%% %7.2f%%\n",
+              "all", "", "", "", all_mask.size(), Mean(all_mask), Percentile(all_mask, 0.5),
+              Percentile(all_mask, 0.99), Percentile(all_mask, 1.0), Mean(all_accept),
+              100.0 * Mean(all_mask) / (decode_ms * 1e3),
+              100.0 * Percentile(all_mask, 0.99) / (decode_ms * 1e3));
+  return 0;
+}
+
+namespace {
+int BenchGrammarCommand(int argc, char** argv) { return RunBenchGrammar(argc, argv); }
+}  // namespace
+
+MIMO_CLI_COMMAND("bench-grammar",
+                 "--model DIR [--schemas DIR] [--walks 10] [--threads N] [--tokenizer FILE] "
+                 "(structured-output compile and mask time vs decode time; also `mimo bench "
+                 "grammar`)",
+                 BenchGrammarCommand);
+
+}  // namespace mimo::cli
