@@ -307,8 +307,7 @@ bool Engine::EmitTokens(Request* r, std::vector<SampledToken> tokens) {
     // The grammar reached its end (the constraint was advanced over all of `tokens`, which end
     // there when it terminates).
     if (&t == &tokens.back() && r->constraint && r->constraint->IsTerminated()) {
-      s.text = r->stop->Append(t.id, static_cast<int>(r->output.size()), r->max_tokens, true).text;
-      out.text += s.text;
+      out.text += r->stop->Finish();
       s.finished = true;
       s.by_length = false;
       s.stop_reason = "grammar";

@@ -35,6 +35,11 @@ std::string StopChecker::Release(bool all) {
   return out;
 }
 
+std::string StopChecker::Finish() {
+  if (detok_) text_ += detok_->Flush();
+  return Release(true);
+}
+
 StopChecker::Step StopChecker::Append(int32_t id, int num_output, int max_tokens,
                                       bool context_full) {
   Step s;

@@ -38,6 +38,9 @@ class StopChecker {
   // context_full: the sequence reached the context length.
   Step Append(int32_t id, int num_output, int max_tokens, bool context_full);
 
+  // The output ends for another reason (e.g. a grammar completed): the text still held back.
+  std::string Finish();
+
   // Ids that must not be sampled while fewer than min_tokens were generated.
   std::vector<int32_t> MinTokensMask(const std::vector<int32_t>& eos_ids) const;
 

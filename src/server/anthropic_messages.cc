@@ -317,12 +317,6 @@ void ApiServer::HandleMessages(const httplib::Request& req, httplib::Response& r
   std::string choice, choice_name;
   if (auto e = ConvertMessages(body, &messages)) return SendError(res, *e, P);
   if (auto e = ConvertTools(body, &tools, &choice, &choice_name)) return SendError(res, *e, P);
-  if (choice == "required" || choice == "function") {
-    return SendError(res, BadRequest("tool_choice '" + std::string(choice == "required" ? "any" : "tool") +
-                                         "' is not supported yet (structured outputs); use auto or none",
-                                     "tool_choice"),
-                     P);
-  }
   GenerationRequest g;
   if (auto e = ParseGenerationFields(fields, model_.defaults, true, &g)) return SendError(res, *e, P);
   bool stream = fields.value("stream", false);
@@ -350,6 +344,12 @@ void ApiServer::HandleMessages(const httplib::Request& req, httplib::Response& r
     schema = std::move(s).value();
   }
   g.prompt_ids = model_.tokenizer->Encode(*prompt);
+  const bool parallel = !(body.contains("tool_choice") && body["tool_choice"].is_object() &&
+                          body["tool_choice"].value("disable_parallel_tool_use", false));
+  if (auto e = StructuredConstraint(nullptr, tools, choice, choice_name, parallel, thinking,
+                                    &g.constraint)) {
+    return SendError(res, *e, P);
+  }
   auto st = std::make_shared<MessageState>();
   st->id = MessageId("msg_");
   st->model = model_.defaults.served_model_name;

@@ -10,11 +10,13 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
 #include "chat/chat_template.h"
 #include "engine/engine.h"
+#include "grammar/grammar_cache.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
 #include "tokenizer/bpe.h"
@@ -43,6 +45,10 @@ struct ServingModel {
   const ChatTemplate* chat_template = nullptr;
   bool thinks_by_default = false;  // chat_template->ThinksByDefault()
   ServerDefaults defaults;
+  GrammarCache* grammars = nullptr;  // structured outputs (null: refused with a 400)
+  GrammarOptions grammar_options;
+  int32_t think_end_id = -1;  // </think>: a reasoning request's constraint starts after it
+  int32_t tool_call_id = -1;  // <tool_call>: tool_choice auto constrains a call once it opens
 };
 
 class ApiServer {
@@ -79,6 +85,14 @@ class ApiServer {
   static void SendError(httplib::Response& res, const ApiError& e, Protocol p);
   static void SendJson(httplib::Response& res, const OJson& j, int status = 200);
   const ServingModel& model() const { return model_; }
+  // The constraint of a request (null factory: none): forced tool calls (tool_choice required /
+  // a named function), response_format json_object / json_schema, or tool calls under auto once
+  // they start. Errors name the unsupported schema feature (400).
+  std::optional<ApiError> StructuredConstraint(const OJson& response_format, const OJson& tools,
+                                               const std::string& tool_choice,
+                                               const std::string& tool_choice_function,
+                                               bool parallel, bool thinking,
+                                               ConstraintFactory* out) const;
   std::atomic<int>& in_flight() { return in_flight_; }
 
  private:

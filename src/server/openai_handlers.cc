@@ -10,6 +10,7 @@
 #include "chat/chat_output_parser.h"
 #include "server/api_server.h"
 #include "server/response_writer.h"
+#include "server/structured_output.h"
 #include "tokenizer/utf8.h"
 
 namespace mimo {
@@ -200,7 +201,57 @@ struct ChatState {
   }
 };
 
+bool EndsWith(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
 }  // namespace
+
+std::optional<ApiError> ApiServer::StructuredConstraint(const OJson& response_format,
+                                                        const OJson& tools,
+                                                        const std::string& tool_choice,
+                                                        const std::string& tool_choice_function,
+                                                        bool parallel, bool thinking,
+                                                        ConstraintFactory* out) const {
+  const bool forced = tool_choice == "required" || tool_choice == "function";
+  const bool auto_calls = tool_choice == "auto" && !tools.is_null() && model_.tool_call_id >= 0;
+  if (!forced && response_format.is_null() && !auto_calls) return std::nullopt;
+  if (!model_.grammars) {
+    return BadRequest("structured outputs are not available on this server",
+                      forced ? "tool_choice" : "response_format");
+  }
+  StructuredOutput so;
+  if (thinking && model_.think_end_id >= 0) so.triggers.push_back(model_.think_end_id);
+  StatusOr<std::shared_ptr<const Grammar>> g = Internal("no grammar");
+  const char* param = "response_format";
+  if (forced || auto_calls) {
+    param = "tools";
+    g = model_.grammars->ToolCalls(tools.dump(), forced ? tool_choice_function : "", parallel,
+                                   model_.grammar_options);
+    if (!forced) {
+      // Auto: the grammar applies once the model opens a call. Tools whose schemas the grammar
+      // cannot express stay unconstrained, unless one of them asks to be strict.
+      bool strict = false;
+      for (const OJson& t : tools) strict |= t.contains("function") && t["function"].value("strict", false);
+      if (!g.ok() && !strict) return std::nullopt;
+      so.triggers.push_back(model_.tool_call_id);
+      so.feed_text = model_.tokenizer->IdToToken(model_.tool_call_id);
+    }
+  } else if (response_format["type"] == "json_object") {
+    g = model_.grammars->JsonObject(model_.grammar_options);
+  } else {
+    const OJson* js = response_format.contains("json_schema") ? &response_format["json_schema"] : nullptr;
+    if (!js || !js->is_object() || !js->contains("schema") || !(*js)["schema"].is_object()) {
+      return BadRequest("'response_format.json_schema.schema' (an object) is required",
+                        "response_format");
+    }
+    g = model_.grammars->JsonSchema((*js)["schema"].dump(), model_.grammar_options);
+  }
+  if (!g.ok()) return BadRequest(g.status().message(), param);
+  so.grammar = std::move(g).value();
+  *out = MakeConstraintFactory(std::move(so));
+  return std::nullopt;
+}
 
 void ApiServer::HandleChat(const httplib::Request& req, httplib::Response& res) {
   const Protocol P = Protocol::kOpenAi;
@@ -208,18 +259,6 @@ void ApiServer::HandleChat(const httplib::Request& req, httplib::Response& res) 
   if (!Admit(req, res, P, &body)) return;
   ChatRequest cr;
   if (auto e = ParseChatRequest(body, model_.defaults, &cr)) return SendError(res, *e, P);
-  if (!cr.response_format.is_null()) {
-    return SendError(res, BadRequest("response_format '" + cr.response_format["type"].get<std::string>() +
-                                         "' is not supported yet (structured outputs)",
-                                     "response_format"),
-                     P);
-  }
-  if (cr.tool_choice == "required" || cr.tool_choice == "function") {
-    return SendError(res, BadRequest("tool_choice '" + cr.tool_choice +
-                                         "' is not supported yet (structured outputs); use auto or none",
-                                     "tool_choice"),
-                     P);
-  }
   // Thinking unset: the template's own default, made explicit so that template and parser agree.
   if (!cr.template_kwargs.contains("enable_thinking") && !cr.template_kwargs.contains("thinking")) {
     cr.template_kwargs["enable_thinking"] = model_.thinks_by_default;
@@ -240,6 +279,13 @@ void ApiServer::HandleChat(const httplib::Request& req, httplib::Response& res) 
     schema = std::move(s).value();
   }
   cr.gen.prompt_ids = model_.tokenizer->Encode(*prompt);
+  // The model reasons first when thinking is on and the prompt did not close the block.
+  const bool reasons = po.reasoning.enable_thinking && !EndsWith(*prompt, "</think>");
+  if (auto e = StructuredConstraint(cr.response_format, cr.tools, cr.tool_choice,
+                                    cr.tool_choice_function, cr.parallel_tool_calls, reasons,
+                                    &cr.gen.constraint)) {
+    return SendError(res, *e, P);
+  }
   auto st = std::make_shared<ChatState>();
   st->id = RandomId("chatcmpl-");
   st->created = static_cast<int64_t>(std::time(nullptr));
@@ -396,10 +442,9 @@ void ApiServer::HandleCompletion(const httplib::Request& req, httplib::Response&
   if (!Admit(req, res, P, &body)) return;
   CompletionRequest cr;
   if (auto e = ParseCompletionRequest(body, model_.defaults, &cr)) return SendError(res, *e, P);
-  if (!cr.response_format.is_null()) {
-    return SendError(res, BadRequest("response_format is not supported yet (structured outputs)",
-                                     "response_format"),
-                     P);
+  if (auto e = StructuredConstraint(cr.response_format, nullptr, "none", "", false, false,
+                                    &cr.gen.constraint)) {
+    return SendError(res, *e, P);
   }
   auto st = std::make_shared<CompletionState>();
   st->id = RandomId("cmpl-");

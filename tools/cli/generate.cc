@@ -15,6 +15,8 @@
 #include "cli/command.h"
 #include "cli/engine_setup.h"
 #include "engine/request_stream.h"
+#include "grammar/grammar_cache.h"
+#include "server/structured_output.h"
 
 namespace mimo::cli {
 namespace {
@@ -68,8 +70,41 @@ Json SpecJson(const EngineStats& s) {
 
 double Ms(double a, double b) { return b > a && a > 0 ? (b - a) * 1e3 : 0.0; }
 
+// Structured outputs for the CLI (--json-schema FILE, or a line's "json_schema"): one grammar
+// cache over the model's vocabulary, made on first use.
+class SchemaConstraints {
+ public:
+  SchemaConstraints(const Tokenizer* tok, int vocab, int max_string_length)
+      : tok_(tok), vocab_(vocab) {
+    opts_.max_string_length = max_string_length;
+  }
+  bool Make(const std::string& schema, ConstraintFactory* out, std::string* err) {
+    if (!tok_) {
+      *err = "a JSON schema needs the model's tokenizer.json";
+      return false;
+    }
+    if (!cache_) cache_ = std::make_unique<GrammarCache>(TokenVocabulary::FromTokenizer(*tok_, vocab_));
+    auto g = cache_->JsonSchema(schema, opts_);
+    if (!g.ok()) {
+      *err = g.status().message();
+      return false;
+    }
+    StructuredOutput so;
+    so.grammar = std::move(g).value();
+    *out = MakeConstraintFactory(std::move(so));
+    return true;
+  }
+
+ private:
+  const Tokenizer* tok_;
+  int vocab_;
+  GrammarOptions opts_;
+  std::unique_ptr<GrammarCache> cache_;
+};
+
 // One request line -> GenerationRequest. Defaults follow the single form: greedy, 16 tokens.
-bool ParseRequestLine(const Json& j, const Tokenizer* tok, GenerationRequest* g, std::string* err) {
+bool ParseRequestLine(const Json& j, const Tokenizer* tok, SchemaConstraints* schemas,
+                      GenerationRequest* g, std::string* err) {
   if (!j.is_object()) {
     *err = "not a JSON object";
     return false;
@@ -159,6 +194,13 @@ bool ParseRequestLine(const Json& j, const Tokenizer* tok, GenerationRequest* g,
     if (!j["ignore_eos"].is_boolean()) return bad("ignore_eos", "true or false");
     g->stop.ignore_eos = j["ignore_eos"].get<bool>();
   }
+  if (j.contains("json_schema") && !j["json_schema"].is_null()) {
+    if (!j["json_schema"].is_object()) return bad("json_schema", "a JSON schema object");
+    if (!schemas->Make(j["json_schema"].dump(), &g->constraint, err)) {
+      *err = "json_schema: " + *err;
+      return false;
+    }
+  }
   return true;
 }
 
@@ -194,6 +236,8 @@ int RunBatch(const Args& a) {
   };
   std::vector<Line> lines;
   Collector col;
+  SchemaConstraints schemas(rt.tok.get(), rt.lm.model->config().vocab_size,
+                            static_cast<int>(a.GetInt("grammar-max-string-length", -1)));
   std::istringstream in(text);
   std::string row;
   for (int number = 1; std::getline(in, row); ++number) {
@@ -206,7 +250,7 @@ int RunBatch(const Args& a) {
       l.error = "not valid JSON";
     } else {
       if (j.is_object() && j.contains("id")) l.id = j["id"];
-      if (!ParseRequestLine(j, rt.tok.get(), &g, &err)) l.error = err;
+      if (!ParseRequestLine(j, rt.tok.get(), &schemas, &g, &err)) l.error = err;
     }
     if (l.error.empty()) {
       l.n = g.n;
@@ -278,7 +322,7 @@ int RunGenerate(int argc, char** argv) {
   std::string err;
   std::vector<std::string> keys = {"model", "ids",   "prompt", "max-tokens", "temperature",
                                    "top-k", "top-p", "min-p",  "seed",       "requests",
-                                   "out"};
+                                   "out",   "json-schema", "grammar-max-string-length"};
   for (auto& k : EngineKeys()) keys.push_back(k);
   std::vector<std::string> flags = EngineFlags();
   flags.push_back("json");
@@ -296,7 +340,7 @@ int RunGenerate(int argc, char** argv) {
     return 2;
   }
   EngineRuntime rt;
-  if (!MakeEngineOrReport("generate", a, a.Has("prompt"), 1, &rt)) return 1;
+  if (!MakeEngineOrReport("generate", a, a.Has("prompt") || a.Has("json-schema"), 1, &rt)) return 1;
   GenerationRequest g;
   if (a.Has("prompt")) {
     g.prompt_ids = rt.tok->Encode(a.Get("prompt"));
@@ -310,6 +354,19 @@ int RunGenerate(int argc, char** argv) {
   g.sampling.seed = static_cast<uint64_t>(a.GetInt("seed", 0));
   g.stop.max_tokens = static_cast<int>(a.GetInt("max-tokens", 16));
   g.stop.ignore_eos = a.Has("ignore-eos");
+  if (a.Has("json-schema")) {
+    std::string schema;
+    if (!ReadFileToString(a.Get("json-schema"), &schema)) {
+      std::fprintf(stderr, "mimo generate: cannot read '%s'\n", a.Get("json-schema").c_str());
+      return 2;
+    }
+    SchemaConstraints sc(rt.tok.get(), rt.lm.model->config().vocab_size,
+                         static_cast<int>(a.GetInt("grammar-max-string-length", -1)));
+    if (!sc.Make(schema, &g.constraint, &err)) {
+      std::fprintf(stderr, "mimo generate: error: --json-schema: %s\n", err.c_str());
+      return 2;
+    }
+  }
   RequestStream stream;
   auto id = rt.engine->Submit(std::move(g), stream.Sink());
   if (!id.ok()) {
@@ -356,6 +413,6 @@ int RunGenerate(int argc, char** argv) {
 MIMO_CLI_COMMAND("generate",
                  "--model DIR (--ids 1,2,3 | --prompt TEXT | --requests IN.jsonl --out OUT.jsonl) "
                  "[--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] "
-                 "[--max-num-seqs N] [--max-num-batched-tokens N] [--json]",
+                 "[--json-schema FILE] [--max-num-seqs N] [--max-num-batched-tokens N] [--json]",
                  RunGenerate);
 }  // namespace mimo::cli

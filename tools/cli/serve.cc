@@ -15,6 +15,7 @@
 #include "cli/command.h"
 #include "cli/engine_setup.h"
 #include "core/progress.h"
+#include "grammar/grammar_cache.h"
 #include "server/api_server.h"
 
 namespace mimo::cli {
@@ -30,7 +31,7 @@ int RunServe(int argc, char** argv) {
   Args a;
   std::string err;
   std::vector<std::string> keys = {"model", "host", "port", "served-model-name", "api-key",
-                                   "chat-template", "drain-timeout"};
+                                   "chat-template", "drain-timeout", "grammar-max-string-length"};
   for (auto& k : EngineKeys()) keys.push_back(k);
   std::vector<std::string> flags = EngineFlags();
   flags.push_back("no-warmup");
@@ -115,6 +116,13 @@ int RunServe(int argc, char** argv) {
   m.defaults.max_model_len = rt.engine->max_model_len();
   m.defaults.vocab_size = rt.lm.model->config().vocab_size;
   m.defaults.gen = rt.gen;
+  // Structured outputs: the vocabulary's byte strings and a cache of compiled grammars.
+  auto vocab = TokenVocabulary::FromTokenizer(*rt.tok, rt.lm.model->config().vocab_size);
+  GrammarCache grammars(vocab);
+  m.grammars = &grammars;
+  m.grammar_options.max_string_length = static_cast<int32_t>(a.GetInt("grammar-max-string-length", -1));
+  m.think_end_id = rt.tok->TokenToId("</think>");
+  m.tool_call_id = rt.tok->TokenToId("<tool_call>");
   server.SetModel(m);
   std::fprintf(stderr,
                "mimo serve: ready: model '%s', max_model_len %d, up to %lld sequences; KV cache "
