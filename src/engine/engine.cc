@@ -335,7 +335,8 @@ bool Engine::SampleAndEmit(Request* r, const float* logits) {
   const uint32_t* allowed = nullptr;
   if (r->constraint) {
     allowed_.assign((vocab_size_ + 31) / 32, 0u);
-    r->constraint->FillMask(allowed_.data(), eos_ids_);
+    r->constraint->FillMask(allowed_.data(), eos_ids_,
+                            r->max_tokens - static_cast<int>(r->output.size()));
     allowed = allowed_.data();
   }
   SampledToken t = sampler_.Sample(logits, vocab_size_, g.sampling, h, mask, r->rng, allowed);

@@ -16,8 +16,11 @@ class TokenConstraint {
  public:
   virtual ~TokenConstraint() = default;
   // bitmask [ceil(vocab / 32)] words: bit set = allowed next. eos_ids are allowed exactly when
-  // the constrained text may end here.
-  virtual void FillMask(uint32_t* bitmask, std::span<const int32_t> eos_ids) = 0;
+  // the constrained text may end here. remaining_tokens: how many tokens the request may still
+  // generate, this one included (max_tokens or the context), so that a constraint can steer to
+  // its end in time.
+  virtual void FillMask(uint32_t* bitmask, std::span<const int32_t> eos_ids,
+                        int remaining_tokens) = 0;
   // Advances past `id`; false (state unchanged) when it was not allowed.
   virtual bool Accept(int32_t id) = 0;
   // Complete, and nothing more may follow.

@@ -63,9 +63,15 @@ void GrammarMatcher::FillNextTokenMask(uint32_t* bitmask, std::span<const int32_
     }
   }
   arena_.Truncate(base);
-  if (p.set.complete) {
-    for (int32_t e : eos_ids)
-      if (e >= 0 && e < grammar_->vocab().size()) bitmask[e >> 5] |= 1u << (e & 31);
+  // An eos id ends the output wherever it is sampled, even one that is also ordinary text (a
+  // model whose eos is a byte token): allowed only where the grammar may end.
+  for (int32_t e : eos_ids) {
+    if (e < 0 || e >= grammar_->vocab().size()) continue;
+    if (p.set.complete) {
+      bitmask[e >> 5] |= 1u << (e & 31);
+    } else {
+      bitmask[e >> 5] &= ~(1u << (e & 31));
+    }
   }
 }
 
@@ -175,12 +181,33 @@ void GrammarMatcher::AddTextTokens(int32_t node, uint32_t* mask) {
                     [&](int32_t s) { return ok[s] != 0; }, mask, scratch_.data());
 }
 
+void GrammarMatcher::FillCompletionMask(uint32_t* bitmask, std::span<const int32_t> eos_ids) {
+  const TokenVocabulary& vocab = grammar_->vocab();
+  std::memset(bitmask, 0, sizeof(uint32_t) * vocab.mask_words());
+  last_eos_.assign(eos_ids.begin(), eos_ids.end());
+  const Position& p = history_.back();
+  if (p.eos) return;
+  if (p.set.complete) {
+    for (int32_t e : eos_ids)
+      if (e >= 0 && e < vocab.size()) SetBit(bitmask, e);
+    return;
+  }
+  const int64_t d = MinBytesToEnd();
+  for (int32_t id = 0; id < vocab.size(); ++id) {
+    if (!vocab.maskable(id) || vocab.bytes(id).size() != 1) continue;
+    if (std::find(eos_ids.begin(), eos_ids.end(), id) != eos_ids.end()) continue;
+    if (!AcceptString(vocab.bytes(id))) continue;
+    if (MinBytesToEnd() < d) SetBit(bitmask, id);
+    Rollback(1);
+  }
+}
+
 bool GrammarMatcher::AcceptToken(int32_t id) {
   const Position& p = history_.back();
   if (p.eos) return false;
   const TokenVocabulary& vocab = grammar_->vocab();
-  if (!vocab.maskable(id)) {
-    const bool is_eos = std::find(last_eos_.begin(), last_eos_.end(), id) != last_eos_.end();
+  const bool is_eos = std::find(last_eos_.begin(), last_eos_.end(), id) != last_eos_.end();
+  if (is_eos || !vocab.maskable(id)) {  // an eos id ends the match, even one that is also text
     if (!is_eos || !p.set.complete) return false;
     Position end;
     end.eos = true;

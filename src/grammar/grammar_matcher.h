@@ -31,8 +31,13 @@ class GrammarMatcher {
 
   // bitmask: [ceil(vocab/32)] uint32 words (Grammar::vocab().mask_words()); bit set = token
   // allowed next. When the grammar may end here the eos ids are allowed too (and only they when
-  // it cannot continue).
+  // it cannot continue); elsewhere they are not, even an eos id that is also ordinary text.
   void FillNextTokenMask(uint32_t* bitmask, std::span<const int32_t> eos_ids);
+  // The tokens that bring the grammar one byte closer to its end along a shortest completion
+  // (the single-byte tokens whose byte starts one), or the eos ids where it may end: following
+  // these, an output that has MinBytesToEnd() + 1 tokens left always completes in time. The
+  // mask is empty when no such token exists (no single-byte tokens, or may end but no eos ids).
+  void FillCompletionMask(uint32_t* bitmask, std::span<const int32_t> eos_ids);
   // Advances by one token; false (state unchanged) if it is not allowed. An EOS id passed to the
   // last FillNextTokenMask is accepted when CanTerminate() and ends the match.
   bool AcceptToken(int32_t id);

@@ -55,12 +55,13 @@ WalkResult GrammarWalker::Walk(std::shared_ptr<const Grammar> grammar, const Wal
       return r;
     }
     auto is_allowed = [&](int32_t id) { return (mask[id >> 5] >> (id & 31)) & 1u; };
+    // An eos id ends the walk even where it is also ordinary text (as in the engine).
+    auto is_eos = [&](int32_t id) { return std::find(eos_ids.begin(), eos_ids.end(), id) != eos_ids.end(); };
     int32_t pick = -1;
     const bool steer = step >= o.steer_after || std::uniform_real_distribution<>(0, 1)(rng) < o.steer;
     if (steer) {
       for (int32_t e : eos_ids) {
-        // Ending is the shortest way (an id that is also an ordinary token is not an EOS).
-        if (e >= 0 && e < vocab.size() && !vocab.maskable(e) && is_allowed(e)) pick = e;
+        if (e >= 0 && e < vocab.size() && is_allowed(e)) pick = e;  // ending is the shortest way
       }
       if (pick < 0) {
         std::vector<int32_t> candidates;
@@ -71,7 +72,7 @@ WalkResult GrammarWalker::Walk(std::shared_ptr<const Grammar> grammar, const Wal
         std::shuffle(candidates.begin(), candidates.end(), rng);
         int64_t best = -1;
         for (int32_t id : candidates) {
-          if (!vocab.maskable(id) || !m.AcceptToken(id)) continue;
+          if (is_eos(id) || !vocab.maskable(id) || !m.AcceptToken(id)) continue;
           const int64_t d = m.MinBytesToEnd();
           m.Rollback(1);
           if (best < 0 || d < best) {
@@ -84,7 +85,7 @@ WalkResult GrammarWalker::Walk(std::shared_ptr<const Grammar> grammar, const Wal
     if (pick < 0) pick = NthSetBit(mask, std::uniform_int_distribution<int64_t>(0, allowed - 1)(rng));
     MIMO_CHECK(m.AcceptToken(pick), "an allowed token %d was refused", pick);
     r.tokens.push_back(pick);
-    if (vocab.maskable(pick)) r.text.append(vocab.bytes(pick));
+    if (!is_eos(pick) && vocab.maskable(pick)) r.text.append(vocab.bytes(pick));
   }
   r.terminated = m.IsTerminated();
   return r;

@@ -515,6 +515,18 @@ void LengthBounds(const SchemaJson& s, int32_t* min_len, int32_t* max_len) {
 
 }  // namespace
 
+StatusOr<int32_t> JsonSchemaCompiler::GuardedTextRule(const std::string& name,
+                                                      std::shared_ptr<const TextDfa> text,
+                                                      int32_t min_len, int32_t max_len) {
+  auto profile = vocab_->ProfileFor(*text);
+  if (max_len < 0 && options_.max_string_length >= 0) {  // the guard, where it can be met
+    auto rule = b_->AddTextRule(name, text, profile, min_len,
+                                std::max(options_.max_string_length, min_len));
+    if (rule.ok()) return rule;
+  }
+  return b_->AddTextRule(name, text, profile, min_len, max_len);
+}
+
 StatusOr<Nfa::Frag> JsonSchemaCompiler::String(const SchemaJson& s, const std::string& path) {
   int32_t min_len, max_len;
   LengthBounds(s, &min_len, &max_len);
@@ -528,14 +540,7 @@ StatusOr<Nfa::Frag> JsonSchemaCompiler::String(const SchemaJson& s, const std::s
   auto text = TextDfa::JsonString(**value, tool_safe_);
   if (!text.ok()) return Status(text.status().code(),
                                 text.status().message() + " (" + Where(path) + ")");
-  auto profile = vocab_->ProfileFor(**text);
-  auto rule = StatusOr<int32_t>(Status::Ok());
-  if (max_len < 0 && options_.max_string_length >= 0) {  // the guard, where it can be met
-    rule = b_->AddTextRule("string " + path, *text, profile, min_len,
-                           std::max(options_.max_string_length, min_len));
-  }
-  if (!rule.ok() || max_len >= 0 || options_.max_string_length < 0)
-    rule = b_->AddTextRule("string " + path, *text, profile, min_len, max_len);
+  auto rule = GuardedTextRule("string " + path, *text, min_len, max_len);
   if (!rule.ok()) return Status(rule.status().code(),
                                 rule.status().message() + " (" + Where(path) + ")");
   return nfa().CallRule(*rule);

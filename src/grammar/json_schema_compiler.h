@@ -88,6 +88,10 @@ class JsonSchemaCompiler {
   int32_t AnyStringRule(int32_t min_chars, int32_t max_chars);
   int32_t AnyRawRule(std::string_view terminator, int32_t min_chars, int32_t max_chars);
   StatusOr<int32_t> KeyExcludingRule(const std::vector<std::string>& names);
+  // A text rule of [min_len, max_len] characters; with no maxLength (max_len < 0) the
+  // max_string_length guard applies where the text can still be matched within it.
+  StatusOr<int32_t> GuardedTextRule(const std::string& name, std::shared_ptr<const TextDfa> text,
+                                    int32_t min_len, int32_t max_len);
   Status CheckOneOf(const SchemaJson& branches, const std::string& path) const;
 
   GrammarBuilder* b_;

@@ -86,8 +86,7 @@ StatusOr<int32_t> JsonSchemaCompiler::KeyExcludingRule(const std::vector<std::st
   if (!others.ok()) return others.status();
   auto text = TextDfa::JsonString(*others, tool_safe_);
   if (!text.ok()) return text.status();
-  auto profile = vocab_->ProfileFor(**text);
-  return b_->AddTextRule("other key", *text, profile, 0, -1);
+  return GuardedTextRule("other key", *text, 0, -1);
 }
 
 // Properties in schema order, each required one present, optional ones free; then (when
@@ -376,14 +375,7 @@ StatusOr<Nfa::Frag> JsonSchemaCompiler::RawString(const SchemaJson& s0, const st
   }
   auto text = TextDfa::RawValue(**value, terminator);
   if (!text.ok()) return text.status();
-  auto profile = vocab_->ProfileFor(**text);
-  auto rule = StatusOr<int32_t>(Status::Ok());
-  if (max_len < 0 && options_.max_string_length >= 0) {  // the guard, where it can be met
-    rule = b_->AddTextRule("raw string " + path, *text, profile, min_len,
-                           std::max(options_.max_string_length, min_len));
-  }
-  if (!rule.ok() || max_len >= 0 || options_.max_string_length < 0)
-    rule = b_->AddTextRule("raw string " + path, *text, profile, min_len, max_len);
+  auto rule = GuardedTextRule("raw string " + path, *text, min_len, max_len);
   if (!rule.ok()) return rule.status();
   return n.CallRule(*rule);
 }

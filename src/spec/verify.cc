@@ -63,7 +63,8 @@ std::vector<SampledToken> VerifyDrafts(Request& r, const float* logits, int64_t 
     }
     if (r.constraint) {  // the grammar's state after the tokens accepted so far
       allowed.assign((vocab + 31) / 32, 0u);
-      r.constraint->FillMask(allowed.data(), eos_ids);
+      r.constraint->FillMask(allowed.data(), eos_ids,
+                             r.max_tokens - static_cast<int>(r.output.size()) - i);
       Sampler::ApplyAllowedMask(work.data(), vocab, allowed.data());
     }
     Sampler::ProcessLogits(work.data(), vocab, sp, {r.prompt_unique, &counts}, mask);

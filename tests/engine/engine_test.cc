@@ -465,7 +465,7 @@ TEST(EngineSpec, CancellationFreesDraftBlocksToo) {
 class DigitsConstraint final : public TokenConstraint {
  public:
   DigitsConstraint(std::vector<int32_t> digits, int len) : digits_(std::move(digits)), len_(len) {}
-  void FillMask(uint32_t* bits, std::span<const int32_t> eos) override {
+  void FillMask(uint32_t* bits, std::span<const int32_t> eos, int /*remaining*/) override {
     if (n_ >= len_) {
       for (int32_t id : eos) bits[id / 32] |= 1u << (id % 32);
       return;
