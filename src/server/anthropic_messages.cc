@@ -358,7 +358,7 @@ void ApiServer::HandleMessages(const httplib::Request& req, httplib::Response& r
   st->input_tokens = static_cast<int>(g.prompt_ids.size());
   auto session = std::make_shared<GenerationSession>(*model_.engine, *metrics_, 1);
   const Status s = session->Submit(std::move(g), 0);
-  if (!s.ok()) return SendError(res, FromStatus(s), P);
+  if (!s.ok()) return SendError(res, FromStatus(s, "messages"), P);
   if (stream) {
     auto started = std::make_shared<bool>(false);
     RespondStreaming(res, session,

@@ -300,7 +300,7 @@ void ApiServer::HandleChat(const httplib::Request& req, httplib::Response& res) 
   }
   auto session = std::make_shared<GenerationSession>(*model_.engine, *metrics_, cr.gen.n);
   const Status s = session->Submit(std::move(cr.gen), 0);
-  if (!s.ok()) return SendError(res, FromStatus(s), P);
+  if (!s.ok()) return SendError(res, FromStatus(s, "messages"), P);
   if (cr.stream) {
     RespondStreaming(res, session, [st](const RequestOutput& ev) { return st->StreamEvent(ev); },
                      [st] { return st->StreamTail(); }, &in_flight_);
@@ -464,7 +464,7 @@ void ApiServer::HandleCompletion(const httplib::Request& req, httplib::Response&
                                         : model_.tokenizer->Encode(cr.prompts[p].text);
     const Status s = session->Submit(std::move(g), static_cast<int>(p) * n);
     if (!s.ok()) {
-      ApiError e = FromStatus(s);
+      ApiError e = FromStatus(s, "prompt");
       if (cr.prompts.size() > 1) e.message = "prompt " + std::to_string(p) + ": " + e.message;
       return SendError(res, e, P);  // the session cancels what was submitted
     }

@@ -128,6 +128,7 @@ export function assertOpenAiError(assert, r, status, { param, match } = {}) {
   assert.equal(typeof r.json.error.message, "string");
   assert.ok(r.json.error.message.length > 0);
   assert.equal(typeof r.json.error.type, "string");
-  if (param !== undefined) assert.equal(r.json.error.param, param, r.text);
+  if (param instanceof RegExp) assert.match(String(r.json.error.param), param, r.text);
+  else if (param !== undefined) assert.equal(r.json.error.param, param, r.text);
   if (match) assert.match(r.json.error.message, match);
 }

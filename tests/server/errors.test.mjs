@@ -1,0 +1,204 @@
+// Every error case of `mimo serve`, status code and body asserted: malformed JSON, wrong types,
+// missing or empty messages, a prompt longer than the context, max_tokens beyond it, bad
+// tool_choice, unknown model (404), wrong or missing API key (401), a full queue (429), still
+// loading (503), each as the OpenAI error object (the Anthropic one on /v1/messages), and through
+// the official clients' own error classes. The server must survive all of them.
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+
+import { Anthropic, OpenAI, assertOpenAiError, ensureE2eModel, post, sleep, startServer } from "./harness.mjs";
+
+const USER = [{ role: "user", content: "hi" }];
+
+describe("errors: OpenAI and Anthropic error objects", () => {
+  let server, chat, comp, msgs;
+  before(async () => {
+    server = await startServer(ensureE2eModel(), ["--max-model-len", "256"]);
+    chat = server.url + "/v1/chat/completions";
+    comp = server.url + "/v1/completions";
+    msgs = server.url + "/v1/messages";
+  });
+  after(async () => { assert.equal(await server?.stop(), 0, server?.stderr()); });
+
+  test("malformed JSON and non-object bodies", async () => {
+    for (const url of [chat, comp]) {
+      assertOpenAiError(assert, await post(url, "{\"messages\": [", {}), 400, { match: /JSON/ });
+      assertOpenAiError(assert, await post(url, "[1, 2]"), 400, { match: /object/ });
+      assertOpenAiError(assert, await post(url, ""), 400);
+    }
+    const r = await post(msgs, "{nope");
+    assert.equal(r.status, 400);
+    assert.equal(r.json.type, "error");
+    assert.equal(r.json.error.type, "invalid_request_error");
+  });
+
+  test("wrong types name the field", async () => {
+    const cases = [
+      [{ messages: "hello" }, "messages"],
+      [{ messages: [{ role: "user", content: 5 }] }, /^messages\[0\]\.content$/],
+      [{ messages: [{ role: 7, content: "x" }] }, /^messages\[0\]\.role$/],
+      [{ messages: USER, temperature: "hot" }, "temperature"],
+      [{ messages: USER, top_p: [] }, "top_p"],
+      [{ messages: USER, max_tokens: "5" }, "max_tokens"],
+      [{ messages: USER, max_tokens: 2.5 }, "max_tokens"],
+      [{ messages: USER, max_completion_tokens: -1 }, "max_completion_tokens"],
+      [{ messages: USER, n: "2" }, "n"],
+      [{ messages: USER, stream: "yes" }, "stream"],
+      [{ messages: USER, seed: "x" }, "seed"],
+      [{ messages: USER, stop: 5 }, "stop"],
+      [{ messages: USER, logprobs: "yes" }, "logprobs"],
+      [{ messages: USER, top_logprobs: 50, logprobs: true }, "top_logprobs"],
+      [{ messages: USER, logit_bias: [] }, "logit_bias"],
+      [{ messages: USER, tools: {} }, "tools"],
+      [{ messages: USER, stream_options: 1, stream: true }, "stream_options"],
+      [{ messages: USER, chat_template_kwargs: "x" }, "chat_template_kwargs"],
+      [{ messages: USER, model: 5 }, "model"],
+    ];
+    for (const [body, param] of cases) {
+      const r = await post(chat, body);
+      assertOpenAiError(assert, r, 400, { param });
+      assert.ok(r.json.error.message.includes(String(r.json.error.param)), r.text);
+    }
+    assertOpenAiError(assert, await post(comp, { prompt: 5 }), 400, { param: "prompt" });
+    assertOpenAiError(assert, await post(comp, { prompt: "x", max_tokens: "a" }), 400, { param: "max_tokens" });
+    assertOpenAiError(assert, await post(comp, { prompt: "x", echo: "yes" }), 400, { param: "echo" });
+    // echo is refused by name (not implemented), never silently ignored.
+    assertOpenAiError(assert, await post(comp, { prompt: "x", echo: true }), 400, { param: "echo" });
+  });
+
+  test("missing or empty messages / prompt", async () => {
+    assertOpenAiError(assert, await post(chat, {}), 400, { param: "messages" });
+    assertOpenAiError(assert, await post(chat, { messages: [] }), 400, { param: "messages" });
+    assertOpenAiError(assert, await post(comp, {}), 400, { param: "prompt" });
+    assertOpenAiError(assert, await post(comp, { prompt: "" }), 400, { param: "prompt" });
+    assertOpenAiError(assert, await post(comp, { prompt: [] }), 400, { param: "prompt" });
+  });
+
+  test("an image part is refused: this engine is text-only", async () => {
+    const r = await post(chat, { messages: [{ role: "user", content: [{ type: "image_url", image_url: { url: "data:image/png;base64,AAAA" } }] }] });
+    assertOpenAiError(assert, r, 400, { match: /text/ });
+  });
+
+  test("a prompt longer than the context, max_tokens beyond it", async () => {
+    const long = "word ".repeat(400);
+    assertOpenAiError(assert, await post(chat, { messages: [{ role: "user", content: long }] }), 400, { param: "messages", match: /max_model_len\) is 256/ });
+    assertOpenAiError(assert, await post(comp, { prompt: long }), 400, { param: "prompt", match: /max_model_len\) is 256/ });
+    const a = await post(server.url + "/v1/messages", { max_tokens: 5, messages: [{ role: "user", content: long }] });
+    assert.equal(a.status, 400);
+    assert.match(a.json.error.message, /max_model_len\) is 256/);
+    assertOpenAiError(assert, await post(chat, { messages: USER, max_tokens: 100000 }), 400, { param: "max_tokens" });
+    assertOpenAiError(assert, await post(comp, { prompt: "x", max_tokens: 100000 }), 400, { param: "max_tokens" });
+  });
+
+  test("bad tool_choice", async () => {
+    const tools = [{ type: "function", function: { name: "f", parameters: { type: "object", properties: {} } } }];
+    assertOpenAiError(assert, await post(chat, { messages: USER, tools, tool_choice: "sometimes" }), 400, { param: "tool_choice" });
+    assertOpenAiError(assert, await post(chat, { messages: USER, tools, tool_choice: 3 }), 400, { param: "tool_choice" });
+    assertOpenAiError(assert, await post(chat, { messages: USER, tools, tool_choice: { type: "function", function: { name: "g" } } }), 400, { param: "tool_choice" });
+    assertOpenAiError(assert, await post(chat, { messages: USER, tool_choice: "required" }), 400, { param: "tool_choice" });
+  });
+
+  test("unknown model: 404, also through the openai client's NotFoundError", async () => {
+    const r = await post(chat, { model: "gpt-9", messages: USER });
+    assertOpenAiError(assert, r, 404, { param: "model", match: /gpt-9/ });
+    await assert.rejects(server.openai().chat.completions.create({ model: "gpt-9", messages: USER }), (e) => {
+      assert.ok(e instanceof OpenAI.NotFoundError);
+      assert.equal(e.status, 404);
+      return true;
+    });
+    const a = await post(msgs, { model: "claude-9", max_tokens: 5, messages: USER });
+    assert.equal(a.status, 404);
+    assert.equal(a.json.type, "error");
+    assert.equal(a.json.error.type, "not_found_error");
+  });
+
+  test("Anthropic errors: Anthropic shape, the SDK's error classes", async () => {
+    const cases = [
+      [{ messages: USER }, /max_tokens/],
+      [{ max_tokens: 5 }, /messages/],
+      [{ max_tokens: 5, messages: [] }, /messages/],
+      [{ max_tokens: "5", messages: USER }, /max_tokens/],
+      [{ max_tokens: 5, messages: USER, system: 5 }, /system/],
+      [{ max_tokens: 5, messages: USER, stop_sequences: "x" }, /stop_sequences/],
+      [{ max_tokens: 5, messages: USER, thinking: "on" }, /thinking/],
+      [{ max_tokens: 5, messages: USER, tool_choice: { type: "bogus" } }, /tool_choice/],
+    ];
+    for (const [body, re] of cases) {
+      const r = await post(msgs, body);
+      assert.equal(r.status, 400, r.text);
+      assert.equal(r.json.type, "error", r.text);
+      assert.equal(r.json.error.type, "invalid_request_error");
+      assert.match(r.json.error.message, re);
+    }
+    await assert.rejects(server.anthropic().messages.create({ model: "e2e", max_tokens: 100000, messages: USER }), (e) => {
+      assert.ok(e instanceof Anthropic.BadRequestError);
+      assert.equal(e.status, 400);
+      return true;
+    });
+  });
+
+  test("the server is still healthy after all of it", async () => {
+    assert.equal((await fetch(server.url + "/health")).status, 200);
+    const r = await server.openai().chat.completions.create({ messages: USER, max_tokens: 2 });
+    assert.equal(r.choices.length, 1);
+  });
+});
+
+describe("errors: API key (401), full queue (429), loading (503)", () => {
+  let server;
+  const KEY = "sk-test-123";
+  before(async () => {
+    // Not waiting for readiness: the first look may still see the loading server.
+    server = await startServer(ensureE2eModel(), ["--max-model-len", "512", "--api-key", KEY, "--max-num-seqs", "1",
+      "--max-waiting", "1"], { waitReady: false, warmup: true });
+  });
+  after(async () => { assert.equal(await server?.stop(), 0, server?.stderr()); });
+
+  test("503 while loading (when the first look is early enough), then 200", async (t) => {
+    const h = await fetch(server.url + "/health");
+    if (h.status === 503) {
+      const r = await post(server.url + "/v1/chat/completions", { messages: USER }, { Authorization: `Bearer ${KEY}` });
+      if (r.status === 503) {
+        assertOpenAiError(assert, r, 503, { match: /loading/ });
+      }
+    } else {
+      t.diagnostic("the server was ready before the first look; 503 not observed");
+    }
+    for (let i = 0; i < 600 && (await fetch(server.url + "/health")).status !== 200; i++) await sleep(50);
+    assert.equal((await fetch(server.url + "/health")).status, 200);
+  });
+
+  test("missing or wrong key: 401 (OpenAI and Anthropic shapes); the right one works", async () => {
+    const chat = server.url + "/v1/chat/completions";
+    assertOpenAiError(assert, await post(chat, { messages: USER }), 401, { match: /API key/ });
+    assertOpenAiError(assert, await post(chat, { messages: USER }, { Authorization: "Bearer wrong" }), 401, { match: /incorrect/ });
+    const a = await post(server.url + "/v1/messages", { max_tokens: 3, messages: USER }, { "x-api-key": "wrong" });
+    assert.equal(a.status, 401);
+    assert.equal(a.json.error.type, "authentication_error");
+    await assert.rejects(server.openai({ apiKey: "wrong" }).models.list(), (e) => e instanceof OpenAI.AuthenticationError);
+    await assert.rejects(server.anthropic({ apiKey: "wrong" }).messages.create({ model: "e2e", max_tokens: 2, messages: USER }),
+      (e) => e instanceof Anthropic.AuthenticationError);
+    const ok = await server.openai({ apiKey: KEY }).chat.completions.create({ messages: USER, max_tokens: 2 });
+    assert.equal(ok.choices.length, 1);
+    const ok2 = await server.anthropic({ apiKey: KEY }).messages.create({ model: "e2e", max_tokens: 2, messages: USER });
+    assert.equal(ok2.type, "message");
+    assert.equal((await fetch(server.url + "/health")).status, 200);  // /health needs no key
+  });
+
+  test("a full queue answers 429; the admitted requests finish", async () => {
+    const client = server.openai({ apiKey: KEY });
+    const results = await Promise.all(Array.from({ length: 8 }, () =>
+      client.chat.completions.create({ messages: USER, max_tokens: 64, ignore_eos: true })
+        .then((r) => ({ ok: r }), (e) => ({ err: e }))));
+    const ok = results.filter((r) => r.ok);
+    const refused = results.filter((r) => r.err);
+    assert.ok(ok.length >= 1, "some request was served");
+    assert.ok(refused.length >= 1, "some request was refused");
+    for (const r of refused) {
+      assert.ok(r.err instanceof OpenAI.RateLimitError, String(r.err));
+      assert.equal(r.err.status, 429);
+      assert.equal(r.err.error.type, "rate_limit_error");
+    }
+    for (const r of ok) assert.equal(r.ok.usage.completion_tokens, 64);
+  });
+});
