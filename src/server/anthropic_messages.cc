@@ -318,8 +318,21 @@ void ApiServer::HandleMessages(const httplib::Request& req, httplib::Response& r
   if (auto e = ConvertMessages(body, &messages)) return SendError(res, *e, P);
   if (auto e = ConvertTools(body, &tools, &choice, &choice_name)) return SendError(res, *e, P);
   GenerationRequest g;
-  if (auto e = ParseGenerationFields(fields, model_.defaults, true, &g)) return SendError(res, *e, P);
-  bool stream = fields.value("stream", false);
+  if (auto e = ParseGenerationFields(fields, model_.defaults, true, &g)) {
+    if (e->param == "stop") {  // named as the client sent it
+      e->param = "stop_sequences";
+      const size_t at = e->message.find("'stop'");
+      if (at != std::string::npos) e->message.replace(at, 6, "'stop_sequences'");
+    }
+    return SendError(res, *e, P);
+  }
+  bool stream = false;
+  if (body.contains("stream") && !body["stream"].is_null()) {
+    if (!body["stream"].is_boolean()) {
+      return SendError(res, BadRequest("'stream' must be a boolean", "stream"), P);
+    }
+    stream = body["stream"].get<bool>();
+  }
   OJson kwargs = OJson::object();
   // Anthropic clients turn thinking on explicitly; absent means off (as the Messages API).
   bool thinking = false;

@@ -147,7 +147,8 @@ void ApiServer::Route() {
   s.set_read_timeout(30, 0);
   s.set_write_timeout(30, 0);
   // Handlers catch everything: a request must never take the server down.
-  s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+  s.set_exception_handler([](const httplib::Request& req, httplib::Response& res,
+                             std::exception_ptr ep) {
     std::string what = "internal error";
     try {
       if (ep) std::rethrow_exception(ep);
@@ -159,7 +160,7 @@ void ApiServer::Route() {
     e.status = 500;
     e.type = "internal_server_error";
     e.message = what;
-    SendError(res, e, Protocol::kOpenAi);
+    SendError(res, e, req.path == "/v1/messages" ? Protocol::kAnthropic : Protocol::kOpenAi);
   });
   s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     if (!ready_.load()) return SendJson(res, {{"status", "loading"}}, 503);

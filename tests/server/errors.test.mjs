@@ -137,6 +137,41 @@ describe("errors: OpenAI and Anthropic error objects", () => {
     });
   });
 
+  test("type fuzz: every field with every JSON type gives 200 or a 400 naming it, never a 500", async () => {
+    const VALUES = [null, true, 0, -1, 1.5, 1e10, "x", "", [], [1], {}, { a: 1 }];
+    const endpoints = [
+      [chat, { messages: USER, max_tokens: 2 }, ["model", "messages", "max_tokens", "max_completion_tokens",
+        "temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty",
+        "logit_bias", "seed", "stop", "n", "logprobs", "top_logprobs", "stream", "stream_options", "tools",
+        "tool_choice", "parallel_tool_calls", "chat_template_kwargs", "ignore_eos", "min_tokens",
+        "response_format", "stop_token_ids", "user"]],
+      [comp, { prompt: "hi", max_tokens: 2 }, ["model", "prompt", "max_tokens", "temperature", "top_p", "n",
+        "logprobs", "stop", "seed", "echo", "stream", "stream_options", "logit_bias", "ignore_eos", "min_tokens",
+        "response_format"]],
+      [msgs, { messages: USER, max_tokens: 2 }, ["model", "messages", "max_tokens", "system", "temperature",
+        "top_p", "top_k", "stop_sequences", "stream", "tools", "tool_choice", "thinking", "metadata"]],
+    ];
+    const msgFields = ["role", "content"];
+    const cases = [];
+    for (const [url, base, fields] of endpoints) {
+      for (const f of fields) for (const v of VALUES) cases.push([url, { ...base, [f]: v }, f]);
+      for (const f of msgFields) for (const v of VALUES) cases.push([url, { ...base, messages: [{ ...USER[0], [f]: v }] }, f]);
+    }
+    const bad = [];
+    for (let i = 0; i < cases.length; i += 8) {
+      await Promise.all(cases.slice(i, i + 8).map(async ([url, body, f]) => {
+        const r = await post(url, body);
+        if (r.status === 200) return;
+        if (f === "model" && typeof body.model === "string" && r.status === 404) return;  // unknown model
+        const msg = url === msgs ? r.json?.error?.message : r.json?.error?.message;
+        if (r.status !== 400 || typeof msg !== "string" || !msg.includes(f === "role" || f === "content" ? "messages" : f)) {
+          bad.push(`${url.replace(server.url, "")} ${JSON.stringify(body)} -> ${r.status} ${r.text.slice(0, 200)}`);
+        }
+      }));
+    }
+    assert.deepEqual(bad, []);
+  });
+
   test("the server is still healthy after all of it", async () => {
     assert.equal((await fetch(server.url + "/health")).status, 200);
     const r = await server.openai().chat.completions.create({ messages: USER, max_tokens: 2 });
