@@ -232,7 +232,17 @@ std::optional<ApiError> ApiServer::StructuredConstraint(const OJson& response_fo
       // Auto: the grammar applies once the model opens a call. Tools whose schemas the grammar
       // cannot express stay unconstrained, unless one of them asks to be strict.
       bool strict = false;
-      for (const OJson& t : tools) strict |= t.contains("function") && t["function"].value("strict", false);
+      for (size_t i = 0; i < tools.size(); ++i) {
+        const OJson& t = tools[i];
+        if (!t.is_object() || !t.contains("function") || !t["function"].is_object()) continue;
+        const OJson& f = t["function"];
+        if (!f.contains("strict") || f["strict"].is_null()) continue;
+        if (!f["strict"].is_boolean()) {
+          const std::string field = "tools[" + std::to_string(i) + "].function.strict";
+          return BadRequest("'" + field + "' must be a boolean", field);
+        }
+        strict |= f["strict"].get<bool>();
+      }
       if (!g.ok() && !strict) return std::nullopt;
       so.triggers.push_back(model_.tool_call_id);
       so.feed_text = model_.tokenizer->IdToToken(model_.tool_call_id);

@@ -172,6 +172,59 @@ describe("errors: OpenAI and Anthropic error objects", () => {
     assert.deepEqual(bad, []);
   });
 
+  test("nested fuzz: tools, tool calls, content parts, tool_choice objects: 200 or 400, never 500", async () => {
+    const V = [null, true, 0, 1.5, "x", [], [1], {}, { a: 1 }];
+    const fn = { name: "f", description: "d", parameters: { type: "object", properties: { a: { type: "string" } } } };
+    const cases = [];
+    for (const v of V) {
+      cases.push([chat, { messages: USER, max_tokens: 2, tools: [v] }]);
+      cases.push([chat, { messages: USER, max_tokens: 2, tools: [{ type: "function", function: v }] }]);
+      cases.push([chat, { messages: USER, max_tokens: 2, tools: [{ type: v, function: fn }] }]);
+      for (const k of ["name", "description", "parameters", "strict"]) {
+        cases.push([chat, { messages: USER, max_tokens: 2, tools: [{ type: "function", function: { ...fn, [k]: v } }] }]);
+      }
+      cases.push([chat, { messages: USER, max_tokens: 2, tools: [{ type: "function", function: fn }], tool_choice: { type: "function", function: v } }]);
+      cases.push([chat, { messages: USER, max_tokens: 2, tools: [{ type: "function", function: fn }], tool_choice: { type: v, function: { name: "f" } } }]);
+      cases.push([chat, { messages: [{ role: "user", content: [v] }], max_tokens: 2 }]);
+      cases.push([chat, { messages: [{ role: "user", content: [{ type: "text", text: v }] }], max_tokens: 2 }]);
+      cases.push([chat, { messages: [{ role: "user", content: [{ type: v, text: "hi" }] }], max_tokens: 2 }]);
+      const call = { id: "c1", type: "function", function: { name: "f", arguments: "{}" } };
+      cases.push([chat, { messages: [...USER, { role: "assistant", content: null, tool_calls: v }], max_tokens: 2 }]);
+      cases.push([chat, { messages: [...USER, { role: "assistant", content: null, tool_calls: [v] }], max_tokens: 2 }]);
+      cases.push([chat, { messages: [...USER, { role: "assistant", content: null, tool_calls: [{ ...call, function: { name: "f", arguments: v } }] }], max_tokens: 2 }]);
+      cases.push([chat, { messages: [...USER, { role: "assistant", content: null, tool_calls: [{ ...call, function: v }] }], max_tokens: 2 }]);
+      cases.push([chat, { messages: [...USER, { role: "assistant", content: "x", reasoning_content: v }], max_tokens: 2 }]);
+      cases.push([chat, { messages: [...USER, { role: "tool", tool_call_id: v, content: "r" }], max_tokens: 2 }]);
+      cases.push([chat, { messages: USER, max_tokens: 2, response_format: { type: "json_schema", json_schema: v } }]);
+      cases.push([chat, { messages: USER, max_tokens: 2, response_format: { type: "json_schema", json_schema: { name: "s", schema: v } } }]);
+      cases.push([chat, { messages: USER, max_tokens: 2, stream: true, stream_options: { include_usage: v } }]);
+      cases.push([chat, { messages: USER, max_tokens: 2, logit_bias: { "5": v } }]);
+      cases.push([comp, { prompt: [v], max_tokens: 2 }]);
+      cases.push([comp, { prompt: [[v]], max_tokens: 2 }]);
+      cases.push([msgs, { max_tokens: 2, messages: [{ role: "user", content: [v] }] }]);
+      cases.push([msgs, { max_tokens: 2, messages: [{ role: "user", content: [{ type: "tool_result", tool_use_id: v, content: "r" }] }] }]);
+      cases.push([msgs, { max_tokens: 2, messages: [{ role: "user", content: [{ type: "tool_result", tool_use_id: "t", content: v }] }] }]);
+      cases.push([msgs, { max_tokens: 2, messages: [...USER, { role: "assistant", content: [{ type: "tool_use", id: "t", name: "f", input: v }] }] }]);
+      cases.push([msgs, { max_tokens: 2, messages: [...USER, { role: "assistant", content: [{ type: "thinking", thinking: v }] }] }]);
+      cases.push([msgs, { max_tokens: 2, messages: USER, tools: [v] }]);
+      cases.push([msgs, { max_tokens: 2, messages: USER, tools: [{ name: "f", input_schema: v }] }]);
+      cases.push([msgs, { max_tokens: 2, messages: USER, system: [v] }]);
+      cases.push([msgs, { max_tokens: 2, messages: USER, thinking: { type: v } }]);
+      cases.push([msgs, { max_tokens: 2, messages: USER, tools: [{ name: "f", input_schema: { type: "object" } }], tool_choice: { type: "tool", name: v } }]);
+    }
+    const bad = [];
+    for (let i = 0; i < cases.length; i += 8) {
+      await Promise.all(cases.slice(i, i + 8).map(async ([url, body]) => {
+        const r = await post(url, body);
+        const shapeOk = url === msgs ? r.json?.type === "error" || r.status === 200 : r.status === 200 || typeof r.json?.error?.message === "string";
+        if ((r.status !== 200 && r.status !== 400) || !shapeOk) {
+          bad.push(`${url.replace(server.url, "")} ${JSON.stringify(body)} -> ${r.status} ${r.text.slice(0, 160)}`);
+        }
+      }));
+    }
+    assert.deepEqual(bad, []);
+  });
+
   test("the server is still healthy after all of it", async () => {
     assert.equal((await fetch(server.url + "/health")).status, 200);
     const r = await server.openai().chat.completions.create({ messages: USER, max_tokens: 2 });
