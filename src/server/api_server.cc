@@ -94,6 +94,12 @@ void ApiServer::HandleTokenize(const httplib::Request& req, httplib::Response& r
   OJson body;
   if (!Admit(req, res, Protocol::kOpenAi, &body)) return;
   if (auto e = CheckModel(body, model_.defaults)) return SendError(res, *e, Protocol::kOpenAi);
+  for (const char* k : {"add_generation_prompt", "return_token_strs"}) {
+    if (body.contains(k) && !body[k].is_boolean()) {
+      return SendError(res, BadRequest(std::string("'") + k + "' must be a boolean", k),
+                       Protocol::kOpenAi);
+    }
+  }
   std::string text;
   if (body.contains("messages")) {
     ChatRequest cr;

@@ -150,12 +150,15 @@ describe("errors: OpenAI and Anthropic error objects", () => {
         "response_format"]],
       [msgs, { messages: USER, max_tokens: 2 }, ["model", "messages", "max_tokens", "system", "temperature",
         "top_p", "top_k", "stop_sequences", "stream", "tools", "tool_choice", "thinking", "metadata"]],
+      [server.url + "/tokenize", { prompt: "hi" }, ["model", "prompt", "return_token_strs", "add_special_tokens"]],
+      [server.url + "/tokenize", { messages: USER }, ["messages", "add_generation_prompt", "chat_template_kwargs", "tools"]],
+      [server.url + "/detokenize", { tokens: [1, 2] }, ["model", "tokens"]],
     ];
     const msgFields = ["role", "content"];
     const cases = [];
     for (const [url, base, fields] of endpoints) {
       for (const f of fields) for (const v of VALUES) cases.push([url, { ...base, [f]: v }, f]);
-      for (const f of msgFields) for (const v of VALUES) cases.push([url, { ...base, messages: [{ ...USER[0], [f]: v }] }, f]);
+      if (base.messages) for (const f of msgFields) for (const v of VALUES) cases.push([url, { ...base, messages: [{ ...USER[0], [f]: v }] }, f]);
     }
     const bad = [];
     for (let i = 0; i < cases.length; i += 8) {
@@ -200,6 +203,7 @@ describe("errors: OpenAI and Anthropic error objects", () => {
       cases.push([chat, { messages: USER, max_tokens: 2, stream: true, stream_options: { include_usage: v } }]);
       cases.push([chat, { messages: USER, max_tokens: 2, logit_bias: { "5": v } }]);
       cases.push([comp, { prompt: [v], max_tokens: 2 }]);
+      cases.push([server.url + "/detokenize", { tokens: [v] }]);
       cases.push([comp, { prompt: [[v]], max_tokens: 2 }]);
       cases.push([msgs, { max_tokens: 2, messages: [{ role: "user", content: [v] }] }]);
       cases.push([msgs, { max_tokens: 2, messages: [{ role: "user", content: [{ type: "tool_result", tool_use_id: v, content: "r" }] }] }]);
