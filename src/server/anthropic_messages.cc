@@ -367,7 +367,9 @@ void ApiServer::HandleMessages(const httplib::Request& req, httplib::Response& r
                        P);
     }
     if (!body["thinking"]["type"].is_string()) {
-      return SendError(res, BadRequest("'thinking.type' must be \"enabled\" or \"disabled\"", "thinking.type"), P);
+      return SendError(
+          res, BadRequest("'thinking.type' must be \"enabled\" or \"disabled\"", "thinking.type"),
+          P);
     }
     thinking = body["thinking"]["type"] == "enabled";
   }
@@ -387,13 +389,13 @@ void ApiServer::HandleMessages(const httplib::Request& req, httplib::Response& r
   const OJson* tc = body.contains("tool_choice") && body["tool_choice"].is_object()
                        ? &body["tool_choice"]
                        : nullptr;
-  if (tc && tc->contains("disable_parallel_tool_use") && !(*tc)["disable_parallel_tool_use"].is_boolean()) {
+  const bool has_dptu = tc && tc->contains("disable_parallel_tool_use");
+  if (has_dptu && !(*tc)["disable_parallel_tool_use"].is_boolean()) {
     return SendError(res, BadRequest("'tool_choice.disable_parallel_tool_use' must be a boolean",
                                      "tool_choice.disable_parallel_tool_use"),
                      P);
   }
-  const bool parallel =
-      !(tc && tc->contains("disable_parallel_tool_use") && (*tc)["disable_parallel_tool_use"].get<bool>());
+  const bool parallel = !(has_dptu && (*tc)["disable_parallel_tool_use"].get<bool>());
   if (auto e = StructuredConstraint(nullptr, tools, choice, choice_name, parallel, thinking,
                                     &g.constraint)) {
     return SendError(res, *e, P);

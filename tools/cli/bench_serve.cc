@@ -36,8 +36,8 @@ using Json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 struct BenchPrompt {
-  Json prompt;    // completions: string or token-id array; chat: null
-  Json messages;  // chat: the messages array; completions: null
+  Json prompt;         // completions: string or token-id array; chat: null
+  Json messages;       // chat: the messages array; completions: null
   int input_len = 0;   // what the dataset asked for (0: unknown until usage arrives)
   int output_len = 0;  // max_tokens
 };
@@ -79,7 +79,8 @@ std::string ChunkText(const Json& j) {
   if (c.contains("text") && c["text"].is_string()) out += c["text"].get<std::string>();
   if (c.contains("delta") && c["delta"].is_object()) {
     for (const char* k : {"content", "reasoning_content", "reasoning"}) {
-      if (c["delta"].contains(k) && c["delta"][k].is_string()) out += c["delta"][k].get<std::string>();
+      if (c["delta"].contains(k) && c["delta"][k].is_string())
+        out += c["delta"][k].get<std::string>();
     }
     if (c["delta"].contains("tool_calls")) out += "<tool>";
   }
@@ -89,8 +90,10 @@ std::string ChunkText(const Json& j) {
 // One streaming request; parses the SSE events as they arrive and times the text chunks.
 RequestResult SendOne(const BenchConfig& cfg, const BenchPrompt& p) {
   RequestResult r;
-  Json body = {{"model", cfg.model}, {"stream", true},
-               {"stream_options", {{"include_usage", true}}}, {"temperature", cfg.temperature}};
+  Json body = {{"model", cfg.model},
+               {"stream", true},
+               {"stream_options", {{"include_usage", true}}},
+               {"temperature", cfg.temperature}};
   if (cfg.chat) {
     body["messages"] = p.messages;
     body["max_completion_tokens"] = p.output_len;
@@ -347,7 +350,8 @@ int RunBenchServe(int argc, char** argv) {
   BenchConfig cfg;
   SplitBaseUrl(a.Get("base-url"), &cfg.base_url);
   cfg.model = a.Get("model");
-  cfg.api_key = a.Get("api-key", std::getenv("OPENAI_API_KEY") ? std::getenv("OPENAI_API_KEY") : "");
+  cfg.api_key =
+      a.Get("api-key", std::getenv("OPENAI_API_KEY") ? std::getenv("OPENAI_API_KEY") : "");
   const std::string endpoint = a.Get("endpoint", "completions");
   if (endpoint != "completions" && endpoint != "chat") {
     std::fprintf(stderr, "bench serve: --endpoint must be completions or chat\n");
@@ -430,12 +434,21 @@ int RunBenchServe(int argc, char** argv) {
     if (r.output_tokens > 1) tpot.push_back((r.e2e - r.ttft) / (r.output_tokens - 1));
     itl.insert(itl.end(), r.itl.begin(), r.itl.end());
   }
-  Json out = {{"base_url", cfg.base_url}, {"endpoint", cfg.path}, {"model", cfg.model},
-              {"dataset", dataset}, {"num_prompts", n}, {"max_concurrency", conc},
+  Json out = {{"base_url", cfg.base_url},
+              {"endpoint", cfg.path},
+              {"model", cfg.model},
+              {"dataset", dataset},
+              {"num_prompts", n},
+              {"max_concurrency", conc},
               {"request_rate", std::isinf(rate) ? Json("inf") : Json(rate)},
-              {"input_len", in_len}, {"output_len", out_len}, {"ignore_eos", cfg.ignore_eos},
-              {"seed", seed}, {"duration", duration}, {"completed", completed},
-              {"failed", n - completed}, {"total_input_tokens", total_in},
+              {"input_len", in_len},
+              {"output_len", out_len},
+              {"ignore_eos", cfg.ignore_eos},
+              {"seed", seed},
+              {"duration", duration},
+              {"completed", completed},
+              {"failed", n - completed},
+              {"total_input_tokens", total_in},
               {"total_output_tokens", total_out},
               {"request_throughput", completed / duration},
               {"output_throughput", total_out / duration},
@@ -452,7 +465,8 @@ int RunBenchServe(int argc, char** argv) {
   std::printf("%-40s %10lld\n", "Total generated tokens:", total_out);
   std::printf("%-40s %10.2f\n", "Request throughput (req/s):", completed / duration);
   std::printf("%-40s %10.2f\n", "Output token throughput (tok/s):", total_out / duration);
-  std::printf("%-40s %10.2f\n", "Total token throughput (tok/s):", (total_in + total_out) / duration);
+  std::printf("%-40s %10.2f\n",
+              "Total token throughput (tok/s):", (total_in + total_out) / duration);
   Section("Time to First Token");
   PrintStat("TTFT", ttft, &out, "ttft");
   Section("Time per Output Token (excl. 1st token)");
@@ -485,8 +499,12 @@ int RunBenchServe(int argc, char** argv) {
   if (a.Has("result-json")) {
     Json per = Json::array();
     for (const RequestResult& r : results) {
-      per.push_back({{"ok", r.ok}, {"error", r.error}, {"ttft", r.ttft}, {"e2e", r.e2e},
-                     {"prompt_tokens", r.prompt_tokens}, {"output_tokens", r.output_tokens}});
+      per.push_back({{"ok", r.ok},
+                     {"error", r.error},
+                     {"ttft", r.ttft},
+                     {"e2e", r.e2e},
+                     {"prompt_tokens", r.prompt_tokens},
+                     {"output_tokens", r.output_tokens}});
     }
     out["requests"] = per;
     std::ofstream f(a.Get("result-json"));
