@@ -123,3 +123,36 @@ describe("load: concurrency, disconnects, soak", () => {
     assert.equal((await fetch(server.url + "/health")).status, 200);
   });
 });
+
+describe("SIGTERM drains", () => {
+  test("a request in flight finishes, a new one gets 503, the process exits 0", async () => {
+    const server = await startServer(ensureE2eModel(), ["--max-model-len", "512"]);
+    try {
+      const client = server.openai();
+      const stream = await client.chat.completions.create({
+        messages: USER(1), max_tokens: 80, ignore_eos: true, stream: true, stream_options: { include_usage: true }, ...OFF,
+      });
+      let chunks = 0, usage = null, finish = null, refused = null;
+      for await (const ch of stream) {
+        if (ch.usage) usage = ch.usage;
+        if (ch.choices[0]?.finish_reason) finish = ch.choices[0].finish_reason;
+        if (++chunks === 3) {
+          server.proc.kill("SIGTERM");
+          await sleep(150);
+          refused = await fetch(server.url + "/v1/chat/completions", {
+            method: "POST", headers: { "Content-Type": "application/json" },
+            body: JSON.stringify({ messages: USER(2), max_tokens: 2 }),
+          }).then(async (r) => ({ status: r.status, body: await r.json() }));
+        }
+      }
+      assert.equal(refused.status, 503);
+      assert.match(refused.body.error.message, /shutting down/);
+      assert.equal(usage.completion_tokens, 80);
+      assert.ok(finish === "length" || finish === "tool_calls", finish);
+      assert.equal(await server.exited, 0, server.stderr());
+      assert.match(server.stderr(), /draining[\s\S]*stopped/);
+    } finally {
+      await server.stop();
+    }
+  });
+});
