@@ -298,6 +298,59 @@ describe("random-weight model: OpenAI shapes", () => {
     assert.equal(r.choices[0].finish_reason, "stop");
   });
 
+  test("Anthropic /v1/messages on random output: block and event grammar always holds", async () => {
+    const anthropic = server.anthropic();
+    const tools = [WEATHER, TIME].map((t) => ({ name: t.function.name, description: t.function.description, input_schema: t.function.parameters }));
+    for (let i = 0; i < 4; i++) {
+      const body = { model: "e2e", max_tokens: 40, messages: [{ role: "user", content: `Say something ${i}.` }], tools,
+        temperature: 1.5, ...(i % 2 ? { thinking: { type: "enabled", budget_tokens: 32 } } : {}) };
+      const whole = await anthropic.messages.create(body);
+      assert.equal(whole.type, "message");
+      assert.ok(["end_turn", "max_tokens", "tool_use", "stop_sequence"].includes(whole.stop_reason), whole.stop_reason);
+      for (const b of whole.content) {
+        assert.ok(["text", "thinking", "tool_use"].includes(b.type), b.type);
+        if (b.type === "tool_use") assert.equal(typeof b.input, "object");
+      }
+      if (whole.stop_reason === "tool_use") assert.ok(whole.content.some((b) => b.type === "tool_use"));
+      const events = [];
+      for await (const ev of await anthropic.messages.create({ ...body, stream: true })) events.push(ev);
+      assert.equal(events[0].type, "message_start");
+      assert.equal(events.at(-1).type, "message_stop");
+      assert.equal(events.at(-2).type, "message_delta");
+      let open = -1, next = 0;
+      for (const ev of events.slice(1, -2)) {
+        if (ev.type === "content_block_start") {
+          assert.equal(open, -1, "a block opened inside another");
+          assert.equal(ev.index, next);
+          open = next++;
+        } else if (ev.type === "content_block_delta") {
+          assert.equal(ev.index, open);
+          if (ev.delta.type === "input_json_delta") assert.doesNotMatch(ev.delta.partial_json, /<\/?(parameter|function|tool_call)/);
+        } else if (ev.type === "content_block_stop") {
+          assert.equal(ev.index, open);
+          open = -1;
+        } else {
+          assert.fail(`unexpected event ${ev.type}`);
+        }
+      }
+      assert.equal(open, -1);
+    }
+  });
+
+  test("assistant turns with reasoning_content and tool_calls are rendered back through the template", async () => {
+    const messages = [
+      { role: "user", content: "Weather in Oslo?" },
+      { role: "assistant", content: "", reasoning_content: "I should call the tool.",
+        tool_calls: [{ id: "call_1", type: "function", function: { name: "get_weather", arguments: '{"city":"Oslo"}' } }] },
+      { role: "tool", tool_call_id: "call_1", content: '{"temperature": 3}' },
+    ];
+    const tok = await (await fetch(server.url + "/tokenize", { method: "POST", body: JSON.stringify({ messages, tools: [WEATHER] }) })).json();
+    const text = (await (await fetch(server.url + "/detokenize", { method: "POST", body: JSON.stringify({ tokens: tok.tokens }) })).json()).prompt;
+    assert.match(text, /<think>I should call the tool\.<\/think>/);
+    assert.match(text, /<tool_call>\n<function=get_weather>\n<parameter=city>Oslo<\/parameter>\n<\/function>\n<\/tool_call>/);
+    assert.match(text, /<tool_response>\n\{"temperature": 3\}\n<\/tool_response>/);
+  });
+
   test("assistant turns with reasoning_content and tool_calls are accepted back", async () => {
     const r = await client.chat.completions.create({
       max_tokens: 4, tools: [WEATHER], ...OFF,
