@@ -3,9 +3,13 @@
 // mid-stream frees its KV blocks (GET /metrics within ~1 s), and a bounded soak (a fixed count of
 // mixed requests under a time limit) after which the server is idle, healthy and counted them all.
 import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
 import { after, before, describe, test } from "node:test";
 
-import { OpenAI, ensureE2eModel, metric, metrics, sleep, startServer } from "./harness.mjs";
+import { MIMO, OpenAI, ensureE2eModel, metric, metrics, sleep, startServer } from "./harness.mjs";
 
 const USER = (i) => [{ role: "user", content: `Client ${i} says hello.` }];
 const OFF = { chat_template_kwargs: { enable_thinking: false } };
@@ -84,6 +88,30 @@ describe("load: concurrency, disconnects, soak", () => {
     assert.equal(metric(m, "mimo:kv_cache_usage_perc"), 0);
     assert.ok(took <= 1500, `blocks freed after ${took} ms`);
     assert.ok(metric(m, 'mimo:request_success_total{model_name="e2e",finished_reason="abort"}') >= 1, "counted as aborted");
+  });
+
+  test("mimo bench serve against it: every request completes, counts and latencies add up", async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "mimo-bench-"));
+    const out = path.join(dir, "result.json");
+    for (const endpoint of ["completions", "chat"]) {
+      const table = execFileSync(MIMO, ["bench", "serve", "--base-url", server.url + "/v1", "--model", "e2e",
+        "--endpoint", endpoint, "--dataset", "random", "--input-len", "16", "--output-len", "8", "--num-prompts", "12",
+        "--max-concurrency", "4", "--request-rate", "50", "--ignore-eos", "--seed", "1", "--result-json", out],
+      { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+      for (const row of ["Successful requests:", "Mean TTFT (ms):", "P99 TPOT (ms):", "Median ITL (ms):", "P90 E2EL (ms):",
+        "Output token throughput (tok/s):"]) assert.ok(table.includes(row), `${row} missing:\n${table}`);
+      const r = JSON.parse(fs.readFileSync(out, "utf8"));
+      assert.equal(r.completed, 12);
+      assert.equal(r.failed, 0);
+      assert.equal(r.total_output_tokens, 12 * 8);
+      if (endpoint === "completions") assert.equal(r.total_input_tokens, 12 * 16);  // token-id prompts
+      for (const q of r.requests) {
+        assert.ok(q.ok && q.ttft > 0 && q.ttft <= q.e2e, JSON.stringify(q));
+        assert.equal(q.output_tokens, 8);
+      }
+      assert.ok(r.mean_ttft_ms <= r.mean_e2el_ms && r.p99_tpot_ms >= r.median_tpot_ms);
+    }
+    fs.rmSync(dir, { recursive: true, force: true });
   });
 
   test("bounded soak: 160 mixed requests, 8 at a time, under 60 s", async () => {
