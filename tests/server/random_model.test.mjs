@@ -286,6 +286,26 @@ describe("random-weight model: OpenAI shapes", () => {
     assert.equal(sc.finish, "tool_calls");
   });
 
+  test("logit_bias, min_tokens, max_completion_tokens take effect", async () => {
+    const ids = (await (await fetch(server.url + "/tokenize", { method: "POST", body: JSON.stringify({ prompt: " banana" }) })).json()).tokens;
+    assert.equal(ids.length, 1);
+    const biased = await client.chat.completions.create({
+      messages: USER, max_completion_tokens: 5, temperature: 0, logit_bias: { [ids[0]]: 100 }, ...OFF,
+    });
+    assert.equal(biased.choices[0].message.content, " banana".repeat(5));
+    assert.equal(biased.usage.completion_tokens, 5);
+    // <|im_end|> forced: the answer ends at once, unless min_tokens holds it back.
+    const imEnd = 151645;
+    const ends = await client.chat.completions.create({ messages: USER, max_tokens: 20, temperature: 0, logit_bias: { [imEnd]: 100 }, ...OFF });
+    assert.equal(ends.choices[0].finish_reason, "stop");
+    assert.ok(ends.usage.completion_tokens <= 1, JSON.stringify(ends.usage));
+    const held = await client.chat.completions.create({
+      messages: USER, max_tokens: 20, temperature: 0, logit_bias: { [imEnd]: 100 }, min_tokens: 6, ...OFF,
+    });
+    assert.equal(held.choices[0].finish_reason, "stop");
+    assert.ok(held.usage.completion_tokens >= 6 && held.usage.completion_tokens <= 7, JSON.stringify(held.usage));
+  });
+
   test("stop strings end the text before the stop (same seed, with and without)", async () => {
     const body = { messages: USER, max_tokens: 24, seed: 11, temperature: 1, ignore_eos: true, ...OFF };
     const full = (await client.chat.completions.create(body)).choices[0].message.content;
