@@ -150,6 +150,12 @@ describe("errors: OpenAI and Anthropic error objects", () => {
         "response_format"]],
       [msgs, { messages: USER, max_tokens: 2 }, ["model", "messages", "max_tokens", "system", "temperature",
         "top_p", "top_k", "stop_sequences", "stream", "tools", "tool_choice", "thinking", "metadata"]],
+      // Streamed: a refused request is a JSON error before any SSE starts.
+      [chat, { messages: USER, max_tokens: 2, stream: true }, ["max_tokens", "temperature", "n", "logprobs",
+        "top_logprobs", "stop", "stream_options", "tools", "tool_choice", "chat_template_kwargs", "response_format"]],
+      [comp, { prompt: "hi", max_tokens: 2, stream: true }, ["max_tokens", "n", "logprobs", "stop", "stream_options"]],
+      [msgs, { messages: USER, max_tokens: 2, stream: true }, ["max_tokens", "system", "stop_sequences", "tools",
+        "tool_choice", "thinking"]],
       [server.url + "/tokenize", { prompt: "hi" }, ["model", "prompt", "return_token_strs", "add_special_tokens"]],
       [server.url + "/tokenize", { messages: USER }, ["messages", "add_generation_prompt", "chat_template_kwargs", "tools"]],
       [server.url + "/detokenize", { tokens: [1, 2] }, ["model", "tokens"]],
@@ -164,7 +170,10 @@ describe("errors: OpenAI and Anthropic error objects", () => {
     for (let i = 0; i < cases.length; i += 8) {
       await Promise.all(cases.slice(i, i + 8).map(async ([url, body, f]) => {
         const r = await post(url, body);
-        if (r.status === 200) return;
+        if (r.status === 200) {
+          if (body.stream === true) assert.match(r.headers.get("content-type"), /text\/event-stream/);
+          return;
+        }
         if (f === "model" && typeof body.model === "string" && r.status === 404) return;  // unknown model
         const msg = url === msgs ? r.json?.error?.message : r.json?.error?.message;
         if (r.status !== 400 || typeof msg !== "string" || !msg.includes(f === "role" || f === "content" ? "messages" : f)) {
