@@ -74,9 +74,15 @@ describe("errors: OpenAI and Anthropic error objects", () => {
     assertOpenAiError(assert, await post(comp, { prompt: [] }), 400, { param: "prompt" });
   });
 
-  test("an image part is refused: this engine is text-only", async () => {
+  test("an image or audio part is refused: this engine is text-only", async () => {
     const r = await post(chat, { messages: [{ role: "user", content: [{ type: "image_url", image_url: { url: "data:image/png;base64,AAAA" } }] }] });
     assertOpenAiError(assert, r, 400, { match: /text/ });
+    const audio = await post(chat, { messages: [{ role: "user", content: [{ type: "input_audio", input_audio: { data: "AAAA", format: "wav" } }] }] });
+    assertOpenAiError(assert, audio, 400, { match: /text/ });
+    const img = await post(msgs, { max_tokens: 5, messages: [{ role: "user", content: [{ type: "image", source: { type: "base64", media_type: "image/png", data: "AAAA" } }] }] });
+    assert.equal(img.status, 400);
+    assert.equal(img.json.type, "error");
+    assert.match(img.json.error.message, /text-only/);
   });
 
   test("a prompt longer than the context, max_tokens beyond it", async () => {
