@@ -110,6 +110,16 @@ describe("load: concurrency, disconnects, soak", () => {
         assert.equal(q.output_tokens, 8);
       }
       assert.ok(r.mean_ttft_ms <= r.mean_e2el_ms && r.p99_tpot_ms >= r.median_tpot_ms);
+      // The summary statistics of the per-request values in the same file, computed here.
+      const ttfts = r.requests.map((q) => 1e3 * q.ttft);
+      const mean = ttfts.reduce((a, b) => a + b, 0) / ttfts.length;
+      assert.ok(Math.abs(r.mean_ttft_ms - mean) < 1e-6 * Math.max(1, mean));
+      const std = Math.sqrt(ttfts.reduce((a, b) => a + (b - mean) ** 2, 0) / ttfts.length);
+      assert.ok(Math.abs(r.std_ttft_ms - std) < 1e-6 * Math.max(1, std));
+      const sorted = [...ttfts].sort((a, b) => a - b);
+      const pos = 0.5 * (sorted.length - 1), lo = Math.floor(pos);
+      const median = sorted[lo] + (sorted[Math.min(lo + 1, sorted.length - 1)] - sorted[lo]) * (pos - lo);
+      assert.ok(Math.abs(r.median_ttft_ms - median) < 1e-6 * Math.max(1, median));
     }
     fs.rmSync(dir, { recursive: true, force: true });
   });

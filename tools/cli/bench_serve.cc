@@ -318,6 +318,9 @@ void PrintStat(const char* unit_name, const std::vector<double>& s, Json* out,
   (*out)["median_" + key + "_ms"] = med;
   (*out)["p90_" + key + "_ms"] = p90;
   (*out)["p99_" + key + "_ms"] = p99;
+  double var = 0;  // population standard deviation, as numpy.std (vLLM's std_*_ms)
+  for (double x : ms) var += (x - mean) * (x - mean);
+  (*out)["std_" + key + "_ms"] = ms.empty() ? 0.0 : std::sqrt(var / ms.size());
 }
 
 void Section(const char* title) {
