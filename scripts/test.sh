@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The README's test command: install, build, run every C++ (ctest), Python (pytest) and browser
-# (node --test: the chat page in headless Chromium) test.
+# The README's test command: install, build, run every C++ (ctest), Python (pytest), end-to-end
+# server (node --test tests/server: the official API clients) and browser (node --test: the chat
+# page in headless Chromium) test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -8,5 +9,9 @@ MIMO_CMAKE_ARGS="${MIMO_CMAKE_ARGS:-} -DMIMO_WERROR=ON" bash scripts/build.sh
 (cd build && ctest --output-on-failure --timeout 900)
 # Python helpers run on Debian's interpreter (it sees python3-torch / numpy / jinja2).
 /usr/bin/python3 -m pytest -q tests/python -p no:cacheprovider
+# `mimo serve` end to end through the official openai and @anthropic-ai/sdk clients (random-weight
+# and default models; MIMO_BIN / MIMO_SERVE_LAUNCHER pick the binary and a launcher prefix). One
+# file at a time: each starts its own servers and the suite is sized for a 2-core machine.
+node --test --test-concurrency=1 tests/server/
 # The chat page of `mimo serve` in headless Chromium. A missing browser fails here (never skips).
 MIMO_REQUIRE_BROWSER=1 node --test tests/webui/

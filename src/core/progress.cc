@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "core/status.h"
@@ -25,9 +26,17 @@ std::string ProgressLine::Format(double done) const {
   const double t = elapsed_seconds();
   const double scale = unit_ == "GB" ? 1e9 : 1.0;
   const double rate = t > 0 ? done / scale / t : 0.0;
-  std::string s = StrFormat("%s: %.2f / %.2f %s", label_.c_str(), done / scale, total_ / scale,
-                            unit_.c_str());
-  s += StrFormat(", %.2f %s/s", rate, unit_.empty() ? "items" : unit_.c_str());
+  std::string s;
+  if (unit_ == "GB") {
+    s = StrFormat("%s: %.2f / %.2f GB, %.2f GB/s", label_.c_str(), done / scale, total_ / scale,
+                  rate);
+  } else {  // counts: a bar, then whole numbers ("requests: [#####     ] 5 / 10, 1.20/s")
+    const int width = 24;
+    const int filled = total_ > 0 ? static_cast<int>(width * std::min(1.0, done / total_)) : 0;
+    s = StrFormat("%s: [%s%s] %.0f / %.0f, %.2f/s", label_.c_str(),
+                  std::string(filled, '#').c_str(), std::string(width - filled, ' ').c_str(), done,
+                  total_, rate);
+  }
   if (done < total_ && rate > 0) {
     s += StrFormat(", %.0f s left", (total_ - done) / scale / rate);
   } else if (done >= total_) {

@@ -10,7 +10,8 @@ namespace mimo {
 
 class ProgressLine {
  public:
-  // unit: "GB" (done/total are bytes, shown in 1e9), or "" (counts, e.g. requests).
+  // unit: "GB" (done/total are bytes, shown in 1e9), or "" (counts, e.g. requests: drawn as a
+  // bar with whole numbers).
   ProgressLine(std::string label, double total, std::string unit = "");
   // Reports `done` of total; prints if enough time passed since the last line (or force).
   void Update(double done, bool force = false);

@@ -30,11 +30,27 @@ std::optional<ApiError> TextOf(const OJson& c, const std::string& field, std::st
   }
   if (!c.is_array()) return BadRequest("'" + field + "' must be a string or an array of blocks", field);
   for (const OJson& b : c) {
-    if (!b.is_object() || b.value("type", "") != "text" || !b.contains("text") || !b["text"].is_string()) {
+    if (!b.is_object() || !b.contains("type") || b["type"] != "text" || !b.contains("text") ||
+        !b["text"].is_string()) {
       return BadRequest("'" + field + "' may only hold text blocks here", field);
     }
     *out += b["text"].get<std::string>();
   }
+  return std::nullopt;
+}
+
+// o[k] when it is a string, else "" (a block's or a choice's "type": an unknown one is refused
+// by the caller with the list of known ones).
+std::string TypeOf(const OJson& o, const char* k = "type") {
+  return o.is_object() && o.contains(k) && o[k].is_string() ? o[k].get<std::string>() : "";
+}
+
+// o[k] as a string into *out: absent or null leaves *out; another type is a 400 naming `path`.
+std::optional<ApiError> OptString(const OJson& o, const char* k, const std::string& path,
+                                  std::string* out) {
+  if (!o.contains(k) || o[k].is_null()) return std::nullopt;
+  if (!o[k].is_string()) return BadRequest("'" + path + "' must be a string", path);
+  *out = o[k].get<std::string>();
   return std::nullopt;
 }
 
@@ -76,18 +92,22 @@ std::optional<ApiError> ConvertMessages(const OJson& body, OJson* out) {
     for (size_t k = 0; k < c.size(); ++k) {
       const OJson& b = c[k];
       const std::string bf = field + ".content[" + std::to_string(k) + "]";
-      const std::string t = b.is_object() ? b.value("type", "") : "";
+      const std::string t = TypeOf(b);
       if (t == "text" && b.contains("text") && b["text"].is_string()) {
         text += b["text"].get<std::string>();
       } else if (t == "thinking" && role == "assistant") {
-        thinking += b.value("thinking", "");
+        std::string part;
+        if (auto e = OptString(b, "thinking", bf + ".thinking", &part)) return e;
+        thinking += part;
       } else if (t == "redacted_thinking") {
         continue;
       } else if (t == "tool_use" && role == "assistant") {
         if (!b.contains("name") || !b["name"].is_string()) {
           return BadRequest("'" + bf + ".name' must be a string", bf + ".name");
         }
-        calls.push_back({{"id", b.value("id", "")},
+        std::string id;
+        if (auto e = OptString(b, "id", bf + ".id", &id)) return e;
+        calls.push_back({{"id", id},
                          {"type", "function"},
                          {"function", {{"name", b["name"]}, {"arguments", b.value("input", OJson::object())}}}});
       } else if (t == "tool_result" && role == "user") {
@@ -95,7 +115,9 @@ std::optional<ApiError> ConvertMessages(const OJson& body, OJson* out) {
         if (b.contains("content") && !b["content"].is_null()) {
           if (auto e = TextOf(b["content"], bf + ".content", &result)) return e;
         }
-        msgs.push_back({{"role", "tool"}, {"tool_call_id", b.value("tool_use_id", "")}, {"content", result}});
+        std::string use_id;
+        if (auto e = OptString(b, "tool_use_id", bf + ".tool_use_id", &use_id)) return e;
+        msgs.push_back({{"role", "tool"}, {"tool_call_id", use_id}, {"content", result}});
       } else if (t == "image" || t == "document" || t == "audio") {
         return BadRequest("'" + bf + "' has type '" + t + "': this engine is text-only", bf);
       } else {
@@ -109,7 +131,7 @@ std::optional<ApiError> ConvertMessages(const OJson& body, OJson* out) {
       msgs.push_back(a);
     } else if (!text.empty() || calls.empty()) {
       bool only_results = !c.empty();
-      for (const OJson& b : c) only_results &= b.is_object() && b.value("type", "") == "tool_result";
+      for (const OJson& b : c) only_results &= TypeOf(b) == "tool_result";
       if (!only_results) msgs.push_back({{"role", "user"}, {"content", text}});
     }
   }
@@ -138,21 +160,23 @@ std::optional<ApiError> ConvertTools(const OJson& body, OJson* tools, std::strin
       }
       OJson fn = {{"name", t["name"]}};
       if (t.contains("description")) fn["description"] = t["description"];
-      fn["parameters"] = t.value("input_schema", OJson{{"type", "object"}});
+      fn["parameters"] = t.contains("input_schema") && !t["input_schema"].is_null()
+                             ? t["input_schema"]
+                             : OJson{{"type", "object"}};
       arr.push_back({{"type", "function"}, {"function", fn}});
     }
     if (!arr.empty()) *tools = arr;
   }
   if (body.contains("tool_choice") && !body["tool_choice"].is_null()) {
     const OJson& tc = body["tool_choice"];
-    const std::string t = tc.is_object() ? tc.value("type", "") : "";
+    const std::string t = TypeOf(tc);
     if (t == "auto" || t == "none") {
       *choice = t;
     } else if (t == "any") {
       *choice = "required";
     } else if (t == "tool") {
       *choice = "function";
-      *choice_name = tc.value("name", "");
+      if (auto e = OptString(tc, "name", "tool_choice.name", choice_name)) return e;
     } else {
       return BadRequest("'tool_choice.type' must be auto, any, tool or none", "tool_choice");
     }
@@ -318,8 +342,21 @@ void ApiServer::HandleMessages(const httplib::Request& req, httplib::Response& r
   if (auto e = ConvertMessages(body, &messages)) return SendError(res, *e, P);
   if (auto e = ConvertTools(body, &tools, &choice, &choice_name)) return SendError(res, *e, P);
   GenerationRequest g;
-  if (auto e = ParseGenerationFields(fields, model_.defaults, true, &g)) return SendError(res, *e, P);
-  bool stream = fields.value("stream", false);
+  if (auto e = ParseGenerationFields(fields, model_.defaults, true, &g)) {
+    if (e->param == "stop") {  // named as the client sent it
+      e->param = "stop_sequences";
+      const size_t at = e->message.find("'stop'");
+      if (at != std::string::npos) e->message.replace(at, 6, "'stop_sequences'");
+    }
+    return SendError(res, *e, P);
+  }
+  bool stream = false;
+  if (body.contains("stream") && !body["stream"].is_null()) {
+    if (!body["stream"].is_boolean()) {
+      return SendError(res, BadRequest("'stream' must be a boolean", "stream"), P);
+    }
+    stream = body["stream"].get<bool>();
+  }
   OJson kwargs = OJson::object();
   // Anthropic clients turn thinking on explicitly; absent means off (as the Messages API).
   bool thinking = false;
@@ -329,7 +366,12 @@ void ApiServer::HandleMessages(const httplib::Request& req, httplib::Response& r
                                        "thinking"),
                        P);
     }
-    thinking = body["thinking"].value("type", "") == "enabled";
+    if (!body["thinking"]["type"].is_string()) {
+      return SendError(
+          res, BadRequest("'thinking.type' must be \"enabled\" or \"disabled\"", "thinking.type"),
+          P);
+    }
+    thinking = body["thinking"]["type"] == "enabled";
   }
   kwargs["enable_thinking"] = thinking;
   auto prompt = model_.chat_template->Render(messages, tools, true, kwargs);
@@ -344,8 +386,16 @@ void ApiServer::HandleMessages(const httplib::Request& req, httplib::Response& r
     schema = std::move(s).value();
   }
   g.prompt_ids = model_.tokenizer->Encode(*prompt);
-  const bool parallel = !(body.contains("tool_choice") && body["tool_choice"].is_object() &&
-                          body["tool_choice"].value("disable_parallel_tool_use", false));
+  const OJson* tc = body.contains("tool_choice") && body["tool_choice"].is_object()
+                       ? &body["tool_choice"]
+                       : nullptr;
+  const bool has_dptu = tc && tc->contains("disable_parallel_tool_use");
+  if (has_dptu && !(*tc)["disable_parallel_tool_use"].is_boolean()) {
+    return SendError(res, BadRequest("'tool_choice.disable_parallel_tool_use' must be a boolean",
+                                     "tool_choice.disable_parallel_tool_use"),
+                     P);
+  }
+  const bool parallel = !(has_dptu && (*tc)["disable_parallel_tool_use"].get<bool>());
   if (auto e = StructuredConstraint(nullptr, tools, choice, choice_name, parallel, thinking,
                                     &g.constraint)) {
     return SendError(res, *e, P);
@@ -358,7 +408,7 @@ void ApiServer::HandleMessages(const httplib::Request& req, httplib::Response& r
   st->input_tokens = static_cast<int>(g.prompt_ids.size());
   auto session = std::make_shared<GenerationSession>(*model_.engine, *metrics_, 1);
   const Status s = session->Submit(std::move(g), 0);
-  if (!s.ok()) return SendError(res, FromStatus(s), P);
+  if (!s.ok()) return SendError(res, FromStatus(s, "messages"), P);
   if (stream) {
     auto started = std::make_shared<bool>(false);
     RespondStreaming(res, session,

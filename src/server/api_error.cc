@@ -1,6 +1,8 @@
 // ApiError rendering (see api_error.h).
 #include "server/api_error.h"
 
+#include <cstring>
+
 namespace mimo {
 
 nlohmann::ordered_json ApiError::OpenAiJson() const {
@@ -27,9 +29,25 @@ ApiError BadRequest(std::string message, std::string param) {
   return e;
 }
 
-ApiError FromStatus(const Status& s) {
+ApiError FromStatus(const Status& s, const std::string& prompt_param) {
   ApiError e;
   e.message = s.message();
+  static const char* const kFields[] = {"max_tokens", "min_tokens", "stop_token_ids", "stop", "n",
+                                        "logit_bias", "seed", "temperature", "top_p", "top_k",
+                                        "min_p", "repetition_penalty", "presence_penalty",
+                                        "frequency_penalty", "logprobs"};
+  for (const char* f : kFields) {
+    const size_t len = std::strlen(f);
+    if (e.message.compare(0, len, f) == 0 && e.message.size() > len &&
+        (e.message[len] == ' ' || e.message[len] == ':')) {
+      e.param = f;
+      break;
+    }
+  }
+  if (e.param.empty() &&
+      (e.message.rfind("the prompt", 0) == 0 || e.message.rfind("prompt ", 0) == 0)) {
+    e.param = prompt_param;
+  }
   if (s.code() == StatusCode::kResourceExhausted) {
     e.status = 429;
     e.type = "rate_limit_error";

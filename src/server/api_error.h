@@ -24,7 +24,9 @@ struct ApiError {
 };
 
 ApiError BadRequest(std::string message, std::string param = "");
-// Engine Submit errors: InvalidArgument -> 400, ResourceExhausted -> 429, else 500.
-ApiError FromStatus(const Status& s);
+// Engine Submit errors: InvalidArgument -> 400, ResourceExhausted -> 429, else 500. The engine's
+// messages start with the field they are about ("max_tokens 300 plus ...", "stop: ..."), which
+// becomes `param`; a prompt error names `prompt_param` ("messages" for chat, "prompt").
+ApiError FromStatus(const Status& s, const std::string& prompt_param = "");
 
 }  // namespace mimo

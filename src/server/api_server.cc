@@ -94,6 +94,12 @@ void ApiServer::HandleTokenize(const httplib::Request& req, httplib::Response& r
   OJson body;
   if (!Admit(req, res, Protocol::kOpenAi, &body)) return;
   if (auto e = CheckModel(body, model_.defaults)) return SendError(res, *e, Protocol::kOpenAi);
+  for (const char* k : {"add_generation_prompt", "return_token_strs"}) {
+    if (body.contains(k) && !body[k].is_boolean()) {
+      return SendError(res, BadRequest(std::string("'") + k + "' must be a boolean", k),
+                       Protocol::kOpenAi);
+    }
+  }
   std::string text;
   if (body.contains("messages")) {
     ChatRequest cr;
@@ -147,7 +153,8 @@ void ApiServer::Route() {
   s.set_read_timeout(30, 0);
   s.set_write_timeout(30, 0);
   // Handlers catch everything: a request must never take the server down.
-  s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+  s.set_exception_handler([](const httplib::Request& req, httplib::Response& res,
+                             std::exception_ptr ep) {
     std::string what = "internal error";
     try {
       if (ep) std::rethrow_exception(ep);
@@ -159,7 +166,7 @@ void ApiServer::Route() {
     e.status = 500;
     e.type = "internal_server_error";
     e.message = what;
-    SendError(res, e, Protocol::kOpenAi);
+    SendError(res, e, req.path == "/v1/messages" ? Protocol::kAnthropic : Protocol::kOpenAi);
   });
   s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     if (!ready_.load()) return SendJson(res, {{"status", "loading"}}, 503);

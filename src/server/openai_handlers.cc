@@ -232,7 +232,17 @@ std::optional<ApiError> ApiServer::StructuredConstraint(const OJson& response_fo
       // Auto: the grammar applies once the model opens a call. Tools whose schemas the grammar
       // cannot express stay unconstrained, unless one of them asks to be strict.
       bool strict = false;
-      for (const OJson& t : tools) strict |= t.contains("function") && t["function"].value("strict", false);
+      for (size_t i = 0; i < tools.size(); ++i) {
+        const OJson& t = tools[i];
+        if (!t.is_object() || !t.contains("function") || !t["function"].is_object()) continue;
+        const OJson& f = t["function"];
+        if (!f.contains("strict") || f["strict"].is_null()) continue;
+        if (!f["strict"].is_boolean()) {
+          const std::string field = "tools[" + std::to_string(i) + "].function.strict";
+          return BadRequest("'" + field + "' must be a boolean", field);
+        }
+        strict |= f["strict"].get<bool>();
+      }
       if (!g.ok() && !strict) return std::nullopt;
       so.triggers.push_back(model_.tool_call_id);
       so.feed_text = model_.tokenizer->IdToToken(model_.tool_call_id);
@@ -300,7 +310,7 @@ void ApiServer::HandleChat(const httplib::Request& req, httplib::Response& res) 
   }
   auto session = std::make_shared<GenerationSession>(*model_.engine, *metrics_, cr.gen.n);
   const Status s = session->Submit(std::move(cr.gen), 0);
-  if (!s.ok()) return SendError(res, FromStatus(s), P);
+  if (!s.ok()) return SendError(res, FromStatus(s, "messages"), P);
   if (cr.stream) {
     RespondStreaming(res, session, [st](const RequestOutput& ev) { return st->StreamEvent(ev); },
                      [st] { return st->StreamTail(); }, &in_flight_);
@@ -464,7 +474,7 @@ void ApiServer::HandleCompletion(const httplib::Request& req, httplib::Response&
                                         : model_.tokenizer->Encode(cr.prompts[p].text);
     const Status s = session->Submit(std::move(g), static_cast<int>(p) * n);
     if (!s.ok()) {
-      ApiError e = FromStatus(s);
+      ApiError e = FromStatus(s, "prompt");
       if (cr.prompts.size() > 1) e.message = "prompt " + std::to_string(p) + ": " + e.message;
       return SendError(res, e, P);  // the session cancels what was submitted
     }

@@ -1,7 +1,7 @@
 // `mimo bench membw|kernels|e2e|pool`: measured memory read bandwidth, Linear (GEMV/GEMM) speed
 // per weight dtype with achieved GB/s against that bandwidth, decode against the bandwidth
 // roofline, and the fork-join cost of a ThreadPool region. Results are recorded in
-// docs/PERFORMANCE.md.
+// docs/PERFORMANCE.md. batch, spec, grammar and serve (an HTTP client) live in bench_*.cc.
 #include <emmintrin.h>
 #include <time.h>
 
@@ -28,6 +28,7 @@ namespace mimo::cli {
 int RunBenchBatch(const Args& a);  // bench_batch.cc
 int RunBenchSpec(const Args& a);   // bench_spec.cc
 int RunBenchGrammar(int argc, char** argv);  // bench_grammar.cc
+int RunBenchServe(int argc, char** argv);    // bench_serve.cc
 namespace {
 
 // The benchmark clock. Wall time by default; with --clock cpu, process CPU time divided by the
@@ -421,6 +422,7 @@ int RunBench(int argc, char** argv) {
     return RunE2e(a);
   }
   if (sub == "grammar") return RunBenchGrammar(argc - 1, argv + 1);
+  if (sub == "serve") return RunBenchServe(argc - 1, argv + 1);
   if (sub == "pool") {
     if (!a.Parse(argc - 1, argv + 1, {"threads", "regions"}, {}, &err)) {
       std::fprintf(stderr, "bench pool: %s\n", err.c_str());
@@ -449,16 +451,20 @@ int RunBench(int argc, char** argv) {
       "                        [--gen-len 32] [--threads N] [engine and KV flags]\n"
       "       mimo bench spec --model DIR [--num-speculative-tokens K] [--prompt-len 64]\n"
       "                       [--gen-len 128] [--speculative-draft-vocab N|FILE] [--threads N]\n"
-      "       mimo bench grammar --model DIR [--schemas DIR] [--walks 10] [--threads N]\n");
+      "       mimo bench grammar --model DIR [--schemas DIR] [--walks 10] [--threads N]\n"
+      "       mimo bench serve --base-url URL --model NAME [--dataset random|FILE.jsonl]\n"
+      "                        [--input-len 128] [--output-len 128] [--num-prompts 100]\n"
+      "                        [--max-concurrency 1] [--request-rate inf] [--ignore-eos]\n"
+      "                        [--seed 0] [--result-json F] [--endpoint completions|chat]\n");
   return 2;
 }
 
 }  // namespace
 
 MIMO_CLI_COMMAND("bench",
-                 "membw|kernels|e2e|pool|batch|spec|grammar [--threads N] ... (bandwidth, Linear, "
-                 "decode roofline, fork-join cost, engine throughput, MTP costs, structured-output "
-                 "masks)",
+                 "membw|kernels|e2e|pool|batch|spec|grammar|serve [--threads N] ... (bandwidth, "
+                 "Linear, decode roofline, fork-join cost, engine throughput, MTP costs, "
+                 "structured-output masks, an OpenAI-compatible server under load)",
                  RunBench);
 
 }  // namespace mimo::cli

@@ -1,0 +1,311 @@
+// Every error case of `mimo serve`, status code and body asserted: malformed JSON, wrong types,
+// missing or empty messages, a prompt longer than the context, max_tokens beyond it, bad
+// tool_choice, unknown model (404), wrong or missing API key (401), a full queue (429), still
+// loading (503), each as the OpenAI error object (the Anthropic one on /v1/messages), and through
+// the official clients' own error classes. The server must survive all of them.
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+
+import { Anthropic, OpenAI, assertOpenAiError, ensureE2eModel, post, sleep, startServer } from "./harness.mjs";
+
+const USER = [{ role: "user", content: "hi" }];
+
+describe("errors: OpenAI and Anthropic error objects", () => {
+  let server, chat, comp, msgs;
+  before(async () => {
+    server = await startServer(ensureE2eModel(), ["--max-model-len", "256"]);
+    chat = server.url + "/v1/chat/completions";
+    comp = server.url + "/v1/completions";
+    msgs = server.url + "/v1/messages";
+  });
+  after(async () => { assert.equal(await server?.stop(), 0, server?.stderr()); });
+
+  test("malformed JSON and non-object bodies", async () => {
+    for (const url of [chat, comp]) {
+      assertOpenAiError(assert, await post(url, "{\"messages\": [", {}), 400, { match: /JSON/ });
+      assertOpenAiError(assert, await post(url, "[1, 2]"), 400, { match: /object/ });
+      assertOpenAiError(assert, await post(url, ""), 400);
+    }
+    const r = await post(msgs, "{nope");
+    assert.equal(r.status, 400);
+    assert.equal(r.json.type, "error");
+    assert.equal(r.json.error.type, "invalid_request_error");
+  });
+
+  test("wrong types name the field", async () => {
+    const cases = [
+      [{ messages: "hello" }, "messages"],
+      [{ messages: [{ role: "user", content: 5 }] }, /^messages\[0\]\.content$/],
+      [{ messages: [{ role: 7, content: "x" }] }, /^messages\[0\]\.role$/],
+      [{ messages: USER, temperature: "hot" }, "temperature"],
+      [{ messages: USER, top_p: [] }, "top_p"],
+      [{ messages: USER, max_tokens: "5" }, "max_tokens"],
+      [{ messages: USER, max_tokens: 2.5 }, "max_tokens"],
+      [{ messages: USER, max_completion_tokens: -1 }, "max_completion_tokens"],
+      [{ messages: USER, n: "2" }, "n"],
+      [{ messages: USER, stream: "yes" }, "stream"],
+      [{ messages: USER, seed: "x" }, "seed"],
+      [{ messages: USER, stop: 5 }, "stop"],
+      [{ messages: USER, logprobs: "yes" }, "logprobs"],
+      [{ messages: USER, top_logprobs: 50, logprobs: true }, "top_logprobs"],
+      [{ messages: USER, logit_bias: [] }, "logit_bias"],
+      [{ messages: USER, tools: {} }, "tools"],
+      [{ messages: USER, stream_options: 1, stream: true }, "stream_options"],
+      [{ messages: USER, chat_template_kwargs: "x" }, "chat_template_kwargs"],
+      [{ messages: USER, model: 5 }, "model"],
+    ];
+    for (const [body, param] of cases) {
+      const r = await post(chat, body);
+      assertOpenAiError(assert, r, 400, { param });
+      assert.ok(r.json.error.message.includes(String(r.json.error.param)), r.text);
+    }
+    assertOpenAiError(assert, await post(comp, { prompt: 5 }), 400, { param: "prompt" });
+    assertOpenAiError(assert, await post(comp, { prompt: "x", max_tokens: "a" }), 400, { param: "max_tokens" });
+    assertOpenAiError(assert, await post(comp, { prompt: "x", echo: "yes" }), 400, { param: "echo" });
+    // echo is refused by name (not implemented), never silently ignored.
+    assertOpenAiError(assert, await post(comp, { prompt: "x", echo: true }), 400, { param: "echo" });
+  });
+
+  test("missing or empty messages / prompt", async () => {
+    assertOpenAiError(assert, await post(chat, {}), 400, { param: "messages" });
+    assertOpenAiError(assert, await post(chat, { messages: [] }), 400, { param: "messages" });
+    assertOpenAiError(assert, await post(comp, {}), 400, { param: "prompt" });
+    assertOpenAiError(assert, await post(comp, { prompt: "" }), 400, { param: "prompt" });
+    assertOpenAiError(assert, await post(comp, { prompt: [] }), 400, { param: "prompt" });
+  });
+
+  test("an image or audio part is refused: this engine is text-only", async () => {
+    const r = await post(chat, { messages: [{ role: "user", content: [{ type: "image_url", image_url: { url: "data:image/png;base64,AAAA" } }] }] });
+    assertOpenAiError(assert, r, 400, { match: /text/ });
+    const audio = await post(chat, { messages: [{ role: "user", content: [{ type: "input_audio", input_audio: { data: "AAAA", format: "wav" } }] }] });
+    assertOpenAiError(assert, audio, 400, { match: /text/ });
+    const img = await post(msgs, { max_tokens: 5, messages: [{ role: "user", content: [{ type: "image", source: { type: "base64", media_type: "image/png", data: "AAAA" } }] }] });
+    assert.equal(img.status, 400);
+    assert.equal(img.json.type, "error");
+    assert.match(img.json.error.message, /text-only/);
+  });
+
+  test("a prompt longer than the context, max_tokens beyond it", async () => {
+    const long = "word ".repeat(400);
+    assertOpenAiError(assert, await post(chat, { messages: [{ role: "user", content: long }] }), 400, { param: "messages", match: /max_model_len\) is 256/ });
+    assertOpenAiError(assert, await post(comp, { prompt: long }), 400, { param: "prompt", match: /max_model_len\) is 256/ });
+    const a = await post(server.url + "/v1/messages", { max_tokens: 5, messages: [{ role: "user", content: long }] });
+    assert.equal(a.status, 400);
+    assert.match(a.json.error.message, /max_model_len\) is 256/);
+    assertOpenAiError(assert, await post(chat, { messages: USER, max_tokens: 100000 }), 400, { param: "max_tokens" });
+    assertOpenAiError(assert, await post(comp, { prompt: "x", max_tokens: 100000 }), 400, { param: "max_tokens" });
+  });
+
+  test("bad tool_choice", async () => {
+    const tools = [{ type: "function", function: { name: "f", parameters: { type: "object", properties: {} } } }];
+    assertOpenAiError(assert, await post(chat, { messages: USER, tools, tool_choice: "sometimes" }), 400, { param: "tool_choice" });
+    assertOpenAiError(assert, await post(chat, { messages: USER, tools, tool_choice: 3 }), 400, { param: "tool_choice" });
+    assertOpenAiError(assert, await post(chat, { messages: USER, tools, tool_choice: { type: "function", function: { name: "g" } } }), 400, { param: "tool_choice" });
+    assertOpenAiError(assert, await post(chat, { messages: USER, tool_choice: "required" }), 400, { param: "tool_choice" });
+  });
+
+  test("unknown model: 404, also through the openai client's NotFoundError", async () => {
+    const r = await post(chat, { model: "gpt-9", messages: USER });
+    assertOpenAiError(assert, r, 404, { param: "model", match: /gpt-9/ });
+    await assert.rejects(server.openai().chat.completions.create({ model: "gpt-9", messages: USER }), (e) => {
+      assert.ok(e instanceof OpenAI.NotFoundError);
+      assert.equal(e.status, 404);
+      return true;
+    });
+    const a = await post(msgs, { model: "claude-9", max_tokens: 5, messages: USER });
+    assert.equal(a.status, 404);
+    assert.equal(a.json.type, "error");
+    assert.equal(a.json.error.type, "not_found_error");
+  });
+
+  test("Anthropic errors: Anthropic shape, the SDK's error classes", async () => {
+    const cases = [
+      [{ messages: USER }, /max_tokens/],
+      [{ max_tokens: 5 }, /messages/],
+      [{ max_tokens: 5, messages: [] }, /messages/],
+      [{ max_tokens: "5", messages: USER }, /max_tokens/],
+      [{ max_tokens: 5, messages: USER, system: 5 }, /system/],
+      [{ max_tokens: 5, messages: USER, stop_sequences: "x" }, /stop_sequences/],
+      [{ max_tokens: 5, messages: USER, thinking: "on" }, /thinking/],
+      [{ max_tokens: 5, messages: USER, tool_choice: { type: "bogus" } }, /tool_choice/],
+    ];
+    for (const [body, re] of cases) {
+      const r = await post(msgs, body);
+      assert.equal(r.status, 400, r.text);
+      assert.equal(r.json.type, "error", r.text);
+      assert.equal(r.json.error.type, "invalid_request_error");
+      assert.match(r.json.error.message, re);
+    }
+    await assert.rejects(server.anthropic().messages.create({ model: "e2e", max_tokens: 100000, messages: USER }), (e) => {
+      assert.ok(e instanceof Anthropic.BadRequestError);
+      assert.equal(e.status, 400);
+      return true;
+    });
+  });
+
+  test("type fuzz: every field with every JSON type gives 200 or a 400 naming it, never a 500", async () => {
+    const VALUES = [null, true, 0, -1, 1.5, 1e10, "x", "", [], [1], {}, { a: 1 }];
+    const endpoints = [
+      [chat, { messages: USER, max_tokens: 2 }, ["model", "messages", "max_tokens", "max_completion_tokens",
+        "temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty",
+        "logit_bias", "seed", "stop", "n", "logprobs", "top_logprobs", "stream", "stream_options", "tools",
+        "tool_choice", "parallel_tool_calls", "chat_template_kwargs", "ignore_eos", "min_tokens",
+        "response_format", "stop_token_ids", "user"]],
+      [comp, { prompt: "hi", max_tokens: 2 }, ["model", "prompt", "max_tokens", "temperature", "top_p", "n",
+        "logprobs", "stop", "seed", "echo", "stream", "stream_options", "logit_bias", "ignore_eos", "min_tokens",
+        "response_format"]],
+      [msgs, { messages: USER, max_tokens: 2 }, ["model", "messages", "max_tokens", "system", "temperature",
+        "top_p", "top_k", "stop_sequences", "stream", "tools", "tool_choice", "thinking", "metadata"]],
+      // Streamed: a refused request is a JSON error before any SSE starts.
+      [chat, { messages: USER, max_tokens: 2, stream: true }, ["max_tokens", "temperature", "n", "logprobs",
+        "top_logprobs", "stop", "stream_options", "tools", "tool_choice", "chat_template_kwargs", "response_format"]],
+      [comp, { prompt: "hi", max_tokens: 2, stream: true }, ["max_tokens", "n", "logprobs", "stop", "stream_options"]],
+      [msgs, { messages: USER, max_tokens: 2, stream: true }, ["max_tokens", "system", "stop_sequences", "tools",
+        "tool_choice", "thinking"]],
+      [server.url + "/tokenize", { prompt: "hi" }, ["model", "prompt", "return_token_strs", "add_special_tokens"]],
+      [server.url + "/tokenize", { messages: USER }, ["messages", "add_generation_prompt", "chat_template_kwargs", "tools"]],
+      [server.url + "/detokenize", { tokens: [1, 2] }, ["model", "tokens"]],
+    ];
+    const msgFields = ["role", "content"];
+    const cases = [];
+    for (const [url, base, fields] of endpoints) {
+      for (const f of fields) for (const v of VALUES) cases.push([url, { ...base, [f]: v }, f]);
+      if (base.messages) for (const f of msgFields) for (const v of VALUES) cases.push([url, { ...base, messages: [{ ...USER[0], [f]: v }] }, f]);
+    }
+    const bad = [];
+    for (let i = 0; i < cases.length; i += 8) {
+      await Promise.all(cases.slice(i, i + 8).map(async ([url, body, f]) => {
+        const r = await post(url, body);
+        if (r.status === 200) {
+          if (body.stream === true) assert.match(r.headers.get("content-type"), /text\/event-stream/);
+          return;
+        }
+        if (f === "model" && typeof body.model === "string" && r.status === 404) return;  // unknown model
+        const msg = url === msgs ? r.json?.error?.message : r.json?.error?.message;
+        if (r.status !== 400 || typeof msg !== "string" || !msg.includes(f === "role" || f === "content" ? "messages" : f)) {
+          bad.push(`${url.replace(server.url, "")} ${JSON.stringify(body)} -> ${r.status} ${r.text.slice(0, 200)}`);
+        }
+      }));
+    }
+    assert.deepEqual(bad, []);
+  });
+
+  test("nested fuzz: tools, tool calls, content parts, tool_choice objects: 200 or 400, never 500", async () => {
+    const V = [null, true, 0, 1.5, "x", [], [1], {}, { a: 1 }];
+    const fn = { name: "f", description: "d", parameters: { type: "object", properties: { a: { type: "string" } } } };
+    const cases = [];
+    for (const v of V) {
+      cases.push([chat, { messages: USER, max_tokens: 2, tools: [v] }]);
+      cases.push([chat, { messages: USER, max_tokens: 2, tools: [{ type: "function", function: v }] }]);
+      cases.push([chat, { messages: USER, max_tokens: 2, tools: [{ type: v, function: fn }] }]);
+      for (const k of ["name", "description", "parameters", "strict"]) {
+        cases.push([chat, { messages: USER, max_tokens: 2, tools: [{ type: "function", function: { ...fn, [k]: v } }] }]);
+      }
+      cases.push([chat, { messages: USER, max_tokens: 2, tools: [{ type: "function", function: fn }], tool_choice: { type: "function", function: v } }]);
+      cases.push([chat, { messages: USER, max_tokens: 2, tools: [{ type: "function", function: fn }], tool_choice: { type: v, function: { name: "f" } } }]);
+      cases.push([chat, { messages: [{ role: "user", content: [v] }], max_tokens: 2 }]);
+      cases.push([chat, { messages: [{ role: "user", content: [{ type: "text", text: v }] }], max_tokens: 2 }]);
+      cases.push([chat, { messages: [{ role: "user", content: [{ type: v, text: "hi" }] }], max_tokens: 2 }]);
+      const call = { id: "c1", type: "function", function: { name: "f", arguments: "{}" } };
+      cases.push([chat, { messages: [...USER, { role: "assistant", content: null, tool_calls: v }], max_tokens: 2 }]);
+      cases.push([chat, { messages: [...USER, { role: "assistant", content: null, tool_calls: [v] }], max_tokens: 2 }]);
+      cases.push([chat, { messages: [...USER, { role: "assistant", content: null, tool_calls: [{ ...call, function: { name: "f", arguments: v } }] }], max_tokens: 2 }]);
+      cases.push([chat, { messages: [...USER, { role: "assistant", content: null, tool_calls: [{ ...call, function: v }] }], max_tokens: 2 }]);
+      cases.push([chat, { messages: [...USER, { role: "assistant", content: "x", reasoning_content: v }], max_tokens: 2 }]);
+      cases.push([chat, { messages: [...USER, { role: "tool", tool_call_id: v, content: "r" }], max_tokens: 2 }]);
+      cases.push([chat, { messages: USER, max_tokens: 2, response_format: { type: "json_schema", json_schema: v } }]);
+      cases.push([chat, { messages: USER, max_tokens: 2, response_format: { type: "json_schema", json_schema: { name: "s", schema: v } } }]);
+      cases.push([chat, { messages: USER, max_tokens: 2, stream: true, stream_options: { include_usage: v } }]);
+      cases.push([chat, { messages: USER, max_tokens: 2, logit_bias: { "5": v } }]);
+      cases.push([comp, { prompt: [v], max_tokens: 2 }]);
+      cases.push([server.url + "/detokenize", { tokens: [v] }]);
+      cases.push([comp, { prompt: [[v]], max_tokens: 2 }]);
+      cases.push([msgs, { max_tokens: 2, messages: [{ role: "user", content: [v] }] }]);
+      cases.push([msgs, { max_tokens: 2, messages: [{ role: "user", content: [{ type: "tool_result", tool_use_id: v, content: "r" }] }] }]);
+      cases.push([msgs, { max_tokens: 2, messages: [{ role: "user", content: [{ type: "tool_result", tool_use_id: "t", content: v }] }] }]);
+      cases.push([msgs, { max_tokens: 2, messages: [...USER, { role: "assistant", content: [{ type: "tool_use", id: "t", name: "f", input: v }] }] }]);
+      cases.push([msgs, { max_tokens: 2, messages: [...USER, { role: "assistant", content: [{ type: "thinking", thinking: v }] }] }]);
+      cases.push([msgs, { max_tokens: 2, messages: USER, tools: [v] }]);
+      cases.push([msgs, { max_tokens: 2, messages: USER, tools: [{ name: "f", input_schema: v }] }]);
+      cases.push([msgs, { max_tokens: 2, messages: USER, system: [v] }]);
+      cases.push([msgs, { max_tokens: 2, messages: USER, thinking: { type: v } }]);
+      cases.push([msgs, { max_tokens: 2, messages: USER, tools: [{ name: "f", input_schema: { type: "object" } }], tool_choice: { type: "tool", name: v } }]);
+    }
+    const bad = [];
+    for (let i = 0; i < cases.length; i += 8) {
+      await Promise.all(cases.slice(i, i + 8).map(async ([url, body]) => {
+        const r = await post(url, body);
+        const shapeOk = url === msgs ? r.json?.type === "error" || r.status === 200 : r.status === 200 || typeof r.json?.error?.message === "string";
+        if ((r.status !== 200 && r.status !== 400) || !shapeOk) {
+          bad.push(`${url.replace(server.url, "")} ${JSON.stringify(body)} -> ${r.status} ${r.text.slice(0, 160)}`);
+        }
+      }));
+    }
+    assert.deepEqual(bad, []);
+  });
+
+  test("the server is still healthy after all of it", async () => {
+    assert.equal((await fetch(server.url + "/health")).status, 200);
+    const r = await server.openai().chat.completions.create({ messages: USER, max_tokens: 2 });
+    assert.equal(r.choices.length, 1);
+  });
+});
+
+describe("errors: API key (401), full queue (429), loading (503)", () => {
+  let server;
+  const KEY = "sk-test-123";
+  before(async () => {
+    // Not waiting for readiness: the first look may still see the loading server.
+    server = await startServer(ensureE2eModel(), ["--max-model-len", "512", "--api-key", KEY, "--max-num-seqs", "1",
+      "--max-waiting", "1"], { waitReady: false, warmup: true });
+  });
+  after(async () => { assert.equal(await server?.stop(), 0, server?.stderr()); });
+
+  test("503 while loading (when the first look is early enough), then 200", async (t) => {
+    const h = await fetch(server.url + "/health");
+    if (h.status === 503) {
+      const r = await post(server.url + "/v1/chat/completions", { messages: USER }, { Authorization: `Bearer ${KEY}` });
+      if (r.status === 503) {
+        assertOpenAiError(assert, r, 503, { match: /loading/ });
+      }
+    } else {
+      t.diagnostic("the server was ready before the first look; 503 not observed");
+    }
+    for (let i = 0; i < 600 && (await fetch(server.url + "/health")).status !== 200; i++) await sleep(50);
+    assert.equal((await fetch(server.url + "/health")).status, 200);
+  });
+
+  test("missing or wrong key: 401 (OpenAI and Anthropic shapes); the right one works", async () => {
+    const chat = server.url + "/v1/chat/completions";
+    assertOpenAiError(assert, await post(chat, { messages: USER }), 401, { match: /API key/ });
+    assertOpenAiError(assert, await post(chat, { messages: USER }, { Authorization: "Bearer wrong" }), 401, { match: /incorrect/ });
+    const a = await post(server.url + "/v1/messages", { max_tokens: 3, messages: USER }, { "x-api-key": "wrong" });
+    assert.equal(a.status, 401);
+    assert.equal(a.json.error.type, "authentication_error");
+    await assert.rejects(server.openai({ apiKey: "wrong" }).models.list(), (e) => e instanceof OpenAI.AuthenticationError);
+    await assert.rejects(server.anthropic({ apiKey: "wrong" }).messages.create({ model: "e2e", max_tokens: 2, messages: USER }),
+      (e) => e instanceof Anthropic.AuthenticationError);
+    const ok = await server.openai({ apiKey: KEY }).chat.completions.create({ messages: USER, max_tokens: 2 });
+    assert.equal(ok.choices.length, 1);
+    const ok2 = await server.anthropic({ apiKey: KEY }).messages.create({ model: "e2e", max_tokens: 2, messages: USER });
+    assert.equal(ok2.type, "message");
+    assert.equal((await fetch(server.url + "/health")).status, 200);  // /health needs no key
+  });
+
+  test("a full queue answers 429; the admitted requests finish", async () => {
+    const client = server.openai({ apiKey: KEY });
+    const results = await Promise.all(Array.from({ length: 8 }, () =>
+      client.chat.completions.create({ messages: USER, max_tokens: 64, ignore_eos: true })
+        .then((r) => ({ ok: r }), (e) => ({ err: e }))));
+    const ok = results.filter((r) => r.ok);
+    const refused = results.filter((r) => r.err);
+    assert.ok(ok.length >= 1, "some request was served");
+    assert.ok(refused.length >= 1, "some request was refused");
+    for (const r of refused) {
+      assert.ok(r.err instanceof OpenAI.RateLimitError, String(r.err));
+      assert.equal(r.err.status, 429);
+      assert.equal(r.err.error.type, "rate_limit_error");
+    }
+    for (const r of ok) assert.equal(r.ok.usage.completion_tokens, 64);
+  });
+});

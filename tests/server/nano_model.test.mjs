@@ -1,0 +1,197 @@
+// `mimo serve` on the default model (models/mimo-v2-nano) through the official `openai` and
+// `@anthropic-ai/sdk` clients: meaningful answers. Expectations come from the nano model's
+// training data (scripts/nano/data.py, World(seed=1234)): Venlo lives in Gostead; the column
+// working of 27 + 15 is its reasoning; it calls get_weather for a weather question.
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import fs from "node:fs";
+import path from "node:path";
+import { after, before, describe, test } from "node:test";
+
+import { NANO, ROOT, startServer } from "./harness.mjs";
+
+const TOOLS = JSON.parse(fs.readFileSync(path.join(ROOT, "scripts/demo/tools.json"), "utf8"));
+const OFF = { chat_template_kwargs: { enable_thinking: false } };
+const ANTHROPIC_TOOLS = TOOLS.map((t) => ({
+  name: t.function.name, description: t.function.description, input_schema: t.function.parameters,
+}));
+const WORKING = /27 \+ 15\. Ones: 7 \+ 5 = 12, write 2, carry 1\. Tens: 2 \+ 1 \+ 1 = 4\./;
+
+// The demo tool executor, run the way a client runs a tool.
+function runTool(name, args) {
+  const r = spawnSync("/usr/bin/python3", [path.join(ROOT, "scripts/demo/tools.py")], {
+    input: JSON.stringify({ name, arguments: args }), encoding: "utf8",
+  });
+  assert.equal(r.status, 0, r.stderr);
+  return r.stdout.trim();
+}
+
+describe("nano model: answers through the OpenAI and Anthropic clients", () => {
+  let server, openai, anthropic;
+  before(async () => {
+    server = await startServer(NANO, ["--max-model-len", "2048"]);
+    openai = server.openai();
+    anthropic = server.anthropic();
+  });
+  after(async () => { assert.equal(await server?.stop(), 0, server?.stderr()); });
+
+  test("a fact, streamed and not, equal", async () => {
+    const body = { model: "mimo-v2-nano", messages: [{ role: "user", content: "Where does Venlo live?" }], temperature: 0, ...OFF };
+    const r = await openai.chat.completions.create(body);
+    assert.match(r.choices[0].message.content, /Gostead/);
+    assert.equal(r.choices[0].finish_reason, "stop");
+    assert.equal(r.choices[0].message.reasoning_content ?? null, null);
+    let text = "", chunks = 0;
+    for await (const ch of await openai.chat.completions.create({ ...body, stream: true })) {
+      const d = ch.choices[0]?.delta?.content;
+      if (d) { text += d; chunks++; }
+    }
+    assert.equal(text, r.choices[0].message.content);
+    assert.ok(chunks >= 3, `streamed in ${chunks} chunks`);
+  });
+
+  test("thinking on: the column working is reasoning_content, the sum is the answer", async () => {
+    const r = await openai.chat.completions.create({
+      messages: [{ role: "user", content: "What is 27 + 15?" }], temperature: 0, chat_template_kwargs: { enable_thinking: true },
+    });
+    const m = r.choices[0].message;
+    assert.match(m.reasoning_content, WORKING);
+    assert.match(m.content, /42/);
+    assert.doesNotMatch(m.content, /Ones:|<\/?think>/);
+    // Streamed: reasoning deltas first, then content, nothing lost.
+    let reasoning = "", content = "", sawContentBeforeReasoningEnd = false;
+    for await (const ch of await openai.chat.completions.create({
+      messages: [{ role: "user", content: "What is 27 + 15?" }], temperature: 0, stream: true, chat_template_kwargs: { enable_thinking: true },
+    })) {
+      const d = ch.choices[0]?.delta || {};
+      if (d.reasoning_content) { if (content) sawContentBeforeReasoningEnd = true; reasoning += d.reasoning_content; }
+      if (d.content) content += d.content;
+    }
+    assert.equal(reasoning, m.reasoning_content);
+    assert.equal(content, m.content);
+    assert.equal(sawContentBeforeReasoningEnd, false);
+  });
+
+  test("stop strings cut the answer before them", async () => {
+    const body = { messages: [{ role: "user", content: "Where does Venlo live?" }], temperature: 0, ...OFF };
+    const full = (await openai.chat.completions.create(body)).choices[0].message.content;
+    const r = await openai.chat.completions.create({ ...body, stop: ["Gostead"] });
+    assert.equal(r.choices[0].message.content, full.slice(0, full.indexOf("Gostead")));
+    assert.equal(r.choices[0].finish_reason, "stop");
+  });
+
+  test("tool-call round trip, not streamed and streamed", async () => {
+    for (const stream of [false, true]) {
+      const messages = [{ role: "user", content: "What is the weather in Fenwick?" }];
+      const body = { messages, tools: TOOLS, temperature: 0, ...OFF };
+      let call, finish;
+      if (!stream) {
+        const r = await openai.chat.completions.create(body);
+        finish = r.choices[0].finish_reason;
+        call = r.choices[0].message.tool_calls?.[0];
+        messages.push(r.choices[0].message);
+      } else {
+        const parts = { id: "", name: "", arguments: "" };
+        for await (const ch of await openai.chat.completions.create({ ...body, stream: true })) {
+          const c = ch.choices[0];
+          for (const t of c?.delta?.tool_calls || []) {
+            if (t.id) parts.id = t.id;
+            if (t.function?.name) parts.name += t.function.name;
+            if (t.function?.arguments) {
+              assert.doesNotMatch(t.function.arguments, /<\/?(parameter|function|tool_call)/);
+              parts.arguments += t.function.arguments;
+            }
+          }
+          if (c?.finish_reason) finish = c.finish_reason;
+        }
+        call = { id: parts.id, type: "function", function: { name: parts.name, arguments: parts.arguments } };
+        messages.push({ role: "assistant", content: null, tool_calls: [call] });
+      }
+      assert.equal(finish, "tool_calls");
+      assert.equal(call.function.name, "get_weather");
+      const args = JSON.parse(call.function.arguments);
+      assert.equal(typeof args.city, "string");
+      const result = runTool("get_weather", args);
+      messages.push({ role: "tool", tool_call_id: call.id, content: result });
+      const final = await openai.chat.completions.create({ ...body, messages });
+      const weather = JSON.parse(result);
+      assert.equal(final.choices[0].finish_reason, "stop");
+      // The answer reports the tool's result (its temperature or its condition).
+      const text = final.choices[0].message.content;
+      assert.ok(text.includes(String(weather.temperature)) || text.includes(weather.condition), text);
+    }
+  });
+
+  test("Anthropic /v1/messages: a fact, not streamed", async () => {
+    const r = await anthropic.messages.create({
+      model: "mimo-v2-nano", max_tokens: 64, messages: [{ role: "user", content: "Where does Venlo live?" }], temperature: 0,
+    });
+    assert.equal(r.type, "message");
+    assert.equal(r.role, "assistant");
+    assert.match(r.id, /^msg_/);
+    assert.equal(r.stop_reason, "end_turn");
+    assert.equal(r.content.length, 1);
+    assert.equal(r.content[0].type, "text");
+    assert.match(r.content[0].text, /Gostead/);
+    assert.ok(r.usage.input_tokens > 0 && r.usage.output_tokens > 0);
+  });
+
+  test("Anthropic stream: message_start … message_stop in order, text equals the whole answer", async () => {
+    const body = { model: "mimo-v2-nano", max_tokens: 64, messages: [{ role: "user", content: "Where does Venlo live?" }], temperature: 0 };
+    const whole = await anthropic.messages.create(body);
+    const types = [];
+    let text = "";
+    const stream = await anthropic.messages.create({ ...body, stream: true });
+    for await (const ev of stream) {
+      types.push(ev.type);
+      if (ev.type === "content_block_delta" && ev.delta.type === "text_delta") text += ev.delta.text;
+    }
+    assert.equal(types[0], "message_start");
+    assert.equal(types[1], "content_block_start");
+    assert.equal(types.at(-3), "content_block_stop");
+    assert.equal(types.at(-2), "message_delta");
+    assert.equal(types.at(-1), "message_stop");
+    assert.ok(types.slice(2, -3).every((t) => t === "content_block_delta"));
+    assert.equal(text, whole.content[0].text);
+    // The SDK's own accumulator agrees.
+    const final = await anthropic.messages.stream(body).finalMessage();
+    assert.equal(final.content[0].text, whole.content[0].text);
+    assert.equal(final.stop_reason, "end_turn");
+  });
+
+  test("Anthropic thinking blocks and stop_sequences", async () => {
+    const r = await anthropic.messages.create({
+      model: "mimo-v2-nano", max_tokens: 256, messages: [{ role: "user", content: "What is 27 + 15?" }],
+      thinking: { type: "enabled", budget_tokens: 128 }, temperature: 0,
+    });
+    assert.equal(r.content[0].type, "thinking");
+    assert.match(r.content[0].thinking, WORKING);
+    assert.equal(r.content[1].type, "text");
+    assert.match(r.content[1].text, /42/);
+    const s = await anthropic.messages.create({
+      model: "mimo-v2-nano", max_tokens: 64, messages: [{ role: "user", content: "Where does Venlo live?" }],
+      stop_sequences: ["Gostead"], temperature: 0,
+    });
+    assert.equal(s.stop_reason, "stop_sequence");
+    assert.equal(s.stop_sequence, "Gostead");
+    assert.doesNotMatch(s.content.map((b) => b.text).join(""), /Gostead/);
+  });
+
+  test("Anthropic tool_use / tool_result round trip, streamed", async () => {
+    const messages = [{ role: "user", content: "What is the weather in Fenwick?" }];
+    const first = await anthropic.messages.stream({ model: "mimo-v2-nano", max_tokens: 128, tools: ANTHROPIC_TOOLS, messages, temperature: 0 }).finalMessage();
+    assert.equal(first.stop_reason, "tool_use");
+    const use = first.content.find((b) => b.type === "tool_use");
+    assert.equal(use.name, "get_weather");
+    assert.match(use.id, /.+/);
+    assert.equal(typeof use.input.city, "string");
+    const result = runTool("get_weather", use.input);
+    messages.push({ role: "assistant", content: first.content });
+    messages.push({ role: "user", content: [{ type: "tool_result", tool_use_id: use.id, content: result }] });
+    const final = await anthropic.messages.create({ model: "mimo-v2-nano", max_tokens: 128, tools: ANTHROPIC_TOOLS, messages, temperature: 0 });
+    assert.equal(final.stop_reason, "end_turn");
+    const weather = JSON.parse(result);
+    const text = final.content.filter((b) => b.type === "text").map((b) => b.text).join("");
+    assert.ok(text.includes(String(weather.temperature)) || text.includes(weather.condition), text);
+  });
+});
