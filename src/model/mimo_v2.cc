@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/denormals.h"
 #include "kernels/kernels.h"
 #include "model/moe.h"
 
@@ -138,6 +139,7 @@ void MimoV2Model::LmHead(ExecContext& ctx, const float* x, int64_t T,
 
 void MimoV2Model::Forward(ExecContext& ctx, const StepBatch& batch, const int32_t* tokens,
                           KvAttention& kv, const ForwardOutputs& out) {
+  ScopedFlushDenormals ftz_daz;  // serial parts (norms, residuals, routing) as the workers do
   const ModelConfig& cfg = config();
   const int64_t T = batch.num_tokens, H = cfg.hidden_size;
   const std::vector<int32_t> positions = StepPositions(batch);
@@ -170,6 +172,7 @@ void MimoV2Model::Forward(ExecContext& ctx, const StepBatch& batch, const int32_
 
 void MimoV2Model::MtpForward(ExecContext& ctx, int i, const StepBatch& batch, const float* hprev,
                              const int32_t* tokens, KvAttention& kv, const MtpOutputs& out) {
+  ScopedFlushDenormals ftz_daz;
   const ModelConfig& cfg = config();
   const MtpLayerWeights& m = w_.mtp[i];
   const int64_t T = batch.num_tokens, H = cfg.hidden_size;
