@@ -64,4 +64,7 @@ struct ExecContext;
 // benchmarks use it to run one ISA; Linear() calls it with ActiveKernels().
 void LinearOn(const KernelTable& k, ExecContext& ctx, const float* x, int64_t T,
               const MatrixWeight& w, float* y);
+struct LinearJob;
+// LinearMany (kernels.h) on an explicit table.
+void LinearManyOn(const KernelTable& k, ExecContext& ctx, const LinearJob* jobs, int num_jobs);
 }  // namespace mimo

@@ -78,9 +78,9 @@ void MimoV2Model::Attention(ExecContext& ctx, int kv_layer, const LayerConfig& l
   std::vector<float> k(T * nkv * dqk);   // [T, nkv, dqk]
   std::vector<float> v(T * nkv * dv);    // [T, nkv, dv]
   std::vector<float> attn(T * nh * dv);  // [T, nh, dv]
-  Linear(ctx, h, T, w.q_proj, q.data());
-  Linear(ctx, h, T, w.k_proj, k.data());
-  Linear(ctx, h, T, w.v_proj, v.data());
+  const LinearJob qkv[3] = {
+      {h, T, &w.q_proj, q.data()}, {h, T, &w.k_proj, k.data()}, {h, T, &w.v_proj, v.data()}};
+  LinearMany(ctx, qkv, 3);  // one fork-join region for the three projections
   RopeNeox(q.data(), T, nh, dqk, lc.rotary_dim, lc.rope_theta, positions);
   RopeNeox(k.data(), T, nkv, dqk, lc.rotary_dim, lc.rope_theta, positions);
   const float value_scale = config().attention_value_scale;
