@@ -169,6 +169,16 @@ TEST(Linear, OutputRowsDoNotDependOnTheNumberOfTokens) {
             for (int64_t i = 0; i < 2 * 37; ++i) {
               EXPECT_EQ(F32ToBits(pair[i]), F32ToBits(alone[5 * 37 + i])) << what << " T=2";
             }
+            // Small batches (T = 3..17: the register tile of 4-token groups plus every tail, and
+            // the first size past it) reduce like the rest too.
+            for (int64_t tn : {3, 4, 5, 7, 16, 17}) {
+              std::vector<float> small(tn * 37);
+              LinearOn(k, ctx, x.data() + 11 * cols, tn, ow.w, small.data());
+              for (int64_t i = 0; i < tn * 37; ++i) {
+                ASSERT_EQ(F32ToBits(small[i]), F32ToBits(alone[11 * 37 + i]))
+                    << what << " T=" << tn << " t=" << i / 37 << " r=" << i % 37;
+              }
+            }
           }
         }
       }
