@@ -359,7 +359,7 @@ struct GemvTileOf {
 // the block scale by one FMA into a running total, one reduce at the end): batch invariant.
 // The T > 1 path before this decoded rows into an fp32 scratch first, which at T = 2 made a step
 // cost 2.7x a T = 1 step (docs/PERFORMANCE.md).
-constexpr int64_t kSmallBatchMax = 16;
+constexpr int64_t kSmallBatchMax = 8;  // at T = 16 the fp32-scratch tile measured faster
 constexpr int kSmallRows = 2;    // rows per small-batch tile
 constexpr int kSmallTokens = 4;  // tokens per small-batch tile (8 accumulators + 8 totals)
 
