@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "core/denormals.h"
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define MIMO_CPU_RELAX() _mm_pause()
@@ -52,6 +54,7 @@ ThreadPool::~ThreadPool() {
 
 void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn) {
   if (n <= 0) return;
+  ScopedFlushDenormals ftz_daz;  // the caller computes its chunk like a worker (denormals.h)
   const int parts = num_threads();
   if (parts == 1 || n == 1) {
     fn(0, n, 0);
@@ -78,6 +81,7 @@ void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t, int64_
 }
 
 void ThreadPool::WorkerLoop(int index) {
+  EnableFlushDenormals();  // compute threads flush denormals (core/denormals.h)
   uint64_t seen = 0;
   for (;;) {
     auto ready = [&] {

@@ -4,6 +4,7 @@
 // higher one than probed. Thread-safety: all functions are safe to call from any thread.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -35,6 +36,14 @@ struct KernelTable {
   void (*silu_mul)(const float* gate, const float* up, float* out, int64_t n) = nullptr;
   // dst[i] = src[i] as fp32 for F32|BF16|F16 src.   [n]
   void (*convert_row)(const void* src, DType dtype, int64_t n, float* dst) = nullptr;
+
+  // Machine-limit probes for benchmarks (`mimo bench`), at this table's vector width.
+  // Sums [p, p + bytes) (64-byte aligned; a multiple of 512 bytes is read) with the widest loads
+  // into independent accumulators; returns a value that depends on every byte.
+  uint64_t (*read_probe)(const void* p, size_t bytes) = nullptr;
+  // iters rounds of independent fp32 FMAs of the width the Linear T > 1 tiles use (result added
+  // to *sink); returns the floating-point operations executed (2 per FMA lane).
+  double (*fma_probe)(int64_t iters, float* sink) = nullptr;
 };
 
 // The level MIMO_ISA=env_value asks for, clamped to best_probed; nullptr/empty/unknown -> best.
@@ -55,4 +64,7 @@ struct ExecContext;
 // benchmarks use it to run one ISA; Linear() calls it with ActiveKernels().
 void LinearOn(const KernelTable& k, ExecContext& ctx, const float* x, int64_t T,
               const MatrixWeight& w, float* y);
+struct LinearJob;
+// LinearMany (kernels.h) on an explicit table.
+void LinearManyOn(const KernelTable& k, ExecContext& ctx, const LinearJob* jobs, int num_jobs);
 }  // namespace mimo

@@ -77,6 +77,60 @@ void Linear(ExecContext& ctx, const float* x, int64_t T, const MatrixWeight& w, 
   LinearOn(ActiveKernels(), ctx, x, T, w, y);
 }
 
+// One region for many jobs. Part p of P covers the global rows (jobs concatenated) from
+// Boundary(p) to Boundary(p + 1), where Boundary maps the work fraction p / P to a row rounded
+// to kRowGranule inside its job; the bounds are monotonic, so the parts tile every row once.
+void LinearManyOn(const KernelTable& k, ExecContext& ctx, const LinearJob* jobs, int num_jobs) {
+  double total = 0;
+  int64_t total_rows = 0;
+  for (int j = 0; j < num_jobs; ++j) {
+    CheckMatrixWeight(*jobs[j].w);
+    if (jobs[j].T > 0) total += static_cast<double>(jobs[j].w->rows) * jobs[j].w->cols * jobs[j].T;
+    total_rows += jobs[j].w->rows;
+  }
+  const int threads = ctx.pool == nullptr ? 1 : ctx.pool->num_threads();
+  if (threads == 1 || total < kMinParallelWork || total_rows <= kRowGranule) {
+    for (int j = 0; j < num_jobs; ++j) {
+      if (jobs[j].T > 0)
+        k.linear_rows(jobs[j].x, jobs[j].T, *jobs[j].w, 0, jobs[j].w->rows, jobs[j].y);
+    }
+    return;
+  }
+  auto boundary = [&](int64_t p) -> int64_t {  // global row where part p starts
+    if (p <= 0) return 0;
+    if (p >= threads) return total_rows;
+    double target = total * p / threads;
+    int64_t row0 = 0;
+    for (int j = 0; j < num_jobs; ++j) {
+      const int64_t rows = jobs[j].w->rows;
+      const double per_row = jobs[j].T > 0 ? static_cast<double>(jobs[j].w->cols) * jobs[j].T : 0;
+      const double cost = per_row * rows;
+      if (target < cost) {
+        int64_t r =
+            static_cast<int64_t>(target / per_row + 0.5 * kRowGranule) / kRowGranule * kRowGranule;
+        return row0 + std::min(r, rows);
+      }
+      target -= cost;
+      row0 += rows;
+    }
+    return total_rows;
+  };
+  ctx.pool->ParallelFor(threads, [&](int64_t p0, int64_t p1, int) {
+    const int64_t g0 = boundary(p0), g1 = boundary(p1);
+    int64_t row0 = 0;
+    for (int j = 0; j < num_jobs && row0 < g1; ++j) {
+      const LinearJob& job = jobs[j];
+      const int64_t rb = std::max<int64_t>(g0 - row0, 0), re = std::min(g1 - row0, job.w->rows);
+      if (rb < re && job.T > 0) k.linear_rows(job.x, job.T, *job.w, rb, re, job.y);
+      row0 += job.w->rows;
+    }
+  });
+}
+
+void LinearMany(ExecContext& ctx, const LinearJob* jobs, int num_jobs) {
+  LinearManyOn(ActiveKernels(), ctx, jobs, num_jobs);
+}
+
 void RmsNorm(const float* x, int64_t T, int64_t dim, const TensorView& weight, float eps,
              float* out) {
   MIMO_CHECK(weight.numel() == dim && (weight.dtype == DType::kF32 ||

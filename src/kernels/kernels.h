@@ -14,6 +14,17 @@ namespace mimo {
 // y[t, r] = sum_c x[t, c] * W[r, c].   x [T, w.cols], y [T, w.rows]
 void Linear(ExecContext& ctx, const float* x, int64_t T, const MatrixWeight& w, float* y);
 
+// Independent Linear ops run in one fork-join region (e.g. q/k/v, or gate/up of every chosen
+// expert): the rows of all jobs are split over the threads in proportion to their work
+// (rows x cols x T). Each output row is computed exactly as Linear computes it.
+struct LinearJob {
+  const float* x = nullptr;  // [T, w->cols]
+  int64_t T = 0;
+  const MatrixWeight* w = nullptr;
+  float* y = nullptr;  // [T, w->rows]
+};
+void LinearMany(ExecContext& ctx, const LinearJob* jobs, int num_jobs);
+
 // out[t] = (x[t] * rsqrt(mean(x[t]^2) + eps)) * weight.   x, out [T, dim]; weight [dim] F32|BF16|F16
 // (out may alias x)
 void RmsNorm(const float* x, int64_t T, int64_t dim, const TensorView& weight, float eps, float* out);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/denormals.h"
 #include "kernels/kernels.h"
 #include "model/moe.h"
 
@@ -77,9 +78,9 @@ void MimoV2Model::Attention(ExecContext& ctx, int kv_layer, const LayerConfig& l
   std::vector<float> k(T * nkv * dqk);   // [T, nkv, dqk]
   std::vector<float> v(T * nkv * dv);    // [T, nkv, dv]
   std::vector<float> attn(T * nh * dv);  // [T, nh, dv]
-  Linear(ctx, h, T, w.q_proj, q.data());
-  Linear(ctx, h, T, w.k_proj, k.data());
-  Linear(ctx, h, T, w.v_proj, v.data());
+  const LinearJob qkv[3] = {
+      {h, T, &w.q_proj, q.data()}, {h, T, &w.k_proj, k.data()}, {h, T, &w.v_proj, v.data()}};
+  LinearMany(ctx, qkv, 3);  // one fork-join region for the three projections
   RopeNeox(q.data(), T, nh, dqk, lc.rotary_dim, lc.rope_theta, positions);
   RopeNeox(k.data(), T, nkv, dqk, lc.rotary_dim, lc.rope_theta, positions);
   const float value_scale = config().attention_value_scale;
@@ -138,6 +139,7 @@ void MimoV2Model::LmHead(ExecContext& ctx, const float* x, int64_t T,
 
 void MimoV2Model::Forward(ExecContext& ctx, const StepBatch& batch, const int32_t* tokens,
                           KvAttention& kv, const ForwardOutputs& out) {
+  ScopedFlushDenormals ftz_daz;  // serial parts (norms, residuals, routing) as the workers do
   const ModelConfig& cfg = config();
   const int64_t T = batch.num_tokens, H = cfg.hidden_size;
   const std::vector<int32_t> positions = StepPositions(batch);
@@ -170,6 +172,7 @@ void MimoV2Model::Forward(ExecContext& ctx, const StepBatch& batch, const int32_
 
 void MimoV2Model::MtpForward(ExecContext& ctx, int i, const StepBatch& batch, const float* hprev,
                              const int32_t* tokens, KvAttention& kv, const MtpOutputs& out) {
+  ScopedFlushDenormals ftz_daz;
   const ModelConfig& cfg = config();
   const MtpLayerWeights& m = w_.mtp[i];
   const int64_t T = batch.num_tokens, H = cfg.hidden_size;

@@ -7,6 +7,7 @@
 #include <limits>
 #include <vector>
 
+#include "core/check.h"
 #include "kernels/kernels.h"
 
 namespace mimo {
@@ -60,11 +61,79 @@ void MoeRoute(const ModelConfig& cfg, const float* logits, const float* bias, in
 void MlpForward(ExecContext& ctx, const MlpWeights& w, const float* h, int64_t T, float* out) {
   const int64_t inter = w.gate_proj.rows;
   std::vector<float> gate(T * inter), up(T * inter);  // [T, intermediate]
-  Linear(ctx, h, T, w.gate_proj, gate.data());
-  Linear(ctx, h, T, w.up_proj, up.data());
+  const LinearJob gate_up[2] = {{h, T, &w.gate_proj, gate.data()}, {h, T, &w.up_proj, up.data()}};
+  LinearMany(ctx, gate_up, 2);
   SiluMul(gate.data(), up.data(), gate.data(), T * inter);
   Linear(ctx, gate.data(), T, w.down_proj, out);
 }
+
+namespace {
+
+using Routed = std::vector<std::vector<std::pair<int64_t, float>>>;  // [E] of (token, weight)
+
+// Small steps (decode, a few requests, a speculative verify): the gate/up projections of every
+// chosen expert run in one fork-join region and their down projections in a second, instead of
+// three regions per expert. Each row is computed exactly as MlpForward computes it and the expert
+// outputs are added in the same (ascending expert) order, so outputs do not change.
+constexpr int64_t kMaxFusedRoutedRows = 64;
+
+int FusedExperts(ExecContext& ctx, const MoeWeights& w, const Routed& routed, const float* h,
+                 int64_t H, float* out) {
+  const int64_t E = static_cast<int64_t>(routed.size());
+  std::vector<int64_t> first(E + 1, 0);  // row offset of each expert's tokens
+  for (int64_t e = 0; e < E; ++e) first[e + 1] = first[e] + static_cast<int64_t>(routed[e].size());
+  const int64_t n = first[E];
+  int64_t inter = 0;
+  for (int64_t e = 0; e < E && inter == 0; ++e) {
+    if (!routed[e].empty()) inter = w.experts[e].gate_proj.rows;
+  }
+  std::vector<float> xin(n * H), yout(n * H);         // [n, H]
+  std::vector<float> gate(n * inter), up(n * inter);  // [n, inter]
+  std::vector<LinearJob> jobs;
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t m = static_cast<int64_t>(routed[e].size());
+    if (m == 0) continue;
+    MIMO_CHECK(w.experts[e].gate_proj.rows == inter, "MoE: experts of different sizes");
+    for (int64_t i = 0; i < m; ++i) {
+      const int64_t t = routed[e][i].first;
+      std::copy(h + t * H, h + (t + 1) * H, xin.begin() + (first[e] + i) * H);
+    }
+    jobs.push_back(
+        {xin.data() + first[e] * H, m, &w.experts[e].gate_proj, gate.data() + first[e] * inter});
+    jobs.push_back(
+        {xin.data() + first[e] * H, m, &w.experts[e].up_proj, up.data() + first[e] * inter});
+  }
+  LinearMany(ctx, jobs.data(), static_cast<int>(jobs.size()));
+  for (int64_t e = 0; e < E; ++e) {  // per expert, as MlpForward (the same vector/tail split)
+    const int64_t len = (first[e + 1] - first[e]) * inter;
+    if (len > 0) {
+      SiluMul(gate.data() + first[e] * inter, up.data() + first[e] * inter,
+              gate.data() + first[e] * inter, len);
+    }
+  }
+  jobs.clear();
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t m = static_cast<int64_t>(routed[e].size());
+    if (m == 0) continue;
+    jobs.push_back(
+        {gate.data() + first[e] * inter, m, &w.experts[e].down_proj, yout.data() + first[e] * H});
+  }
+  LinearMany(ctx, jobs.data(), static_cast<int>(jobs.size()));
+  int used = 0;
+  for (int64_t e = 0; e < E; ++e) {
+    if (routed[e].empty()) continue;
+    ++used;
+    for (int64_t i = 0; i < static_cast<int64_t>(routed[e].size()); ++i) {
+      float* o = out + routed[e][i].first * H;
+      const float wt = routed[e][i].second;
+      const float* y = yout.data() + (first[e] + i) * H;
+      for (int64_t c = 0; c < H; ++c) o[c] += wt * y[c];
+    }
+  }
+  return used;
+}
+
+}  // namespace
 
 int MoeForward(ExecContext& ctx, const ModelConfig& cfg, const MoeWeights& w, const float* h,
                int64_t T, float* out) {
@@ -81,6 +150,11 @@ int MoeForward(ExecContext& ctx, const ModelConfig& cfg, const MoeWeights& w, co
     for (int64_t k = 0; k < K; ++k) routed[experts[t * K + k]].push_back({t, weights[t * K + k]});
   }
   std::fill(out, out + T * H, 0.0f);
+  int64_t routed_rows = 0;
+  for (const auto& list : routed) routed_rows += static_cast<int64_t>(list.size());
+  if (routed_rows <= kMaxFusedRoutedRows) {
+    return FusedExperts(ctx, w, routed, h, H, out);
+  }
   std::vector<float> xin, yout;  // [n, H] gathered inputs / expert outputs
   int used = 0;
   for (int64_t e = 0; e < E; ++e) {

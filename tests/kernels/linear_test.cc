@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <optional>
 #include <string>
 
+#include "core/denormals.h"
 #include "core/thread_pool.h"
 #include "kernels/dispatch.h"
 #include "kernels/kernel_test_util.h"
@@ -167,6 +169,16 @@ TEST(Linear, OutputRowsDoNotDependOnTheNumberOfTokens) {
             for (int64_t i = 0; i < 2 * 37; ++i) {
               EXPECT_EQ(F32ToBits(pair[i]), F32ToBits(alone[5 * 37 + i])) << what << " T=2";
             }
+            // Small batches (T = 3..17: the register tile of 4-token groups plus every tail, and
+            // the first size past it) reduce like the rest too.
+            for (int64_t tn : {3, 4, 5, 7, 16, 17}) {
+              std::vector<float> small(tn * 37);
+              LinearOn(k, ctx, x.data() + 11 * cols, tn, ow.w, small.data());
+              for (int64_t i = 0; i < tn * 37; ++i) {
+                ASSERT_EQ(F32ToBits(small[i]), F32ToBits(alone[11 * 37 + i]))
+                    << what << " T=" << tn << " t=" << i / 37 << " r=" << i % 37;
+              }
+            }
           }
         }
       }
@@ -223,22 +235,30 @@ TEST(Linear, Fp8DecodeOfAll256CodesMatchesDefinition) {
   w.block_cols = 128;
   w.scale_row.resize(kRowsN);
   for (int64_t r = 0; r < kRowsN; ++r) w.scale_row[r] = static_cast<int32_t>((r * 7) % 3);
-  for (Isa isa : AvailableIsas()) {
-    for (int64_t T : {1, 5, 20}) {
-      const std::vector<float> x(T * kCols, 1.0f);
-      std::vector<float> y(T * kRowsN);
-      ExecContext ctx;
-      LinearOn(*KernelsFor(isa), ctx, x.data(), T, w, y.data());
-      for (int64_t t = 0; t < T; ++t) {
-        for (int64_t r = 0; r < kRowsN; ++r) {
-          const int64_t c = (r * 37) % kCols;
-          const double want = test::E4M3ByDefinition(static_cast<uint8_t>(r)) *
-                              scales[w.scale_row[r] * scale_cols + c / 128];
-          const float got = y[t * kRowsN + r];
-          if (std::isnan(want)) {
-            EXPECT_TRUE(std::isnan(got)) << IsaName(isa) << " code " << r << " T=" << T;
-          } else {
-            EXPECT_EQ(got, static_cast<float>(want)) << IsaName(isa) << " code " << r << " T=" << T;
+  // Also under FTZ/DAZ, as every model thread computes (core/denormals.h): the subnormal codes
+  // (exponent field 0) decode through f16, which vcvtph2ps widens to normal fp32 regardless of
+  // DAZ, so they stay exact.
+  for (bool ftz_daz : {false, true}) {
+    std::optional<ScopedFlushDenormals> guard;
+    if (ftz_daz) guard.emplace();
+    for (Isa isa : AvailableIsas()) {
+      for (int64_t T : {1, 5, 20}) {
+        const std::vector<float> x(T * kCols, 1.0f);
+        std::vector<float> y(T * kRowsN);
+        ExecContext ctx;
+        LinearOn(*KernelsFor(isa), ctx, x.data(), T, w, y.data());
+        for (int64_t t = 0; t < T; ++t) {
+          for (int64_t r = 0; r < kRowsN; ++r) {
+            const int64_t c = (r * 37) % kCols;
+            const double want = test::E4M3ByDefinition(static_cast<uint8_t>(r)) *
+                                scales[w.scale_row[r] * scale_cols + c / 128];
+            const float got = y[t * kRowsN + r];
+            if (std::isnan(want)) {
+              EXPECT_TRUE(std::isnan(got)) << IsaName(isa) << " code " << r << " T=" << T;
+            } else {
+              EXPECT_EQ(got, static_cast<float>(want))
+                  << IsaName(isa) << " code " << r << " T=" << T << " ftz/daz " << ftz_daz;
+            }
           }
         }
       }
@@ -383,6 +403,59 @@ TEST(Linear, UniformGridWithoutRowMapEqualsExplicitMap) {
   }
   EXPECT_EQ(implicit.ScaleRow(255), 1);
   EXPECT_EQ(implicit.At(299, 259), ow.w.At(299, 259));
+}
+
+}  // namespace
+}  // namespace mimo
+
+namespace mimo {
+namespace {
+
+// LinearMany (one region for several Linear ops, rows split by work) gives every output exactly
+// (bit for bit) what separate Linear calls give, whatever the mix of shapes, dtypes and T, on
+// every ISA and thread count.
+TEST(Linear, ManyJobsInOneRegionMatchSeparateCalls) {
+  std::mt19937 rng(77);
+  struct Shape {
+    DType dt;
+    int64_t rows, cols, T;
+  };
+  const std::vector<Shape> shapes = {{DType::kF8E4M3, 203, 300, 1}, {DType::kBF16, 64, 300, 1},
+                                     {DType::kF8E4M3, 5, 129, 3},   {DType::kF32, 77, 64, 0},
+                                     {DType::kMxfp4, 130, 96, 2},   {DType::kF16, 33, 7, 17},
+                                     {DType::kF8E4M3, 512, 256, 1}};
+  std::vector<OwnedWeight> ws;
+  std::vector<std::vector<float>> xs;
+  for (const Shape& s : shapes) {
+    ws.push_back(MakeWeight(s.dt, s.rows, s.cols, rng, 128));
+    xs.push_back(RandomVector(std::max<int64_t>(s.T, 1) * s.cols, rng));
+  }
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    ExecContext ctx{&pool};
+    for (Isa isa : AvailableIsas()) {
+      const KernelTable& k = *KernelsFor(isa);
+      for (size_t n : {size_t{1}, size_t{2}, shapes.size()}) {
+        std::vector<std::vector<float>> want(n), got(n);
+        std::vector<LinearJob> jobs(n);
+        for (size_t j = 0; j < n; ++j) {
+          const size_t sz = std::max<int64_t>(shapes[j].T, 1) * shapes[j].rows;
+          want[j].assign(sz, -1.0f);
+          got[j].assign(sz, -1.0f);
+          LinearOn(k, ctx, xs[j].data(), shapes[j].T, ws[j].w, want[j].data());
+          jobs[j] = {xs[j].data(), shapes[j].T, &ws[j].w, got[j].data()};
+        }
+        LinearManyOn(k, ctx, jobs.data(), static_cast<int>(n));
+        for (size_t j = 0; j < n; ++j) {
+          for (size_t i = 0; i < want[j].size(); ++i) {
+            ASSERT_EQ(F32ToBits(want[j][i]), F32ToBits(got[j][i]))
+                << IsaName(isa) << " threads=" << threads << " jobs=" << n << " job " << j
+                << " i=" << i;
+          }
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

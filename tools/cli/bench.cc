@@ -1,8 +1,8 @@
 // `mimo bench membw|kernels|e2e|pool`: measured memory read bandwidth, Linear (GEMV/GEMM) speed
 // per weight dtype with achieved GB/s against that bandwidth, decode against the bandwidth
 // roofline, and the fork-join cost of a ThreadPool region. Results are recorded in
-// docs/PERFORMANCE.md. batch, spec, grammar and serve (an HTTP client) live in bench_*.cc.
-#include <emmintrin.h>
+// docs/PERFORMANCE.md. model, batch, spec, grammar and serve (an HTTP client) live in
+// bench_*.cc.
 #include <time.h>
 
 #include <algorithm>
@@ -16,45 +16,29 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/engine_setup.h"
+#include "cli/roofline_probe.h"
 #include "core/dtype.h"
 #include "core/matrix_weight.h"
 #include "core/thread_pool.h"
+#include "engine/sampler.h"
 #include "kernels/cpu_features.h"
 #include "kernels/dispatch.h"
-#include "cli/engine_setup.h"
-#include "engine/sampler.h"
 
 namespace mimo::cli {
 int RunBenchBatch(const Args& a);  // bench_batch.cc
 int RunBenchSpec(const Args& a);   // bench_spec.cc
 int RunBenchGrammar(int argc, char** argv);  // bench_grammar.cc
 int RunBenchServe(int argc, char** argv);    // bench_serve.cc
+int RunBenchModel(const Args& a);            // bench_model.cc
 namespace {
 
-// The benchmark clock. Wall time by default; with --clock cpu, process CPU time divided by the
-// thread count, which approximates the wall time of an unshared machine when other processes
-// time-slice ours (the development VM runs ~8 agents on 2 cores). The caller of ParallelFor
-// sleeps while workers run, so idle waiting is not counted.
-bool g_cpu_clock = false;
-int g_clock_threads = 1;
-
-double Now() {
-  if (g_cpu_clock) {
-    timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (ts.tv_sec + 1e-9 * ts.tv_nsec) / g_clock_threads;
-  }
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double Now() { return BenchNow(); }
 
 // Parses --clock wall|cpu; false on anything else.
-bool SetClock(const Args& a, int threads) {
-  const std::string c = a.Get("clock", "wall");
-  if (c != "wall" && c != "cpu") return false;
-  g_cpu_clock = c == "cpu";
-  g_clock_threads = threads;
-  return true;
-}
+bool SetClock(const Args& a, int threads) { return SetBenchClock(a.Get("clock", "wall"), threads); }
+
+bool CpuClock() { return BenchClockIsCpu(); }
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -85,40 +69,10 @@ void FillRandom(ThreadPool& pool, uint8_t* p, size_t bytes, uint64_t seed) {
   for (size_t i = words * 8; i < bytes; ++i) p[i] = static_cast<uint8_t>(i);
 }
 
-// Streaming read of [p, p + bytes) on all threads; returns seconds.
-double StreamRead(ThreadPool& pool, const uint8_t* p, size_t bytes, uint64_t* sink) {
-  const int64_t lines = static_cast<int64_t>(bytes / 64);
-  std::vector<uint64_t> sums(pool.num_threads(), 0);
-  const double t0 = Now();
-  pool.ParallelFor(lines, [&](int64_t b, int64_t e, int tid) {
-    __m128i a0 = _mm_setzero_si128(), a1 = a0, a2 = a0, a3 = a0;
-    for (int64_t i = b; i < e; ++i) {
-      const __m128i* q = reinterpret_cast<const __m128i*>(p + 64 * i);
-      a0 = _mm_add_epi64(a0, _mm_load_si128(q));
-      a1 = _mm_add_epi64(a1, _mm_load_si128(q + 1));
-      a2 = _mm_add_epi64(a2, _mm_load_si128(q + 2));
-      a3 = _mm_add_epi64(a3, _mm_load_si128(q + 3));
-    }
-    const __m128i s = _mm_add_epi64(_mm_add_epi64(a0, a1), _mm_add_epi64(a2, a3));
-    uint64_t out[2];
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out), s);
-    sums[tid] = out[0] + out[1];
-  });
-  const double dt = Now() - t0;
-  for (uint64_t s : sums) *sink += s;
-  return dt;
-}
-
-// Best-of-reps streaming read bandwidth in GB/s (1e9 bytes).
+// Best-of-reps streaming read bandwidth in GB/s (1e9 bytes): the active table's read probe
+// (64-byte loads on AVX-512, independent accumulators) on every thread of the pool.
 double MeasureMembw(ThreadPool& pool, size_t bytes, int reps) {
-  Buffer buf = Allocate(bytes);
-  FillRandom(pool, buf.get(), bytes, 1);
-  uint64_t sink = 0;
-  double best = 0;
-  for (int r = 0; r < reps; ++r)
-    best = std::max(best, bytes / StreamRead(pool, buf.get(), bytes, &sink) / 1e9);
-  if (sink == 42) std::printf(" ");  // keep the sum alive
-  return best;
+  return MeasureReadBandwidth(pool, ActiveKernels(), bytes, reps, &Now);
 }
 
 int RunMembw(const Args& a) {
@@ -136,7 +90,7 @@ int RunMembw(const Args& a) {
   ThreadPool pool(threads);
   const double gbs = MeasureMembw(pool, mib << 20, reps);
   std::printf("membw: %.2f GB/s read (best of %d, %zu MiB, %d threads, %s clock)\n", gbs, reps, mib,
-              threads, g_cpu_clock ? "cpu" : "wall");
+              threads, CpuClock() ? "cpu" : "wall");
   return 0;
 }
 
@@ -169,9 +123,10 @@ BenchWeights MakeBenchWeights(ThreadPool& pool, DType dt, int64_t rows, int64_t 
       auto* h = reinterpret_cast<uint16_t*>(buf.get());
       for (size_t k = 0; k < wbytes / 2; ++k)
         h[k] = static_cast<uint16_t>((h[k] & 0x807f) | ((0x70 | ((h[k] >> 7) & 0xf)) << 7));
-    } else if (dt == DType::kF16) {  // keep values finite: clear exponent MSBs
+    } else if (dt == DType::kF16) {  // normal f16 values in [2^-14, 2^1), random sign/mantissa
       auto* h = reinterpret_cast<uint16_t*>(buf.get());
-      for (size_t k = 0; k < wbytes / 2; ++k) h[k] &= 0xbbff;
+      for (size_t k = 0; k < wbytes / 2; ++k)
+        h[k] = static_cast<uint16_t>((h[k] & 0x83ff) | ((1 + ((h[k] >> 10) & 0xf) % 15) << 10));
     } else if (dt == DType::kF32) {
       auto* f = reinterpret_cast<uint32_t*>(buf.get());
       for (size_t k = 0; k < wbytes / 4; ++k)
@@ -248,9 +203,13 @@ int RunKernels(const Args& a) {
       "membw: %.2f GB/s (%s); matrix [%lld x %lld]; %d threads; GEMV working set %zu MiB; "
       "%s clock; median of %d\n",
       membw, a.Has("membw") ? "given" : "measured, 1 GiB, best of 5", static_cast<long long>(rows),
-      static_cast<long long>(cols), threads, working_set >> 20, g_cpu_clock ? "cpu" : "wall", reps);
-  std::printf("%-7s %-8s %12s %9s %8s %13s %14s\n", "isa", "dtype", "GEMV T=1 ms", "GB/s", "%membw",
-              "T=8 GFLOP/s", "T=64 GFLOP/s");
+      static_cast<long long>(cols), threads, working_set >> 20, CpuClock() ? "cpu" : "wall", reps);
+  // Small batches count as decode: T rows against weights streamed from DRAM (cycling through
+  // the copies) should cost about one read of the weights, so GB/s at T = 2..16 should stay near
+  // T = 1's. T=64 runs on one L3-resident matrix (compute-bound).
+  constexpr int64_t kStreamT[] = {1, 2, 4, 8, 16};
+  std::printf("%-7s %-8s %10s %8s %8s %8s %8s %8s %8s %13s\n", "isa", "dtype", "T=1 ms", "GB/s T=1",
+              "T=2", "T=4", "T=8", "T=16", "%membw", "T=64 GFLOP/s");
   std::vector<float> x(64 * cols), y(64 * rows);
   for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.1 * i);
   for (Isa isa : isas) {
@@ -259,29 +218,29 @@ int RunKernels(const Args& a) {
       BenchWeights bw = MakeBenchWeights(pool, dt, rows, cols, working_set);
       const size_t n = bw.w.size();
       for (size_t i = 0; i < n; ++i) LinearOn(k, ctx, x.data(), 1, bw.w[i], y.data());  // warm-up
-      std::vector<double> times;
-      for (int r = 0; r < reps; ++r) {
-        const double t0 = Now();
-        LinearOn(k, ctx, x.data(), 1, bw.w[r % n], y.data());
-        times.push_back(Now() - t0);
-      }
-      const double gemv = Median(times);
-      double gflops[2];
-      const int64_t ts[2] = {8, 64};
-      for (int j = 0; j < 2; ++j) {
-        std::vector<double> tt;
-        const int greps = std::max(3, reps / (j == 0 ? 3 : 10));
-        for (int r = 0; r < greps; ++r) {
+      double stream_ms[5], stream_gbs[5];
+      for (int j = 0; j < 5; ++j) {
+        std::vector<double> times;
+        const int sreps = j == 0 ? reps : std::max(5, reps / 2);
+        for (int r = 0; r < sreps; ++r) {
           const double t0 = Now();
-          LinearOn(k, ctx, x.data(), ts[j], bw.w[0], y.data());
-          tt.push_back(Now() - t0);
+          LinearOn(k, ctx, x.data(), kStreamT[j], bw.w[(r + j) % n], y.data());
+          times.push_back(Now() - t0);
         }
-        gflops[j] = 2.0 * rows * cols * ts[j] / Median(tt) / 1e9;
+        stream_ms[j] = Median(times) * 1e3;
+        stream_gbs[j] = bw.bytes_per_matrix / Median(times) / 1e9;
       }
-      const double gbs = bw.bytes_per_matrix / gemv / 1e9;
-      std::printf("%-7s %-8s %12.3f %9.2f %7.0f%% %13.1f %14.1f\n", IsaName(isa),
-                  std::string(DTypeName(dt)).c_str(), gemv * 1e3, gbs, 100.0 * gbs / membw,
-                  gflops[0], gflops[1]);
+      std::vector<double> tt;
+      for (int r = 0; r < std::max(3, reps / 10); ++r) {
+        const double t0 = Now();
+        LinearOn(k, ctx, x.data(), 64, bw.w[0], y.data());
+        tt.push_back(Now() - t0);
+      }
+      const double gflops64 = 2.0 * rows * cols * 64 / Median(tt) / 1e9;
+      std::printf("%-7s %-8s %10.3f %8.2f %8.2f %8.2f %8.2f %8.2f %7.0f%% %13.1f\n", IsaName(isa),
+                  std::string(DTypeName(dt)).c_str(), stream_ms[0], stream_gbs[0], stream_gbs[1],
+                  stream_gbs[2], stream_gbs[3], stream_gbs[4], 100.0 * stream_gbs[0] / membw,
+                  gflops64);
       std::fflush(stdout);
     }
   }
@@ -412,6 +371,18 @@ int RunBench(int argc, char** argv) {
     }
     return RunMembw(a);
   }
+  if (sub == "model") {
+    std::vector<std::string> keys = {"model", "threads",   "prompt-len", "gen-len",
+                                     "batch", "probe-mib", "clock"};
+    for (auto& k : KvCacheKeys()) keys.push_back(k);
+    std::vector<std::string> flags = KvCacheFlags();
+    flags.push_back("json");
+    if (!a.Parse(argc - 1, argv + 1, keys, flags, &err)) {
+      std::fprintf(stderr, "bench model: %s\n", err.c_str());
+      return 2;
+    }
+    return RunBenchModel(a);
+  }
   if (sub == "e2e") {
     std::vector<std::string> keys = {"model", "threads", "tokens", "prompt", "membw"};
     for (auto& k : KvCacheKeys()) keys.push_back(k);
@@ -445,6 +416,9 @@ int RunBench(int argc, char** argv) {
       "       mimo bench kernels [--threads N] [--rows 4096] [--cols 4096] [--reps 30]\n"
       "                          [--isa all|avx512|avx2|scalar] [--membw GB/s]\n"
       "                          [--working-set-mib 256] [--clock wall|cpu]\n"
+      "       mimo bench model --model DIR [--prompt-len 512] [--gen-len 32] [--batch 1]\n"
+      "                        [--threads N] [--json] [--clock wall|cpu] [--probe-mib 1024]\n"
+      "                        [KV flags]\n"
       "       mimo bench e2e --model DIR [--threads N] [--prompt 16] [--tokens 32] [--membw GB/s]\n"
       "       mimo bench pool [--threads 2] [--regions 20000]\n"
       "       mimo bench batch --model DIR [--concurrency 1,4,8,16] [--prompt-len 32]\n"
@@ -462,9 +436,10 @@ int RunBench(int argc, char** argv) {
 }  // namespace
 
 MIMO_CLI_COMMAND("bench",
-                 "membw|kernels|e2e|pool|batch|spec|grammar|serve [--threads N] ... (bandwidth, "
-                 "Linear, decode roofline, fork-join cost, engine throughput, MTP costs, "
-                 "structured-output masks, an OpenAI-compatible server under load)",
+                 "membw|kernels|model|e2e|pool|batch|spec|grammar|serve [--threads N] ... "
+                 "(bandwidth, Linear, prefill/decode vs the machine's limits, decode roofline, "
+                 "fork-join cost, engine throughput, MTP costs, structured-output masks, an "
+                 "OpenAI-compatible server under load)",
                  RunBench);
 
 }  // namespace mimo::cli

@@ -4,12 +4,18 @@
 // guard).
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
+
 #include "kernels/dispatch.h"
 
 namespace mimo {
 namespace avx2 {
 // Executes a few AVX2/FMA/F16C instructions; returns true (or faults with SIGILL).
 bool ProbeInstructions();
+// Roofline probes (KernelTable::read_probe / fma_probe), roofline_probe_*.cc.
+uint64_t ReadProbe(const void* p, size_t bytes);
+double FmaProbe(int64_t iters, float* sink);
 void FillTable(KernelTable* table);
 void LinearRows(const float* x, int64_t T, const MatrixWeight& w, int64_t row_begin,
                 int64_t row_end, float* y);
@@ -17,6 +23,9 @@ void LinearRows(const float* x, int64_t T, const MatrixWeight& w, int64_t row_be
 
 namespace avx512 {
 bool ProbeInstructions();
+// Roofline probes (KernelTable::read_probe / fma_probe), roofline_probe_*.cc.
+uint64_t ReadProbe(const void* p, size_t bytes);
+double FmaProbe(int64_t iters, float* sink);
 void FillTable(KernelTable* table);
 void LinearRows(const float* x, int64_t T, const MatrixWeight& w, int64_t row_begin,
                 int64_t row_end, float* y);

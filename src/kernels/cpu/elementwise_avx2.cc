@@ -169,6 +169,8 @@ void FillTable(KernelTable* t) {
   t->rope_rotate = &RopeRotate;
   t->silu_mul = &SiluMul;
   t->convert_row = &ConvertRow;
+  t->read_probe = &ReadProbe;
+  t->fma_probe = &FmaProbe;
 }
 
 }  // namespace mimo::avx2

@@ -350,10 +350,128 @@ struct GemvTileOf {
   };
 };
 
+// Small batches (T = 2..kSmallBatchMax: several decoding requests, a speculative verify step)
+// are decode-shaped: they should cost about one read of the weights. GemvTile's structure with
+// TT tokens: weights decoded in registers and multiplied into TT token vectors at once. A tile of
+// R rows is decoded again for each group of TT tokens, but read from DRAM once (R rows of at most
+// a few KiB stay in L1), and the next tile is prefetched as in GemvTile. Every (row, token) is
+// reduced exactly as GemvTile and MultiTile reduce it (16 lane sums per block in column order,
+// the block scale by one FMA into a running total, one reduce at the end): batch invariant.
+// The T > 1 path before this decoded rows into an fp32 scratch first, which at T = 2 made a step
+// cost 2.7x a T = 1 step (docs/PERFORMANCE.md).
+constexpr int64_t kSmallBatchMax = 8;  // at T = 16 the fp32-scratch tile measured faster
+constexpr int kSmallRows = 2;    // rows per small-batch tile
+constexpr int kSmallTokens = 4;  // tokens per small-batch tile (8 accumulators + 8 totals)
+
+template <class W, int R, int TT>
+void SmallBatchTile(const float* x, int64_t t0, const MatrixWeight& w, int64_t r0, float* y) {
+  const auto* base = static_cast<const typename W::T*>(w.data);
+  const int64_t cols = w.cols;
+  const int64_t bc = W::kBlockScaled ? w.block_cols : cols;
+  constexpr int64_t kLine = 64 / sizeof(typename W::T);
+  const typename W::T* row[R];
+  const typename W::T* next[R];
+  const float* xt[TT];
+  __m512 total[R][TT];
+#pragma GCC unroll 16
+  for (int i = 0; i < R; ++i) {
+    row[i] = base + (r0 + i) * cols;
+    next[i] = r0 + R + i < w.rows ? row[i] + R * cols : row[i];
+#pragma GCC unroll 16
+    for (int t = 0; t < TT; ++t) total[i][t] = _mm512_setzero_ps();
+  }
+#pragma GCC unroll 16
+  for (int t = 0; t < TT; ++t) xt[t] = x + (t0 + t) * cols;
+  for (int64_t cb = 0, j = 0; cb < cols; cb += bc, ++j) {
+    const int64_t ce = std::min(cb + bc, cols);
+    __m512 acc[R][TT];
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i)
+#pragma GCC unroll 16
+      for (int t = 0; t < TT; ++t) acc[i][t] = _mm512_setzero_ps();
+    // One 16-column step; clean: no NaN code in these weights (FP8), so the cheaper decode.
+    auto step = [&](int64_t c, __mmask16 m, bool clean) {
+      __m512 xv[TT];
+#pragma GCC unroll 16
+      for (int t = 0; t < TT; ++t) xv[t] = _mm512_maskz_loadu_ps(m, xt[t] + c);
+#pragma GCC unroll 16
+      for (int i = 0; i < R; ++i) {
+        const __m512 wv = m != 0xffff ? W::LoadMasked(row[i] + c, m)
+                          : clean     ? LoadClean<W>(row[i] + c)
+                                      : W::Load(row[i] + c);
+#pragma GCC unroll 16
+        for (int t = 0; t < TT; ++t) acc[i][t] = _mm512_fmadd_ps(wv, xv[t], acc[i][t]);
+      }
+    };
+    int64_t c = cb;
+    for (; c + kLine <= ce; c += kLine) {
+      if (t0 == 0) {
+#pragma GCC unroll 16
+        for (int i = 0; i < R; ++i)
+          _mm_prefetch(reinterpret_cast<const char*>(next[i] + c), _MM_HINT_T1);
+      }
+      __mmask64 nan_codes = 0;
+      if constexpr (W::kNanCodes) {
+#pragma GCC unroll 16
+        for (int i = 0; i < R; ++i) nan_codes |= W::LineNanMask(row[i] + c);
+      }
+#pragma GCC unroll 4
+      for (int64_t v = 0; v < kLine; v += 16) step(c + v, 0xffff, nan_codes == 0);
+    }
+    for (; c + 16 <= ce; c += 16) step(c, 0xffff, false);
+    if (c < ce) step(c, TailMask(ce - c), false);
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i) {
+#pragma GCC unroll 16
+      for (int t = 0; t < TT; ++t) {
+        if constexpr (W::kBlockScaled) {
+          total[i][t] =
+              _mm512_fmadd_ps(acc[i][t], _mm512_set1_ps(BlockScale<W>(w, r0 + i, j)), total[i][t]);
+        } else {
+          total[i][t] = _mm512_add_ps(total[i][t], acc[i][t]);
+        }
+      }
+    }
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 16
+    for (int t = 0; t < TT; ++t) y[(t0 + t) * w.rows + r0 + i] = _mm512_reduce_add_ps(total[i][t]);
+}
+
+template <class W, int R>
+void SmallBatchRowTile(const float* x, int64_t T, const MatrixWeight& w, int64_t r, float* y) {
+  int64_t t = 0;
+  for (; t + kSmallTokens <= T; t += kSmallTokens)
+    SmallBatchTile<W, R, kSmallTokens>(x, t, w, r, y);
+  switch (T - t) {
+    case 3:
+      SmallBatchTile<W, R, 3>(x, t, w, r, y);
+      break;
+    case 2:
+      SmallBatchTile<W, R, 2>(x, t, w, r, y);
+      break;
+    case 1:
+      SmallBatchTile<W, R, 1>(x, t, w, r, y);
+      break;
+    default:
+      break;
+  }
+}
+
+template <class W>
+void SmallBatchRows(const float* x, int64_t T, const MatrixWeight& w, int64_t r0, int64_t r1,
+                    float* y) {
+  int64_t r = r0;
+  for (; r + kSmallRows <= r1; r += kSmallRows) SmallBatchRowTile<W, kSmallRows>(x, T, w, r, y);
+  if (r < r1) SmallBatchRowTile<W, 1>(x, T, w, r, y);
+}
+
 template <class W>
 void LinearRowsTyped(const float* x, int64_t T, const MatrixWeight& w, int64_t r0, int64_t r1,
                      float* y) {
   if (T == 1) return GemvRows<GemvTileOf<W>::template T>(x, w, r0, r1, y);
+  if (T <= kSmallBatchMax) return SmallBatchRows<W>(x, T, w, r0, r1, y);
   MultiTokenRows<W::kBlockScaled>(
       x, T, w, r0, r1, W::kBlockScaled ? w.block_cols : w.cols, y,
       [&](int64_t r, float* dst) { DecodeRowRaw<W>(w, r, dst); },

@@ -108,4 +108,22 @@ void Embedding(const TensorView& table, const int32_t* ids, int64_t T, float* ou
   }
 }
 
+uint64_t ReadProbe(const void* p, size_t bytes) {
+  const uint64_t* q = static_cast<const uint64_t*>(p);
+  uint64_t a[8] = {};
+  for (size_t i = 0, n = bytes / 512; i < n; ++i, q += 64) {
+    for (int k = 0; k < 64; ++k) a[k % 8] += q[k];
+  }
+  return a[0] + a[1] + a[2] + a[3] + a[4] + a[5] + a[6] + a[7];
+}
+
+double FmaProbe(int64_t iters, float* sink) {
+  float a[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+  for (int64_t i = 0; i < iters; ++i) {
+    for (float& x : a) x = x * 0.99999994f + 1e-7f;
+  }
+  for (float x : a) *sink += x;
+  return 2.0 * 8 * static_cast<double>(iters);
+}
+
 }  // namespace mimo::ref

@@ -3,6 +3,7 @@
 // pure functions of their arguments.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "core/matrix_weight.h"
@@ -31,6 +32,9 @@ void SiluMul(const float* gate, const float* up, float* out, int64_t n);
 
 // dst[i] = src[i] as fp32.   src [n] F32|BF16|F16
 void ConvertRow(const void* src, DType dtype, int64_t n, float* dst);
+// Scalar roofline probes (KernelTable::read_probe / fma_probe).
+uint64_t ReadProbe(const void* p, size_t bytes);
+double FmaProbe(int64_t iters, float* sink);
 
 // out[t] = table[ids[t]].   table [vocab, dim]; out [T, dim]
 void Embedding(const TensorView& table, const int32_t* ids, int64_t T, float* out);

@@ -1,0 +1,73 @@
+"""`mimo bench model --json` on a tiny generated checkpoint: the object has every field, and the
+fields agree with each other (achieved GB/s = bytes per token x tok/s, the ratios are the ratios
+of the printed figures, the weight bytes of batch 1 are exactly `bench e2e`'s active-weight count,
+since one token chooses exactly top-k experts per layer). Not a timed test: speed is whatever the
+machine gives; only consistency is checked."""
+import json
+import re
+import subprocess
+
+import pytest
+
+FIELDS = ["prefill_tok_s", "decode_tok_s", "active_bytes_per_token", "achieved_gbps",
+          "measured_read_gbps", "roofline_fraction", "prefill_gflops", "peak_gflops", "isa",
+          "weight_bytes_per_token", "kv_bytes_per_token", "peak_fraction", "roofline_tok_s"]
+
+
+def run_json(mimo_bin, d, *extra):
+    p = subprocess.run([mimo_bin, "bench", "model", "--model", d, "--prompt-len", "24",
+                        "--gen-len", "4", "--threads", "2", "--probe-mib", "64", "--json",
+                        *extra], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    lines = [l for l in p.stdout.splitlines() if l.strip()]
+    assert len(lines) == 1, p.stdout  # one object, nothing else on stdout
+    assert "bench model:" in p.stderr  # the progress lines go to stderr
+    return json.loads(lines[0])
+
+
+def e2e_weight_bytes(mimo_bin, d):
+    p = subprocess.run([mimo_bin, "bench", "e2e", "--model", d, "--tokens", "2", "--prompt", "2",
+                        "--membw", "10", "--threads", "1"], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    return float(re.search(r"\((\d+) bytes\)", p.stdout).group(1))
+
+
+def close(a, b, rel=2e-3):
+    return abs(a - b) <= rel * max(abs(a), abs(b))
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_bench_model_json_is_consistent(mimo_bin, checkpoint, batch):
+    d = checkpoint("fp8")
+    r = run_json(mimo_bin, d, "--batch", str(batch), "--kv-cache-dtype", "bf16")
+    for f in FIELDS:
+        assert f in r, f
+    assert r["isa"] in ("scalar", "avx2", "avx512")
+    for f in FIELDS:
+        if f != "isa":
+            assert r[f] >= 0, (f, r[f])
+    for f in ["prefill_tok_s", "decode_tok_s", "measured_read_gbps", "peak_gflops",
+              "prefill_gflops", "weight_bytes_per_token", "kv_bytes_per_token"]:
+        assert r[f] > 0, f
+    assert r["batch"] == batch and r["prompt_len"] == 24 and r["kv_cache_dtype"] == "BF16"
+    assert close(r["active_bytes_per_token"],
+                 r["weight_bytes_per_token"] + r["kv_bytes_per_token"])
+    assert close(r["achieved_gbps"], r["active_bytes_per_token"] * r["decode_tok_s"] / 1e9)
+    assert close(r["roofline_fraction"], r["achieved_gbps"] / r["measured_read_gbps"])
+    assert close(r["roofline_tok_s"], r["measured_read_gbps"] * 1e9 / r["active_bytes_per_token"])
+    assert close(r["peak_fraction"], r["prefill_gflops"] / r["peak_gflops"])
+    # Nothing beats the limits measured in the same run (a tiny model is overhead-bound).
+    assert r["roofline_fraction"] <= 1.05
+    assert r["peak_fraction"] <= 1.05
+    e2e = e2e_weight_bytes(mimo_bin, d)
+    if batch == 1:
+        assert close(r["weight_bytes_per_token"], e2e, 1e-6)
+    else:  # tokens of a step share the weights read once (each distinct expert once)
+        assert r["weight_bytes_per_token"] < e2e
+
+
+def test_bench_model_rejects_bad_arguments(mimo_bin, checkpoint):
+    p = subprocess.run([mimo_bin, "bench", "model", "--model", checkpoint("fp8"), "--gen-len",
+                        "1"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "gen-len" in p.stderr

@@ -1,0 +1,201 @@
+// `mimo bench model`: one benchmark that states the machine's limits next to the model's speed,
+// all measured in one run: prefill tok/s of an N-token prompt against the fp32 FMA peak of the
+// instructions the prefill tiles use, and decode tok/s against the streaming read bandwidth,
+// counting the bytes one decode token really reads (the experts the router chose, each distinct
+// expert once per step, plus the KV cache the step attends over).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cli/command.h"
+#include "cli/model_loading.h"
+#include "cli/roofline_probe.h"
+#include "core/progress.h"
+#include "engine/sampler.h"
+#include "kernels/dispatch.h"
+#include "kernels/kernels.h"
+
+namespace mimo::cli {
+namespace {
+
+double Elements(const MatrixWeight& w) { return static_cast<double>(w.rows) * w.cols; }
+double MlpElements(const MlpWeights& m) {
+  return Elements(m.gate_proj) + Elements(m.up_proj) + Elements(m.down_proj);
+}
+
+// Visible keys of a query at position pos on a layer (window W > 0: the last W positions).
+double VisibleKeys(const LayerConfig& lc, int64_t pos) {
+  const int64_t n = pos + 1;
+  return static_cast<double>(lc.sliding_window > 0 ? std::min<int64_t>(n, lc.sliding_window) : n);
+}
+
+// FLOPs of a prefill of `prompt` tokens at positions 0..prompt-1 of `seqs` sequences, logits of
+// the last row of each: every token's Linear work (top-k experts on MoE layers) plus QK^T and PV.
+double PrefillFlops(const MimoV2Model& m, int64_t prompt, int seqs) {
+  const ModelConfig& cfg = m.config();
+  const ModelWeights& w = m.weights();
+  double per_token = 0, attn = 0;
+  for (int l = 0; l < cfg.num_hidden_layers; ++l) {
+    const LayerWeights& lw = w.layers[l];
+    const LayerConfig& lc = cfg.layers[l];
+    per_token += Elements(lw.attn.q_proj) + Elements(lw.attn.k_proj) + Elements(lw.attn.v_proj) +
+                 Elements(lw.attn.o_proj);
+    if (lc.ffn == FfnKind::kMoe) {
+      per_token += Elements(lw.moe.gate);
+      if (!lw.moe.experts.empty())
+        per_token += cfg.num_experts_per_tok * MlpElements(lw.moe.experts[0]);
+    } else {
+      per_token += MlpElements(lw.mlp);
+    }
+    for (int64_t t = 0; t < prompt; ++t) {
+      attn += 2.0 * lc.num_attention_heads * (lc.head_dim + lc.v_head_dim) * VisibleKeys(lc, t);
+    }
+  }
+  return seqs * (2.0 * per_token * prompt + attn + 2.0 * Elements(w.lm_head));
+}
+
+// KV-cache bytes one decode step reads for a query at position pos (K and V of every visible
+// key of every layer).
+double KvBytesAt(const ModelConfig& cfg, DType kv_dtype, int64_t pos) {
+  double b = 0;
+  for (int l = 0; l < cfg.num_hidden_layers; ++l) {
+    const LayerConfig& lc = cfg.layers[l];
+    b += VisibleKeys(lc, pos) * lc.num_key_value_heads * (lc.head_dim + lc.v_head_dim) *
+         static_cast<double>(DTypeSize(kv_dtype));
+  }
+  return b;
+}
+
+struct Result {
+  double prefill_s = 0, decode_s = 0;
+  double weight_bytes = 0, kv_bytes = 0;  // per decode token
+  double read_gbps = 0, peak_gflops = 0, prefill_flops = 0;
+};
+
+}  // namespace
+
+int RunBenchModel(const Args& a) {
+  const int threads = static_cast<int>(a.GetInt("threads", std::thread::hardware_concurrency()));
+  const int prompt = static_cast<int>(a.GetInt("prompt-len", 512));
+  const int gen = static_cast<int>(a.GetInt("gen-len", 32));
+  const int batch = static_cast<int>(a.GetInt("batch", 1));
+  const int64_t probe_mib = a.GetInt("probe-mib", 1024);
+  const bool json = a.Has("json");
+  if (!a.Has("model") || threads <= 0 || prompt <= 0 || gen < 2 || batch <= 0 || probe_mib <= 0) {
+    std::fprintf(stderr,
+                 "bench model: need --model; --threads, --prompt-len, --batch, "
+                 "--probe-mib > 0, --gen-len >= 2\n");
+    return 2;
+  }
+  if (!SetBenchClock(a.Get("clock", "wall"), threads)) {
+    std::fprintf(stderr, "bench model: --clock must be wall or cpu\n");
+    return 2;
+  }
+  LoadedModel lm;
+  if (!LoadModelOrReport("bench model", a.Get("model"), threads, &lm)) return 1;
+  MimoV2Model& model = *lm.model;
+  const ModelConfig& cfg = model.config();
+  {
+    ProgressLine pl("bench model: reading weights",
+                    static_cast<double>(model.checkpoint().TotalFileBytes()), "GB");
+    model.checkpoint().ReadThrough(
+        lm.pool.get(), [&](uint64_t d, uint64_t) { pl.Update(static_cast<double>(d)); });
+    pl.Finish();
+  }
+  PagedKvOptions kv_opts;
+  if (!KvOptionsFromArgs("bench model", a, &kv_opts)) return 1;
+  auto kv = MakeKvCacheOrReport("bench model", a, model, batch, prompt + gen, batch * prompt);
+  if (!kv) return 1;
+  const KernelTable& k = ActiveKernels();
+  Result r;
+  std::fprintf(stderr, "bench model: probing read bandwidth (%lld MiB) and FMA peak (%s)\n",
+               static_cast<long long>(probe_mib), IsaName(k.isa));
+  r.read_gbps =
+      MeasureReadBandwidth(*lm.pool, k, static_cast<size_t>(probe_mib) << 20, 5, &BenchNow);
+  r.peak_gflops = MeasurePeakGflops(*lm.pool, k, 0.2, 3, &BenchNow);
+
+  // Prefill: every sequence's prompt in one step (B chunks), logits of each last row.
+  std::vector<int32_t> ids(static_cast<size_t>(batch) * prompt);
+  for (size_t i = 0; i < ids.size(); ++i)
+    ids[i] = static_cast<int32_t>((1 + 7919 * i) % cfg.vocab_size);
+  std::vector<float> logits(static_cast<size_t>(batch) * cfg.vocab_size);  // [batch, vocab]
+  StepBatch pb;
+  ForwardOutputs po;
+  for (int s = 0; s < batch; ++s) {
+    pb.chunks.push_back({s, s * prompt, prompt, 0});
+    po.logit_rows.push_back((s + 1) * prompt - 1);
+  }
+  pb.num_tokens = batch * prompt;
+  po.logits = logits.data();
+  std::fprintf(stderr, "bench model: prefill %d x %d tokens\n", batch, prompt);
+  double t0 = BenchNow();
+  model.Forward(lm.ctx, pb, ids.data(), *kv, po);
+  r.prefill_s = BenchNow() - t0;
+  r.prefill_flops = PrefillFlops(model, prompt, batch);
+
+  // Decode: gen steps of one token per sequence; the first is a warm-up and not timed.
+  std::vector<int32_t> next(batch);
+  ProgressLine pl("bench model: decode", gen, "");
+  for (int i = 0; i < gen; ++i) {
+    StepBatch d;
+    ForwardOutputs o;
+    for (int s = 0; s < batch; ++s) {
+      next[s] = Argmax(logits.data() + static_cast<size_t>(s) * cfg.vocab_size, cfg.vocab_size);
+      d.chunks.push_back({s, s, 1, prompt + i});
+    }
+    d.num_tokens = batch;
+    o.logits = logits.data();
+    if (i == 1) t0 = BenchNow();
+    model.Forward(lm.ctx, d, next.data(), *kv, o);
+    if (i >= 1) {
+      r.weight_bytes += model.last_forward_stats().weight_bytes / batch;
+      r.kv_bytes += KvBytesAt(cfg, kv_opts.kv_dtype, prompt + i);
+    }
+    pl.Update(i + 1);
+  }
+  r.decode_s = BenchNow() - t0;
+  pl.Finish();
+  const int timed = gen - 1;
+  r.weight_bytes /= timed;
+  r.kv_bytes /= timed;
+
+  const double prefill_tps = batch * prompt / r.prefill_s;
+  const double decode_tps = batch * timed / r.decode_s;
+  const double bytes = r.weight_bytes + r.kv_bytes;
+  const double achieved = bytes * decode_tps / 1e9;
+  const double prefill_gflops = r.prefill_flops / r.prefill_s / 1e9;
+  const double roofline = achieved / r.read_gbps, compute = prefill_gflops / r.peak_gflops;
+  if (json) {
+    std::printf(
+        "{\"isa\": \"%s\", \"threads\": %d, \"clock\": \"%s\", \"batch\": %d, \"prompt_len\": %d, "
+        "\"gen_len\": %d, \"kv_cache_dtype\": \"%s\", \"prefill_tok_s\": %.6g, "
+        "\"decode_tok_s\": %.6g, \"active_bytes_per_token\": %.0f, "
+        "\"weight_bytes_per_token\": %.0f, \"kv_bytes_per_token\": %.0f, "
+        "\"achieved_gbps\": %.6g, \"measured_read_gbps\": %.6g, \"roofline_fraction\": %.6g, "
+        "\"roofline_tok_s\": %.6g, \"prefill_gflops\": %.6g, \"peak_gflops\": %.6g, "
+        "\"peak_fraction\": %.6g}\n",
+        IsaName(k.isa), threads, BenchClockIsCpu() ? "cpu" : "wall", batch, prompt, gen,
+        std::string(DTypeName(kv_opts.kv_dtype)).c_str(), prefill_tps, decode_tps, bytes,
+        r.weight_bytes, r.kv_bytes, achieved, r.read_gbps, roofline, r.read_gbps * 1e9 / bytes,
+        prefill_gflops, r.peak_gflops, compute);
+  } else {
+    std::printf("model: %s; isa %s; %d threads; %s clock; batch %d\n", a.Get("model").c_str(),
+                IsaName(k.isa), threads, BenchClockIsCpu() ? "cpu" : "wall", batch);
+    std::printf(
+        "prefill: %d tokens %.1f tok/s, %.1f GFLOP/s = %.0f%% of the %.1f GFLOP/s FMA peak "
+        "(%s, all threads, same run)\n",
+        batch * prompt, prefill_tps, prefill_gflops, 100 * compute, r.peak_gflops, IsaName(k.isa));
+    std::printf(
+        "decode: %.2f tok/s; %.1f MB/token (weights %.1f MB of the chosen experts + KV "
+        "%.2f MB) -> %.2f GB/s = %.0f%% of the %.2f GB/s read bandwidth (same run; "
+        "roofline %.1f tok/s)\n",
+        decode_tps, bytes / 1e6, r.weight_bytes / 1e6, r.kv_bytes / 1e6, achieved, 100 * roofline,
+        r.read_gbps, r.read_gbps * 1e9 / bytes);
+  }
+  return 0;
+}
+
+}  // namespace mimo::cli
