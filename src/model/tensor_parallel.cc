@@ -195,11 +195,7 @@ StatusOr<std::vector<double>> TpWeightBytesPerRank(const Checkpoint& ck, int siz
 StatusOr<std::vector<LayerConfig>> TpKvLayerConfigs(const ModelConfig& cfg, int num_mtp, int rank,
                                                     int size) {
   std::vector<LayerConfig> out = cfg.layers;
-  for (int i = 0; i < num_mtp; ++i) {
-    LayerConfig l = cfg.mtp_layer;
-    l.mtp = true;
-    out.push_back(l);
-  }
+  for (int i = 0; i < num_mtp; ++i) out.push_back(cfg.mtp_layer);  // as inspect plans them
   for (LayerConfig& l : out) {
     MIMO_ASSIGN_OR_RETURN(HeadSlice hs, SliceHeads(l, rank, size));
     l = LocalLayerConfig(l, hs);

@@ -79,7 +79,8 @@ void GatherColumns(Communicator& comm, const float* local, int64_t T,
 // whole. For `mimo inspect --tensor-parallel-size N`.
 StatusOr<std::vector<double>> TpWeightBytesPerRank(const Checkpoint& ck, int size,
                                                    bool expert_parallel);
-// This rank's KV layer geometry: main layers, then `num_mtp` MTP layers.
+// This rank's KV layer geometry: main layers, then `num_mtp` MTP layers (cfg.mtp_layer, as
+// `mimo inspect` plans the whole model's).
 StatusOr<std::vector<LayerConfig>> TpKvLayerConfigs(const ModelConfig& cfg, int num_mtp, int rank,
                                                     int size);
 

@@ -224,4 +224,4 @@ def test_tensor_parallel_inspect_reports_per_rank_memory(mimo_bin, full_size_dir
     # kv-head share of full layers (MTP layers are sliding window, in the fixed SWA part).
     kv_one, kv_tp = one["kv_cache"], tp["kv_cache_per_rank"]
     assert kv_tp["full_bytes_per_token"] == kv_one["full_bytes_per_token"] * max(1 / n, 1 / kv["full"])
-    assert kv_tp["swa_bytes_per_sequence"] <= kv_one["swa_bytes_per_sequence"] * max(1 / n, 1 / kv["swa"]) + 1
+    assert kv_tp["swa_bytes_per_sequence"] == kv_one["swa_bytes_per_sequence"] * max(1 / n, 1 / kv["swa"])
