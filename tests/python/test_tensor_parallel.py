@@ -5,7 +5,7 @@ single-process run (which test_logits_vs_reference / test_mtp_logits hold to the
 reference), greedy generation identical. Covers kv-head replication (N > a layer's kv heads),
 fused qkv_proj at a TP other than the checkpoint's, the Flash FP8 K/V section grid, MXFP4 experts,
 expert parallelism and MTP layers; a rank that cannot load stops the job with its rank and cause;
-a hung rank trips the collective watchdog; the server answers under mpirun and SIGTERM stops
+a hung rank trips the collective watchdog; a killed rank stops the job (mpirun names it); the server answers under mpirun and SIGTERM stops
 every rank. Ranks run oversubscribed on loopback."""
 import json
 import os
@@ -234,5 +234,20 @@ def test_hung_rank_trips_the_watchdog(mpi, nano):
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
+        if s.proc.poll() is None:
+            s.proc.kill()
+
+
+def test_rank_that_dies_stops_the_job_naming_it(mpi, nano):
+    s = MpiServer(mpi, 2)
+    ranks = _ranks(s.proc.pid)
+    try:
+        os.kill(ranks[1], signal.SIGKILL)
+        _, err = s.proc.communicate(timeout=60)  # mpirun stops rank 0 too: no hang
+        assert s.proc.returncode != 0
+        assert "rank 1" in err and "signal 9" in err, err[-2000:]
+        assert not os.path.exists(f"/proc/{ranks[0]}") or \
+            open(f"/proc/{ranks[0]}/stat").read().split()[2] == "Z"
+    finally:
         if s.proc.poll() is None:
             s.proc.kill()
