@@ -145,7 +145,10 @@ double MimoV2Model::WeightBytes() const {
   const ModelConfig& cfg = config();
   const double vec = 2.0 * cfg.hidden_size;  // a bf16 norm
   double b = static_cast<double>(w_.embed_tokens.nbytes());
-  if (w_.lm_head.data != w_.embed_tokens.data || tp_.active()) b += MatrixBytes(w_.lm_head);
+  const auto* e0 = static_cast<const uint8_t*>(w_.embed_tokens.data);
+  const auto* head = static_cast<const uint8_t*>(w_.lm_head.data);
+  const bool tied = head >= e0 && head < e0 + w_.embed_tokens.nbytes();  // rows of the embedding
+  if (!tied) b += MatrixBytes(w_.lm_head);
   auto block = [&](const LayerWeights& w) {
     double x = 2 * vec + MatrixBytes(w.attn.q_proj) + MatrixBytes(w.attn.k_proj) +
                MatrixBytes(w.attn.v_proj) + MatrixBytes(w.attn.o_proj) + MlpBytes(w.mlp);
