@@ -3,8 +3,11 @@
 // the paged cache with capability-selected backends later); the model never sees blocks.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <vector>
 
+#include "core/status.h"
 #include "core/thread_pool.h"
 
 namespace mimo {
@@ -45,6 +48,32 @@ class KvAttention {
   virtual void Forward(ExecContext& ctx, int layer, const AttentionGeometry& g,
                        const StepBatch& batch, const float* q, const float* k, const float* v,
                        const float* sinks, float* out) = 0;
+
+  // Tensor parallelism (model/tensor_parallel.h): rank 0's cache describes itself and each
+  // step's slot plan as plain words; a follower's cache of the same spec imports the plan and
+  // so writes and reads the same blocks without a block manager of its own.
+  uint64_t instance_id() const { return instance_id_; }
+  virtual Status ExportSpec(std::vector<int64_t>* words) const {
+    (void)words;
+    return Unimplemented("this KV cache cannot run tensor parallel");
+  }
+  virtual Status ExportStep(const StepBatch& batch, std::vector<int64_t>* words) {
+    (void)batch;
+    (void)words;
+    return Unimplemented("this KV cache cannot run tensor parallel");
+  }
+  virtual Status ImportStep(const StepBatch& batch, const std::vector<int64_t>& words) {
+    (void)batch;
+    (void)words;
+    return Unimplemented("this KV cache cannot run tensor parallel");
+  }
+
+ private:
+  static uint64_t NextInstanceId() {
+    static std::atomic<uint64_t> next{1};
+    return next++;
+  }
+  const uint64_t instance_id_ = NextInstanceId();
 };
 
 }  // namespace mimo

@@ -1,6 +1,7 @@
 // PagedKvAttention: plan the step's slots once, then per layer write K/V and run the backend.
 #include "kv/paged_kv_attention.h"
 
+#include <cstring>
 #include <set>
 
 #include "core/check.h"
@@ -81,6 +82,11 @@ StatusOr<std::unique_ptr<PagedKvAttention>> PagedKvAttention::Create(const Model
   po.mtp_sequences_per_sequence = o.mtp_sequences_per_sequence;
   po.mtp_chunk_tokens = o.mtp_chunk_tokens;
   MIMO_ASSIGN_OR_RETURN(KvMemoryPlan plan, PlanKvMemory(config, po));
+  if (o.follower_spec) {  // tensor-parallel follower: exactly rank 0's blocks
+    plan.num_full_blocks = o.follower_spec->num_full_blocks;
+    plan.num_swa_blocks = o.follower_spec->num_swa_blocks;
+    plan.num_mtp_blocks = o.follower_spec->num_mtp_blocks;
+  }
 
   std::unique_ptr<PagedKvAttention> a(new PagedKvAttention());
   a->config_ = config;
@@ -217,9 +223,13 @@ void PagedKvAttention::Forward(ExecContext& ctx, int layer, const AttentionGeome
                                const StepBatch& batch, const float* q, const float* k,
                                const float* v, const float* sinks, float* out) {
   MIMO_CHECK(layer >= 0 && layer < static_cast<int>(storage_.size()), "layer %d", layer);
-  if (!prepared_ || layer_done_[layer] || !SameChunks(batch)) {
+  if (!follower_ && (!prepared_ || layer_done_[layer] || !SameChunks(batch))) {
     Status st = PrepareStep(batch);
     MIMO_CHECK(st.ok(), "%s", st.message().c_str());
+  }
+  if (follower_) {
+    MIMO_CHECK(prepared_ && !layer_done_[layer] && SameChunks(batch),
+               "tensor-parallel follower: layer %d ran without rank 0's step plan", layer);
   }
   KvLayerStorage& s = storage_[layer];
   MIMO_CHECK(g.num_kv_heads == s.layout().num_kv_heads && g.head_dim == s.layout().head_dim &&
@@ -262,6 +272,131 @@ void PagedKvAttention::RecordTokenIds(int seq, std::span<const int32_t> token_id
 void PagedKvAttention::FreeSequence(int seq) {
   if (manager_->HasSequence(seq)) manager_->FreeSequence(seq);
   prepared_ = false;
+}
+
+// ---- tensor parallelism: the spec and the step plan as words (see kv_attention.h).
+namespace {
+constexpr int64_t kSpecVersion = 1;
+}  // namespace
+
+Status PagedKvAttention::ExportSpec(std::vector<int64_t>* w) const {
+  const PagedKvOptions& o = opts_;
+  float scale = o.fp8_scale;
+  int32_t scale_bits = 0;
+  std::memcpy(&scale_bits, &scale, sizeof scale_bits);
+  *w = {kSpecVersion,
+        static_cast<int64_t>(config_.layers.size()),
+        o.block_size,
+        static_cast<int64_t>(o.kv_dtype),
+        static_cast<int64_t>(o.fp8_scale_mode),
+        scale_bits,
+        o.strict_backend,
+        o.enable_prefix_caching,
+        plan_.num_full_blocks,
+        plan_.num_swa_blocks,
+        plan_.num_mtp_blocks,
+        o.max_sequences,
+        o.max_context,
+        o.max_chunk_tokens,
+        o.mtp_sequences_per_sequence,
+        o.mtp_chunk_tokens,
+        plan_.budget_bytes,
+        static_cast<int64_t>(o.attention_backend.size())};
+  for (char c : o.attention_backend) w->push_back(c);
+  return Status::Ok();
+}
+
+StatusOr<PagedKvSpec> DecodePagedKvSpec(const std::vector<int64_t>& w) {
+  if (w.size() < 18 || w[0] != kSpecVersion ||
+      w.size() != 18 + static_cast<size_t>(w[17])) {
+    return InvalidArgument("tensor parallel: malformed KV cache spec from rank 0");
+  }
+  PagedKvSpec s;
+  PagedKvOptions& o = s.options;
+  s.num_layers = static_cast<int>(w[1]);
+  o.block_size = static_cast<int>(w[2]);
+  o.kv_dtype = static_cast<DType>(w[3]);
+  o.fp8_scale_mode = static_cast<Fp8ScaleMode>(w[4]);
+  const int32_t scale_bits = static_cast<int32_t>(w[5]);
+  std::memcpy(&o.fp8_scale, &scale_bits, sizeof scale_bits);
+  o.strict_backend = w[6] != 0;
+  o.enable_prefix_caching = w[7] != 0;
+  s.num_full_blocks = w[8];
+  s.num_swa_blocks = w[9];
+  s.num_mtp_blocks = w[10];
+  o.max_sequences = static_cast<int>(w[11]);
+  o.max_context = w[12];
+  o.max_chunk_tokens = static_cast<int>(w[13]);
+  o.mtp_sequences_per_sequence = static_cast<int>(w[14]);
+  o.mtp_chunk_tokens = static_cast<int>(w[15]);
+  o.kv_cache_memory_bytes = w[16];
+  for (int64_t i = 0; i < w[17]; ++i) o.attention_backend.push_back(static_cast<char>(w[18 + i]));
+  return s;
+}
+
+StatusOr<std::unique_ptr<PagedKvAttention>> PagedKvAttention::CreateFollower(
+    const ModelConfig& config, const PagedKvSpec& spec) {
+  PagedKvOptions o = spec.options;
+  o.follower_spec = &spec;
+  MIMO_ASSIGN_OR_RETURN(std::unique_ptr<PagedKvAttention> a, Create(config, o));
+  a->opts_.follower_spec = nullptr;
+  a->follower_ = true;
+  a->num_groups_ = a->manager_->num_groups();
+  return a;
+}
+
+Status PagedKvAttention::ExportStep(const StepBatch& batch, std::vector<int64_t>* w) {
+  MIMO_RETURN_IF_ERROR(PrepareStep(batch));
+  w->clear();
+  w->push_back(static_cast<int64_t>(step_batches_.size()));
+  for (size_t g = 0; g < step_batches_.size(); ++g) {
+    w->insert(w->end(), step_slots_[g].begin(), step_slots_[g].end());
+    w->push_back(static_cast<int64_t>(step_batches_[g].seqs.size()));
+    for (const AttentionSequence& s : step_batches_[g].seqs) {
+      w->insert(w->end(), {s.query_begin, s.num_queries, s.start_pos, s.num_table_blocks});
+      w->insert(w->end(), s.block_table, s.block_table + s.num_table_blocks);
+    }
+  }
+  return Status::Ok();
+}
+
+Status PagedKvAttention::ImportStep(const StepBatch& batch, const std::vector<int64_t>& w) {
+  if (!follower_) return Internal("ImportStep on rank 0's KV cache");
+  size_t i = 0;
+  auto next = [&]() -> int64_t { return i < w.size() ? w[i++] : -1; };
+  const int64_t G = next();
+  if (G != num_groups_) return InvalidArgument("step plan has %lld KV groups, this rank %d",
+                                               static_cast<long long>(G), num_groups_);
+  step_slots_.assign(G, std::vector<int64_t>(batch.num_tokens));
+  step_batches_.assign(G, AttentionBatch{});
+  imported_tables_.clear();
+  std::vector<std::pair<int, int>> table_of;  // (group, seq index) per imported table
+  for (int64_t g = 0; g < G; ++g) {
+    for (int t = 0; t < batch.num_tokens; ++t) step_slots_[g][t] = next();
+    step_batches_[g].num_tokens = batch.num_tokens;
+    const int64_t nseq = next();
+    for (int64_t s = 0; s < nseq; ++s) {
+      AttentionSequence a;
+      a.query_begin = static_cast<int>(next());
+      a.num_queries = static_cast<int>(next());
+      a.start_pos = static_cast<int>(next());
+      a.num_table_blocks = static_cast<int>(next());
+      std::vector<int32_t> table(std::max(a.num_table_blocks, 0));
+      for (int32_t& b : table) b = static_cast<int32_t>(next());
+      imported_tables_.push_back(std::move(table));
+      table_of.push_back({static_cast<int>(g), static_cast<int>(step_batches_[g].seqs.size())});
+      step_batches_[g].seqs.push_back(a);
+    }
+  }
+  if (i != w.size()) return InvalidArgument("malformed step plan from rank 0");
+  for (size_t k = 0; k < table_of.size(); ++k) {  // pointers once the vector stopped growing
+    step_batches_[table_of[k].first].seqs[table_of[k].second].block_table =
+        imported_tables_[k].data();
+  }
+  step_chunks_ = batch.chunks;
+  std::fill(layer_done_.begin(), layer_done_.end(), 0);
+  prepared_ = true;
+  return Status::Ok();
 }
 
 StatusOr<std::unique_ptr<KvAttention>> MakePagedKvAttention(const ModelConfig& config,

@@ -20,6 +20,8 @@
 
 namespace mimo {
 
+struct PagedKvSpec;
+
 struct PagedKvOptions {
   std::string attention_backend;  // --attention-backend; "" = automatic per layer
   bool strict_backend = false;    // incapable explicit backend: error instead of fallback
@@ -37,7 +39,17 @@ struct PagedKvOptions {
   int mtp_sequences_per_sequence = 0;    // speculative decoding: draft depths (see the plan)
   int mtp_chunk_tokens = 0;
   const AttentionBackendRegistry* registry = nullptr;  // null: BuiltinAttentionBackends()
+  const PagedKvSpec* follower_spec = nullptr;  // CreateFollower: rank 0's block counts
 };
+
+// What a tensor-parallel follower needs to build a cache identical in blocks to rank 0's
+// (PagedKvAttention::ExportSpec): the options that shape storage and rank 0's block counts.
+struct PagedKvSpec {
+  int num_layers = 0;
+  PagedKvOptions options;
+  int64_t num_full_blocks = 0, num_swa_blocks = 0, num_mtp_blocks = 0;
+};
+StatusOr<PagedKvSpec> DecodePagedKvSpec(const std::vector<int64_t>& words);
 
 // Parses "f32" | "bf16" | "fp8" (also "fp8_e4m3").
 StatusOr<DType> ParseKvCacheDType(const std::string& s);
@@ -60,6 +72,13 @@ class PagedKvAttention final : public KvAttention {
  public:
   static StatusOr<std::unique_ptr<PagedKvAttention>> Create(const ModelConfig& config,
                                                             const PagedKvOptions& opts);
+  // A follower rank's cache: storage and backends of `spec` (rank 0's block counts), no block
+  // manager; every step's slots come from ImportStep. config.layers: this rank's KV layers.
+  static StatusOr<std::unique_ptr<PagedKvAttention>> CreateFollower(const ModelConfig& config,
+                                                                    const PagedKvSpec& spec);
+  Status ExportSpec(std::vector<int64_t>* words) const override;
+  Status ExportStep(const StepBatch& batch, std::vector<int64_t>* words) override;
+  Status ImportStep(const StepBatch& batch, const std::vector<int64_t>& words) override;
 
   // Allocates the step's slots (idempotent for the same batch until a layer has run). Forward
   // calls it itself; call it first to get "no room" as a Status (ResourceExhausted) instead of
@@ -114,6 +133,10 @@ class PagedKvAttention final : public KvAttention {
   std::vector<uint8_t> layer_done_;               // [num_layers]
   std::vector<std::vector<int64_t>> step_slots_;  // [num_groups][num_tokens] by token row
   std::vector<AttentionBatch> step_batches_;      // [num_groups]
+  // Follower: no manager; the imported step's block tables.
+  bool follower_ = false;
+  int num_groups_ = 0;
+  std::vector<std::vector<int32_t>> imported_tables_;
 };
 
 // The factory the model/CLI calls.

@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 
+#include "core/check.h"
 #include "core/denormals.h"
 #include "kernels/kernels.h"
 #include "model/moe.h"
@@ -19,15 +22,106 @@ std::vector<int32_t> StepPositions(const StepBatch& batch) {
   return pos;
 }
 
-StatusOr<std::unique_ptr<MimoV2Model>> MimoV2Model::Load(const std::string& dir) {
+StatusOr<std::unique_ptr<MimoV2Model>> MimoV2Model::Load(const std::string& dir,
+                                                         const TensorParallelOptions& tpo) {
   std::unique_ptr<MimoV2Model> m(new MimoV2Model());
-  MIMO_ASSIGN_OR_RETURN(m->ckpt_, Checkpoint::Open(dir));
-  MIMO_ASSIGN_OR_RETURN(m->w_, BindWeights(*m->ckpt_, m->ckpt_->config()));
+  m->tp_.comm = tpo.comm;
+  if (tpo.comm) m->tp_.slice = {tpo.comm->rank(), tpo.comm->size(), tpo.expert_parallel};
+  const TpSlice& tp = m->tp_.slice;
+  Status st = [&]() -> Status {
+    MIMO_ASSIGN_OR_RETURN(m->ckpt_, Checkpoint::Open(dir));
+    const ModelConfig& cfg = m->ckpt_->config();
+    if (tp.expert_parallel && tp.active() && cfg.n_routed_experts > 0 &&
+        cfg.n_routed_experts < tp.size) {
+      return InvalidArgument("--expert-parallel over %d ranks needs at least %d experts, the "
+                             "model has %d", tp.size, tp.size, cfg.n_routed_experts);
+    }
+    MIMO_ASSIGN_OR_RETURN(m->w_, BindWeights(*m->ckpt_, cfg, tp));
+    m->layers_ = cfg.layers;
+    if (tp.active()) {
+      for (LayerConfig& l : m->layers_) {
+        MIMO_ASSIGN_OR_RETURN(HeadSlice hs, SliceHeads(l, tp.rank, tp.size));
+        l = LocalLayerConfig(l, hs);
+      }
+      if (!m->w_.mtp.empty()) {
+        MIMO_ASSIGN_OR_RETURN(HeadSlice hs, SliceHeads(m->w_.mtp_layer_config, tp.rank, tp.size));
+        m->w_.mtp_layer_config = LocalLayerConfig(m->w_.mtp_layer_config, hs);
+      }
+    }
+    return Status::Ok();
+  }();
+  if (m->tp_.active()) {
+    // Every rank learns whether every rank loaded; the first failure is everyone's error.
+    struct Outcome {
+      int32_t ok;
+      char message[508];
+    };
+    Outcome mine{st.ok() ? 1 : 0, {}};
+    std::snprintf(mine.message, sizeof mine.message, "%s", st.message().c_str());
+    std::vector<Outcome> all(tp.size);
+    tpo.comm->AllGatherBytes(&mine, sizeof mine, all.data(), "load");
+    for (int r = 0; r < tp.size; ++r) {
+      if (!all[r].ok) {
+        m->stopped_ = true;  // nobody is following
+        return Status(r == tp.rank ? st.code() : StatusCode::kInternal,
+                      StrFormat("rank %d of %d could not load the model: %s", r, tp.size,
+                                all[r].message));
+      }
+    }
+  }
+  if (!st.ok()) return st;
   return m;
 }
 
+MimoV2Model::~MimoV2Model() { StopFollowers(); }
+
+void MimoV2Model::StopFollowers() {
+  if (stopped_ || !tp_leader()) return;
+  stopped_ = true;
+  TpCommand c;
+  c.op = TpOp::kStop;
+  SendTpCommand(*tp_.comm, c);
+}
+
+void MimoV2Model::LeadStep(TpOp op, KvAttention& kv, const StepBatch& batch,
+                           const int32_t* tokens, const std::vector<int>& logit_rows,
+                           bool want_logits, int mtp_index, const float* hprev) {
+  MIMO_CHECK(!stopped_, "tensor parallel: a step after the followers were stopped");
+  if (kv_sent_.insert(kv.instance_id()).second) {
+    TpCommand c;
+    c.op = TpOp::kNewKv;
+    c.kv_id = kv.instance_id();
+    const Status st = kv.ExportSpec(&c.kv_words);
+    if (!st.ok()) tp_.comm->Abort(2, st.message());
+    SendTpCommand(*tp_.comm, c);
+  }
+  TpCommand c;
+  c.op = op;
+  c.kv_id = kv.instance_id();
+  c.batch = batch;
+  c.tokens.assign(tokens, tokens + batch.num_tokens);
+  c.logit_rows = logit_rows;
+  c.want_logits = want_logits;
+  c.mtp_index = mtp_index;
+  if (hprev) c.hprev.assign(hprev, hprev + int64_t{batch.num_tokens} * config().hidden_size);
+  const Status st = kv.ExportStep(batch, &c.kv_words);
+  if (!st.ok()) tp_.comm->Abort(2, st.message());
+  SendTpCommand(*tp_.comm, c);
+}
+
+void MimoV2Model::SplitLinear(ExecContext& ctx, const float* x, int64_t T, const MatrixWeight& w,
+                              int64_t full_rows, float* y, const char* what) {
+  if (!tp_.active()) {
+    Linear(ctx, x, T, w, y);
+    return;
+  }
+  std::vector<float> local(T * w.rows);  // [T, this rank's rows]
+  Linear(ctx, x, T, w, local.data());
+  GatherColumns(*tp_.comm, local.data(), T, SplitCounts(full_rows, tp_.slice.size), y, what);
+}
+
 std::vector<LayerConfig> MimoV2Model::KvLayerConfigs() const {
-  std::vector<LayerConfig> out = config().layers;
+  std::vector<LayerConfig> out = layers_;
   for (size_t i = 0; i < w_.mtp.size(); ++i) {
     LayerConfig lc = w_.mtp_layer_config;
     lc.has_sinks = !w_.mtp[i].block.attn.sinks.empty();
@@ -43,9 +137,32 @@ double MatrixBytes(const MatrixWeight& w) {
   return static_cast<double>(w.DataBytes()) + static_cast<double>(w.ScaleBytes());
 }
 double MlpBytes(const MlpWeights& m) {
+  if (m.gate_proj.empty()) return 0;
   return MatrixBytes(m.gate_proj) + MatrixBytes(m.up_proj) + MatrixBytes(m.down_proj);
 }
 }  // namespace
+
+double MimoV2Model::WeightBytes() const {
+  const ModelConfig& cfg = config();
+  const double vec = 2.0 * cfg.hidden_size;  // a bf16 norm
+  double b = static_cast<double>(w_.embed_tokens.nbytes());
+  const auto* e0 = static_cast<const uint8_t*>(w_.embed_tokens.data);
+  const auto* head = static_cast<const uint8_t*>(w_.lm_head.data);
+  const bool tied = head >= e0 && head < e0 + w_.embed_tokens.nbytes();  // rows of the embedding
+  if (!tied) b += MatrixBytes(w_.lm_head);
+  auto block = [&](const LayerWeights& w) {
+    double x = 2 * vec + MatrixBytes(w.attn.q_proj) + MatrixBytes(w.attn.k_proj) +
+               MatrixBytes(w.attn.v_proj) + MatrixBytes(w.attn.o_proj) + MlpBytes(w.mlp);
+    if (!w.moe.gate.empty()) x += MatrixBytes(w.moe.gate);
+    for (const MlpWeights& e : w.moe.experts) {
+      if (!e.gate_proj.empty()) x += MlpBytes(e);
+    }
+    return x;
+  };
+  for (const LayerWeights& w : w_.layers) b += block(w);
+  for (const MtpLayerWeights& m : w_.mtp) b += block(m.block) + MatrixBytes(m.eh_proj) + 3 * vec;
+  return b + vec;
+}
 
 double MimoV2Model::ActiveWeightBytesPerToken() const {
   const ModelConfig& cfg = config();
@@ -57,7 +174,11 @@ double MimoV2Model::ActiveWeightBytesPerToken() const {
          MatrixBytes(w.attn.o_proj);
     if (cfg.layers[l].ffn == FfnKind::kMoe) {
       b += MatrixBytes(w.moe.gate);
-      if (!w.moe.experts.empty()) b += cfg.num_experts_per_tok * MlpBytes(w.moe.experts[0]);
+      for (const MlpWeights& e : w.moe.experts) {  // the first this rank holds
+        if (e.gate_proj.empty()) continue;
+        b += cfg.num_experts_per_tok * MlpBytes(e);
+        break;
+      }
     } else {
       b += MlpBytes(w.mlp);
     }
@@ -96,7 +217,15 @@ void MimoV2Model::Attention(ExecContext& ctx, int kv_layer, const LayerConfig& l
   g.scale = 1.0f / std::sqrt(static_cast<float>(dqk));
   kv.Forward(ctx, kv_layer, g, batch, q.data(), k.data(), v.data(),
              w.sinks.empty() ? nullptr : w.sinks.data(), attn.data());
-  Linear(ctx, attn.data(), T, w.o_proj, out);
+  if (!tp_.active()) {
+    Linear(ctx, attn.data(), T, w.o_proj, out);
+    return;
+  }
+  // Every rank's heads (rank order is head order), then this rank's o_proj rows.
+  std::vector<float> all(T * w.o_proj.cols);  // [T, all heads * dv]
+  GatherColumns(*tp_.comm, attn.data(), T, std::vector<int>(tp_.slice.size, nh * dv), all.data(),
+                "attention heads");
+  SplitLinear(ctx, all.data(), T, w.o_proj, config().hidden_size, out, "o_proj");
 }
 
 // §2.2: pre-norm block with two residuals.
@@ -112,9 +241,9 @@ int MimoV2Model::DecoderLayer(ExecContext& ctx, int kv_layer, const LayerConfig&
   RmsNorm(x, T, H, w.post_attention_layernorm, cfg.layernorm_epsilon, h.data());  // post norm
   int experts = 0;
   if (lc.ffn == FfnKind::kMoe) {
-    experts = MoeForward(ctx, cfg, w.moe, h.data(), T, y.data());  // §2.4 MoE
+    experts = MoeForward(ctx, cfg, w.moe, h.data(), T, y.data(), tp_);  // §2.4 MoE
   } else {
-    MlpForward(ctx, w.mlp, h.data(), T, y.data());  // §2.4 dense
+    MlpForward(ctx, w.mlp, h.data(), T, y.data(), tp_);  // §2.4 dense
   }
   for (int64_t i = 0; i < T * H; ++i) x[i] += y[i];  // residual
   return experts;
@@ -134,12 +263,15 @@ void MimoV2Model::LmHead(ExecContext& ctx, const float* x, int64_t T,
     for (int64_t i = 0; i < n; ++i) std::copy(x + rows[i] * H, x + (rows[i] + 1) * H, sel.begin() + i * H);
   }
   RmsNorm(sel.data(), n, H, w_.norm, cfg.layernorm_epsilon, sel.data());  // model.norm
-  Linear(ctx, sel.data(), n, w_.lm_head, logits);                        // lm_head
+  SplitLinear(ctx, sel.data(), n, w_.lm_head, cfg.vocab_size, logits, "lm_head");  // lm_head
 }
 
 void MimoV2Model::Forward(ExecContext& ctx, const StepBatch& batch, const int32_t* tokens,
                           KvAttention& kv, const ForwardOutputs& out) {
   ScopedFlushDenormals ftz_daz;  // serial parts (norms, residuals, routing) as the workers do
+  if (tp_leader()) {
+    LeadStep(TpOp::kForward, kv, batch, tokens, out.logit_rows, out.logits != nullptr, 0, nullptr);
+  }
   const ModelConfig& cfg = config();
   const int64_t T = batch.num_tokens, H = cfg.hidden_size;
   const std::vector<int32_t> positions = StepPositions(batch);
@@ -150,12 +282,16 @@ void MimoV2Model::Forward(ExecContext& ctx, const StepBatch& batch, const int32_
   for (int l = 0; l < cfg.num_hidden_layers; ++l) {
     const LayerWeights& w = w_.layers[l];
     const int experts =
-        DecoderLayer(ctx, l, cfg.layers[l], w, batch, positions.data(), x.data(), kv);
+        DecoderLayer(ctx, l, layers_[l], w, batch, positions.data(), x.data(), kv);
     double b = 2.0 * H * DTypeSize(w.input_layernorm.dtype) + MatrixBytes(w.attn.q_proj) +
                MatrixBytes(w.attn.k_proj) + MatrixBytes(w.attn.v_proj) + MatrixBytes(w.attn.o_proj);
     if (cfg.layers[l].ffn == FfnKind::kMoe) {
       b += MatrixBytes(w.moe.gate);
-      if (!w.moe.experts.empty()) b += experts * MlpBytes(w.moe.experts[0]);
+      for (const MlpWeights& e : w.moe.experts) {
+        if (e.gate_proj.empty()) continue;
+        b += experts * MlpBytes(e);
+        break;
+      }
       stats_.distinct_experts += experts;
       ++stats_.moe_layers;
     } else {
@@ -173,6 +309,12 @@ void MimoV2Model::Forward(ExecContext& ctx, const StepBatch& batch, const int32_
 void MimoV2Model::MtpForward(ExecContext& ctx, int i, const StepBatch& batch, const float* hprev,
                              const int32_t* tokens, KvAttention& kv, const MtpOutputs& out) {
   ScopedFlushDenormals ftz_daz;
+  if (tp_leader()) {
+    MIMO_CHECK(out.head == nullptr,
+               "tensor parallel: MTP logits over a draft vocabulary are not supported");
+    LeadStep(TpOp::kMtpForward, kv, batch, tokens, out.logit_rows, out.logits != nullptr, i,
+             hprev);
+  }
   const ModelConfig& cfg = config();
   const MtpLayerWeights& m = w_.mtp[i];
   const int64_t T = batch.num_tokens, H = cfg.hidden_size;
@@ -189,7 +331,7 @@ void MimoV2Model::MtpForward(ExecContext& ctx, int i, const StepBatch& batch, co
   for (int64_t t = 0; t < T; ++t) {
     std::copy(hn.begin() + t * H, hn.begin() + (t + 1) * H, cat.begin() + t * 2 * H + H);
   }
-  Linear(ctx, cat.data(), T, m.eh_proj, x.data());
+  SplitLinear(ctx, cat.data(), T, m.eh_proj, H, x.data(), "eh_proj");
   LayerConfig lc = w_.mtp_layer_config;
   lc.has_sinks = !m.block.attn.sinks.empty();
   DecoderLayer(ctx, mtp_kv_layer(i), lc, m.block, batch, positions.data(), x.data(), kv);
@@ -208,7 +350,11 @@ void MimoV2Model::MtpForward(ExecContext& ctx, int i, const StepBatch& batch, co
     }
   }
   RmsNorm(sel.data(), n, H, m.final_layernorm, eps, sel.data());
-  Linear(ctx, sel.data(), n, out.head ? *out.head : w_.lm_head, out.logits);
+  if (out.head) {
+    Linear(ctx, sel.data(), n, *out.head, out.logits);
+  } else {
+    SplitLinear(ctx, sel.data(), n, w_.lm_head, cfg.vocab_size, out.logits, "lm_head");
+  }
 }
 
 }  // namespace mimo

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "core/status.h"
 #include "io/checkpoint.h"
 #include "io/hf_config.h"
+#include "model/tensor_parallel.h"
 #include "model/weights.h"
 
 namespace mimo {
@@ -41,9 +43,23 @@ struct ForwardStats {
   int moe_layers = 0;
 };
 
+// Tensor/expert parallelism (model/tensor_parallel.h). comm null or of size 1: one process.
+struct TensorParallelOptions {
+  Communicator* comm = nullptr;
+  bool expert_parallel = false;
+};
+
 class MimoV2Model {
  public:
-  static StatusOr<std::unique_ptr<MimoV2Model>> Load(const std::string& dir);
+  // With tp.comm of size N > 1 every rank calls Load; each binds only its slices, then the ranks
+  // agree: if any rank failed, every rank returns an error naming the first failing rank and its
+  // cause.
+  static StatusOr<std::unique_ptr<MimoV2Model>> Load(const std::string& dir,
+                                                     const TensorParallelOptions& tp = {});
+  // Rank 0 (the leader) of a tensor-parallel model tells its followers to stop (also done by
+  // the destructor).
+  ~MimoV2Model();
+  void StopFollowers();
   MimoV2Model(const MimoV2Model&) = delete;
   MimoV2Model& operator=(const MimoV2Model&) = delete;
 
@@ -52,8 +68,14 @@ class MimoV2Model {
   int num_mtp_layers() const { return static_cast<int>(w_.mtp.size()); }
   // KvAttention layer ids: 0..L-1 main layers, L + i for MTP layer i.
   int mtp_kv_layer(int i) const { return config().num_hidden_layers + i; }
-  // Geometry of every KV layer id (main layers then MTP layers), for cache planning.
+  // Geometry of every KV layer id (main layers then MTP layers), for cache planning; with tensor
+  // parallelism this rank's heads only, so its cache holds only its kv heads.
   std::vector<LayerConfig> KvLayerConfigs() const;
+
+  // Tensor parallelism: this rank's slice and the communicator (null: one process).
+  const TpSlice& tp_slice() const { return tp_.slice; }
+  Communicator* communicator() const { return tp_.comm; }
+  bool tp_leader() const { return tp_.active() && tp_.comm->leader(); }
 
   // The checkpoint the weights point into (e.g. to ReadThrough it before serving).
   const Checkpoint& checkpoint() const { return *ckpt_; }
@@ -62,6 +84,9 @@ class MimoV2Model {
   // the router, top-k experts per MoE layer, lm_head; FP8 scales, MXFP4 experts at 4 bits plus
   // one exponent byte per 32): the numerator of the bandwidth roofline.
   double ActiveWeightBytesPerToken() const;
+  // Bytes of every weight this rank holds (its slices under tensor parallelism; embeddings and
+  // norms whole): what `mimo inspect` and `mimo bench model` report per rank.
+  double WeightBytes() const;
 
   // Runs the main model over the step's tokens [T] (positions from batch.chunks).
   void Forward(ExecContext& ctx, const StepBatch& batch, const int32_t* tokens, KvAttention& kv,
@@ -84,9 +109,20 @@ class MimoV2Model {
                  KvAttention& kv);
   void LmHead(ExecContext& ctx, const float* x, int64_t T, const std::vector<int>& rows,
               float* logits);
+  // Rank 0: sends the step (and a new KV cache's spec) to the followers before running it.
+  void LeadStep(TpOp op, KvAttention& kv, const StepBatch& batch, const int32_t* tokens,
+                const std::vector<int>& logit_rows, bool want_logits, int mtp_index,
+                const float* hprev);
+  // y [T, rows of the whole weight] = x W^T from this rank's rows of W, all-gathered.
+  void SplitLinear(ExecContext& ctx, const float* x, int64_t T, const MatrixWeight& w,
+                   int64_t full_rows, float* y, const char* what);
 
   std::unique_ptr<Checkpoint> ckpt_;
   ModelWeights w_;
+  TpContext tp_;
+  std::vector<LayerConfig> layers_;  // this rank's view of config().layers (its heads)
+  std::set<uint64_t> kv_sent_;       // KV caches the followers know (leader)
+  bool stopped_ = false;
   ForwardStats stats_;  // of the last Forward (main model only)
 };
 

@@ -7,7 +7,6 @@
 #include <limits>
 #include <vector>
 
-#include "core/check.h"
 #include "kernels/kernels.h"
 
 namespace mimo {
@@ -58,18 +57,135 @@ void MoeRoute(const ModelConfig& cfg, const float* logits, const float* bias, in
   }
 }
 
-void MlpForward(ExecContext& ctx, const MlpWeights& w, const float* h, int64_t T, float* out) {
+namespace {
+// silu(gate(h)) * up(h) over this rank's intermediate rows.   act [T, gate rows]
+void GateUp(ExecContext& ctx, const MlpWeights& w, const float* h, int64_t T, float* act) {
   const int64_t inter = w.gate_proj.rows;
-  std::vector<float> gate(T * inter), up(T * inter);  // [T, intermediate]
-  const LinearJob gate_up[2] = {{h, T, &w.gate_proj, gate.data()}, {h, T, &w.up_proj, up.data()}};
-  LinearMany(ctx, gate_up, 2);
-  SiluMul(gate.data(), up.data(), gate.data(), T * inter);
-  Linear(ctx, gate.data(), T, w.down_proj, out);
+  std::vector<float> up(T * inter);  // [T, intermediate rows]
+  const LinearJob gate_up[2] = {{h, T, &w.gate_proj, act}, {h, T, &w.up_proj, up.data()}};
+  LinearMany(ctx, gate_up, 2);  // one fork-join region for both
+  SiluMul(act, up.data(), act, T * inter);
+}
+}  // namespace
+
+using Routed = std::vector<std::vector<std::pair<int64_t, float>>>;  // [E] (token, weight)
+
+namespace {
+void GatherRows(const float* h, int64_t H, const std::vector<std::pair<int64_t, float>>& list,
+                float* xin) {
+  for (size_t i = 0; i < list.size(); ++i) {
+    std::copy(h + list[i].first * H, h + (list[i].first + 1) * H, xin + i * H);
+  }
+}
+
+// Expert parallel: this rank runs its own experts; all outputs are all-gathered (rank order is
+// expert order) and every rank adds them up in expert order, as one process does.
+int MoeExpertParallel(ExecContext& ctx, const ModelConfig& cfg, const MoeWeights& w,
+                      const float* h, int64_t T, const Routed& routed, float* out,
+                      const TpContext& tp) {
+  const int64_t H = cfg.hidden_size, E = cfg.n_routed_experts;
+  const int n = tp.slice.size;
+  std::vector<int> counts(n, 0);
+  int used = 0;
+  for (int r = 0; r < n; ++r) {
+    const RowRange er = EvenSplit(E, r, n);
+    for (int64_t e = er.begin; e < er.begin + er.count; ++e) {
+      counts[r] += static_cast<int>(routed[e].size() * H);
+    }
+  }
+  const RowRange mine = EvenSplit(E, tp.slice.rank, n);
+  std::vector<float> send(counts[tp.slice.rank]), xin;  // [routed pairs of my experts, H]
+  int64_t off = 0;
+  for (int64_t e = mine.begin; e < mine.begin + mine.count; ++e) {
+    const auto& list = routed[e];
+    if (list.empty()) continue;
+    const int64_t m = static_cast<int64_t>(list.size());
+    xin.resize(m * H);
+    GatherRows(h, H, list, xin.data());
+    MlpForward(ctx, w.experts[e], xin.data(), m, send.data() + off);
+    off += m * H;
+  }
+  int64_t total = 0;
+  for (int c : counts) total += c;
+  std::vector<float> all(total);
+  tp.comm->AllGatherV(send.data(), counts, all.data(), "moe experts");
+  std::fill(out, out + T * H, 0.0f);
+  off = 0;
+  for (int64_t e = 0; e < E; ++e) {
+    if (!routed[e].empty()) ++used;
+    for (const auto& [t, wt] : routed[e]) {
+      float* o = out + t * H;
+      const float* y = all.data() + off;
+      for (int64_t c = 0; c < H; ++c) o[c] += wt * y[c];
+      off += H;
+    }
+  }
+  return used;
+}
+
+// Tensor parallel: gate/up over this rank's intermediate rows of every chosen expert (one
+// all-gather for all of them), then this rank's hidden rows of down and of the sum, all-gathered.
+int MoeTensorParallel(ExecContext& ctx, const ModelConfig& cfg, const MoeWeights& w,
+                      const float* h, int64_t T, const Routed& routed, float* out,
+                      const TpContext& tp) {
+  const int64_t H = cfg.hidden_size, E = cfg.n_routed_experts, I = cfg.moe_intermediate_size;
+  const int n = tp.slice.size;
+  const int64_t I_mine = EvenSplit(I, tp.slice.rank, n).count;
+  const int64_t H_mine = EvenSplit(H, tp.slice.rank, n).count;
+  int64_t pairs = 0;
+  for (const auto& list : routed) pairs += static_cast<int64_t>(list.size());
+  std::vector<float> act_mine(pairs * I_mine), act(pairs * I), xin;
+  int64_t row = 0;
+  int used = 0;
+  for (int64_t e = 0; e < E; ++e) {
+    const auto& list = routed[e];
+    if (list.empty()) continue;
+    ++used;
+    const int64_t m = static_cast<int64_t>(list.size());
+    xin.resize(m * H);
+    GatherRows(h, H, list, xin.data());
+    GateUp(ctx, w.experts[e], xin.data(), m, act_mine.data() + row * I_mine);
+    row += m;
+  }
+  GatherColumns(*tp.comm, act_mine.data(), pairs, SplitCounts(I, n), act.data(), "moe act");
+  std::vector<float> out_mine(T * H_mine, 0.0f), y;  // [T, my hidden rows]
+  row = 0;
+  for (int64_t e = 0; e < E; ++e) {
+    const auto& list = routed[e];
+    if (list.empty()) continue;
+    const int64_t m = static_cast<int64_t>(list.size());
+    y.resize(m * H_mine);
+    Linear(ctx, act.data() + row * I, m, w.experts[e].down_proj, y.data());
+    for (int64_t i = 0; i < m; ++i) {
+      float* o = out_mine.data() + list[i].first * H_mine;
+      const float wt = list[i].second;
+      for (int64_t c = 0; c < H_mine; ++c) o[c] += wt * y[i * H_mine + c];
+    }
+    row += m;
+  }
+  GatherColumns(*tp.comm, out_mine.data(), T, SplitCounts(H, n), out, "moe down");
+  return used;
+}
+}  // namespace
+
+void MlpForward(ExecContext& ctx, const MlpWeights& w, const float* h, int64_t T, float* out,
+                const TpContext& tp) {
+  const int64_t inter = w.gate_proj.rows;
+  std::vector<float> gate(T * inter);  // [T, intermediate]
+  GateUp(ctx, w, h, T, gate.data());
+  if (!tp.active()) {
+    Linear(ctx, gate.data(), T, w.down_proj, out);
+    return;
+  }
+  const int n = tp.slice.size;
+  const int64_t full_inter = w.down_proj.cols, H = w.gate_proj.cols;
+  std::vector<float> act(T * full_inter), y(T * w.down_proj.rows);
+  GatherColumns(*tp.comm, gate.data(), T, SplitCounts(full_inter, n), act.data(), "mlp act");
+  Linear(ctx, act.data(), T, w.down_proj, y.data());
+  GatherColumns(*tp.comm, y.data(), T, SplitCounts(H, n), out, "mlp down");
 }
 
 namespace {
-
-using Routed = std::vector<std::vector<std::pair<int64_t, float>>>;  // [E] of (token, weight)
 
 // Small steps (decode, a few requests, a speculative verify): the gate/up projections of every
 // chosen expert run in one fork-join region and their down projections in a second, instead of
@@ -136,7 +252,7 @@ int FusedExperts(ExecContext& ctx, const MoeWeights& w, const Routed& routed, co
 }  // namespace
 
 int MoeForward(ExecContext& ctx, const ModelConfig& cfg, const MoeWeights& w, const float* h,
-               int64_t T, float* out) {
+               int64_t T, float* out, const TpContext& tp) {
   const int64_t H = cfg.hidden_size, E = cfg.n_routed_experts, K = cfg.num_experts_per_tok;
   std::vector<float> logits(T * E);  // [T, E]
   Linear(ctx, h, T, w.gate, logits.data());
@@ -149,12 +265,14 @@ int MoeForward(ExecContext& ctx, const ModelConfig& cfg, const MoeWeights& w, co
   for (int64_t t = 0; t < T; ++t) {
     for (int64_t k = 0; k < K; ++k) routed[experts[t * K + k]].push_back({t, weights[t * K + k]});
   }
+  if (tp.active()) {
+    return tp.slice.expert_parallel ? MoeExpertParallel(ctx, cfg, w, h, T, routed, out, tp)
+                                    : MoeTensorParallel(ctx, cfg, w, h, T, routed, out, tp);
+  }
   std::fill(out, out + T * H, 0.0f);
   int64_t routed_rows = 0;
   for (const auto& list : routed) routed_rows += static_cast<int64_t>(list.size());
-  if (routed_rows <= kMaxFusedRoutedRows) {
-    return FusedExperts(ctx, w, routed, h, H, out);
-  }
+  if (routed_rows <= kMaxFusedRoutedRows) return FusedExperts(ctx, w, routed, h, H, out);
   std::vector<float> xin, yout;  // [n, H] gathered inputs / expert outputs
   int used = 0;
   for (int64_t e = 0; e < E; ++e) {

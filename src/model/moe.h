@@ -7,6 +7,7 @@
 
 #include "core/thread_pool.h"
 #include "io/hf_config.h"
+#include "model/tensor_parallel.h"
 #include "model/weights.h"
 
 namespace mimo {
@@ -19,10 +20,15 @@ void MoeRoute(const ModelConfig& cfg, const float* logits, const float* bias, in
 
 // out [T, hidden] = sum_k weight_k * Expert_k(h).   h [T, hidden]
 // Returns the number of distinct experts the T tokens chose (each is read once per call).
+// Tensor parallel: every expert's rows split (w holds this rank's rows), or, expert parallel,
+// this rank's experts only; either way the result is all-gathered and bitwise the one-process
+// result (the sum over experts runs in expert order on every rank).
 int MoeForward(ExecContext& ctx, const ModelConfig& cfg, const MoeWeights& w, const float* h,
-               int64_t T, float* out);
+               int64_t T, float* out, const TpContext& tp = {});
 
 // Dense SiLU MLP: out [T, hidden] = down(silu(gate(h)) * up(h)).   h [T, hidden]
-void MlpForward(ExecContext& ctx, const MlpWeights& w, const float* h, int64_t T, float* out);
+// Tensor parallel: w holds this rank's gate/up (intermediate) and down (hidden) rows.
+void MlpForward(ExecContext& ctx, const MlpWeights& w, const float* h, int64_t T, float* out,
+                const TpContext& tp = {});
 
 }  // namespace mimo

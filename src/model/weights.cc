@@ -36,8 +36,20 @@ Status BindMlp(Checkpoint& ck, const std::string& p, int64_t hidden, int64_t int
   return Status::Ok();
 }
 
+// Rows of a TP split of n (hidden, intermediate, vocabulary): this rank's share.
+MatrixWeight SliceShare(const MatrixWeight& w, const TpSlice& tp) {
+  const RowRange r = EvenSplit(w.rows, tp.rank, tp.size);
+  return tp.active() ? SliceRows(w, r.begin, r.count) : w;
+}
+
+void SliceMlp(const TpSlice& tp, MlpWeights* w) {
+  w->gate_proj = SliceShare(w->gate_proj, tp);  // intermediate rows
+  w->up_proj = SliceShare(w->up_proj, tp);
+  w->down_proj = SliceShare(w->down_proj, tp);  // hidden rows (all intermediate columns)
+}
+
 Status BindAttention(Checkpoint& ck, const std::string& p, const ModelConfig& cfg,
-                     const LayerConfig& lc, AttentionWeights* w) {
+                     const LayerConfig& lc, const TpSlice& tp, AttentionWeights* w) {
   MIMO_ASSIGN_OR_RETURN(QkvWeights qkv, ck.GetQkv(p.substr(0, p.size() - 1), lc, cfg.num_key_value_heads));
   w->q_proj = std::move(qkv.q);
   w->k_proj = std::move(qkv.k);
@@ -48,34 +60,54 @@ Status BindAttention(Checkpoint& ck, const std::string& p, const ModelConfig& cf
     MIMO_RETURN_IF_ERROR(BindFloats(ck, p + "attention_sink_bias", lc.num_attention_heads,
                                     &w->sinks));
   }
+  if (!tp.active()) return Status::Ok();
+  // Head order after GetQkv (fused sections de-interleaved at the checkpoint's own TP), so any
+  // N slices the same way.
+  MIMO_ASSIGN_OR_RETURN(HeadSlice hs, SliceHeads(lc, tp.rank, tp.size));
+  w->q_proj = SliceRows(w->q_proj, int64_t{hs.q_begin} * lc.head_dim, int64_t{hs.num_q} * lc.head_dim);
+  w->k_proj = SliceRows(w->k_proj, int64_t{hs.kv_begin} * lc.head_dim,
+                        int64_t{hs.num_kv} * lc.head_dim);
+  w->v_proj = SliceRows(w->v_proj, int64_t{hs.kv_begin} * lc.v_head_dim,
+                        int64_t{hs.num_kv} * lc.v_head_dim);
+  w->o_proj = SliceShare(w->o_proj, tp);  // hidden rows
+  if (!w->sinks.empty()) {
+    w->sinks = std::vector<float>(w->sinks.begin() + hs.q_begin,
+                                  w->sinks.begin() + hs.q_begin + hs.num_q);
+  }
   return Status::Ok();
 }
 
 // Shared by decoder layers and MTP blocks; `post_norm` differs by name between the two.
 Status BindBlock(Checkpoint& ck, const std::string& p, const ModelConfig& cfg,
-                 const LayerConfig& lc, const std::string& post_norm, LayerWeights* w) {
+                 const LayerConfig& lc, const std::string& post_norm, const TpSlice& tp,
+                 LayerWeights* w) {
   const int64_t H = cfg.hidden_size;
   MIMO_RETURN_IF_ERROR(BindVector(ck, p + "input_layernorm.weight", H, &w->input_layernorm));
   MIMO_RETURN_IF_ERROR(BindVector(ck, p + post_norm + ".weight", H, &w->post_attention_layernorm));
-  MIMO_RETURN_IF_ERROR(BindAttention(ck, p + "self_attn.", cfg, lc, &w->attn));
+  MIMO_RETURN_IF_ERROR(BindAttention(ck, p + "self_attn.", cfg, lc, tp, &w->attn));
   if (lc.ffn == FfnKind::kDense) {
-    return BindMlp(ck, p + "mlp.", H, cfg.intermediate_size, &w->mlp);
+    MIMO_RETURN_IF_ERROR(BindMlp(ck, p + "mlp.", H, cfg.intermediate_size, &w->mlp));
+    SliceMlp(tp, &w->mlp);
+    return Status::Ok();
   }
   const int64_t E = cfg.n_routed_experts;
   MIMO_ASSIGN_OR_RETURN(w->moe.gate, ck.GetLinear(p + "mlp.gate", E, H));
   MIMO_RETURN_IF_ERROR(
       BindFloats(ck, p + "mlp.gate.e_score_correction_bias", E, &w->moe.score_bias));
   w->moe.experts.resize(E);
-  for (int64_t e = 0; e < E; ++e) {
+  // Expert parallel: this rank's experts only (the others stay empty and are never read).
+  const RowRange mine = tp.expert_parallel ? EvenSplit(E, tp.rank, tp.size) : RowRange{0, E};
+  for (int64_t e = mine.begin; e < mine.begin + mine.count; ++e) {
     MIMO_RETURN_IF_ERROR(BindMlp(ck, p + "mlp.experts." + std::to_string(e) + ".", H,
                                  cfg.moe_intermediate_size, &w->moe.experts[e]));
+    if (!tp.expert_parallel) SliceMlp(tp, &w->moe.experts[e]);
   }
   return Status::Ok();
 }
 
 }  // namespace
 
-StatusOr<ModelWeights> BindWeights(Checkpoint& ck, const ModelConfig& cfg) {
+StatusOr<ModelWeights> BindWeights(Checkpoint& ck, const ModelConfig& cfg, const TpSlice& tp) {
   ModelWeights w;
   const int64_t H = cfg.hidden_size, V = cfg.vocab_size;
   MIMO_ASSIGN_OR_RETURN(w.embed_tokens, ck.Get("model.embed_tokens.weight", {V, H}, kVecDTypes));
@@ -88,10 +120,11 @@ StatusOr<ModelWeights> BindWeights(Checkpoint& ck, const ModelConfig& cfg) {
   } else {
     MIMO_ASSIGN_OR_RETURN(w.lm_head, ck.GetLinear("lm_head", V, H));
   }
+  w.lm_head = SliceShare(w.lm_head, tp);  // vocabulary rows
   w.layers.resize(cfg.num_hidden_layers);
   for (int l = 0; l < cfg.num_hidden_layers; ++l) {
     MIMO_RETURN_IF_ERROR(BindBlock(ck, "model.layers." + std::to_string(l) + ".", cfg,
-                                   cfg.layers[l], "post_attention_layernorm", &w.layers[l]));
+                                   cfg.layers[l], "post_attention_layernorm", tp, &w.layers[l]));
   }
 
   // MTP: an SWA block (sinks as on SWA layers) with the dense MLP.
@@ -106,7 +139,8 @@ StatusOr<ModelWeights> BindWeights(Checkpoint& ck, const ModelConfig& cfg) {
     MIMO_RETURN_IF_ERROR(BindVector(ck, p + "enorm.weight", H, &t.enorm));
     MIMO_RETURN_IF_ERROR(BindVector(ck, p + "hnorm.weight", H, &t.hnorm));
     MIMO_ASSIGN_OR_RETURN(t.eh_proj, ck.GetLinear(p + "eh_proj", H, 2 * H));
-    MIMO_RETURN_IF_ERROR(BindBlock(ck, p, cfg, m, "pre_mlp_layernorm", &t.block));
+    t.eh_proj = SliceShare(t.eh_proj, tp);  // hidden rows
+    MIMO_RETURN_IF_ERROR(BindBlock(ck, p, cfg, m, "pre_mlp_layernorm", tp, &t.block));
     MIMO_RETURN_IF_ERROR(BindVector(ck, p + "final_layernorm.weight", H, &t.final_layernorm));
   }
 

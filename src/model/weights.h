@@ -12,6 +12,7 @@
 #include "core/tensor.h"
 #include "io/checkpoint.h"
 #include "io/hf_config.h"
+#include "model/tensor_parallel.h"
 
 namespace mimo {
 
@@ -61,7 +62,10 @@ struct ModelWeights {
   LayerConfig mtp_layer_config;       // SWA geometry with a dense FFN
 };
 
-// Binds every tensor the config implies; errors name tensor, file, expected and actual.
-StatusOr<ModelWeights> BindWeights(Checkpoint& ckpt, const ModelConfig& cfg);
+// Binds every tensor the config implies; errors name tensor, file, expected and actual. With
+// tp.active(), only this rank's slices (model/tensor_parallel.h): attention heads, FFN rows,
+// experts, lm_head rows; layer configs in the weights' heads are then the caller's to localise.
+StatusOr<ModelWeights> BindWeights(Checkpoint& ckpt, const ModelConfig& cfg,
+                                   const TpSlice& tp = {});
 
 }  // namespace mimo

@@ -166,3 +166,62 @@ def test_full_size_checkpoint_inspects_without_reading_weights(mimo_bin, full_si
     assert kv["swa_bytes_per_sequence"] == blocks * 16 * per_token_swa
     assert kv["unbounded_swa_bytes_per_sequence"] == CTX * per_token_swa
     assert kv["tokens_that_fit"] == CTX
+
+
+# `--tensor-parallel-size N [--expert-parallel]`: what each rank holds. Expected from the headers
+# by the split rules of model/tensor_parallel.h (every split here is exact: hidden, vocabulary,
+# intermediate, heads and experts divide by N): embeddings, norms and the router whole on every
+# rank; k/v a share of max(1/N, 1/kv_heads) (kv heads replicated when N exceeds them); q, o_proj,
+# MLP, lm_head, eh_proj and (without EP) every expert 1/N; with EP, E/N whole experts.
+TP_CASES = [("flash", 8, False), ("v2.5-pro", 4, True), ("v2.6-flash", 2, False)]
+
+
+@pytest.mark.parametrize("name,n,ep", TP_CASES)
+def test_tensor_parallel_inspect_reports_per_rank_memory(mimo_bin, full_size_dir, name, n, ep):
+    d = full_size_dir(name)
+    cfg = json.load(open(os.path.join(d, "config.json")))
+    kv = {"full": cfg["num_key_value_heads"], "swa": cfg["swa_num_key_value_heads"]}
+    nh = {"full": cfg["num_attention_heads"], "swa": cfg["swa_num_attention_heads"]}
+    pattern = cfg["hybrid_layer_pattern"]
+    dqk, dv = 192, 128
+
+    def kind(t):  # attention kind of the tensor's layer (MTP layers are sliding window)
+        if t.startswith("model.layers."):
+            return "swa" if pattern[int(t.split(".")[2])] == 1 else "full"
+        return "swa"
+
+    def share(t):
+        if ".experts." in t:
+            return 1.0 / n  # EP: E/N experts on each rank; TP: 1/N of each
+        if any(p in t for p in (".q_proj.", "attention_sink_bias")):
+            return 1.0 / n
+        if any(p in t for p in (".k_proj.", ".v_proj.")):
+            return max(1.0 / n, 1.0 / kv[kind(t)])
+        if ".qkv_proj." in t:
+            k = kind(t)
+            q_rows, kv_rows = nh[k] * dqk, kv[k] * (dqk + dv)
+            return (q_rows / n + kv_rows * max(1.0 / n, 1.0 / kv[k])) / (q_rows + kv_rows)
+        if any(p in t for p in (".o_proj.", "_proj.", "lm_head.")):
+            return 1.0 / n  # o_proj, gate/up/down_proj, eh_proj, lm_head
+        return 1.0  # embeddings, norms, router weight and bias
+    tensors = {k: v for k, v in header_tensors(d).items() if is_language_model(k)}
+    total = sum(b for _, b in tensors.values())
+    want = sum(b * share(t) for t, (_, b) in tensors.items())
+
+    args = [mimo_bin, "inspect", "--model", d, "--json", "--max-context", str(CTX)]
+    one = json.loads(subprocess.run(args, capture_output=True, text=True, timeout=120,
+                                    check=True).stdout)
+    p = subprocess.run(args + ["--tensor-parallel-size", str(n)] + (["--expert-parallel"] if ep else []),
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    tp = json.loads(p.stdout)["tensor_parallel"]
+    assert tp["size"] == n and tp["expert_parallel"] == ep
+    assert tp["language_model_bytes"] == pytest.approx(total, rel=1e-6)
+    assert len(tp["weight_bytes_per_rank"]) == n
+    for got in tp["weight_bytes_per_rank"]:
+        assert got == pytest.approx(want, rel=1e-6)
+    # Each rank's KV cache holds only its kv heads: full-attention bytes per token shrink by the
+    # kv-head share of full layers (MTP layers are sliding window, in the fixed SWA part).
+    kv_one, kv_tp = one["kv_cache"], tp["kv_cache_per_rank"]
+    assert kv_tp["full_bytes_per_token"] == kv_one["full_bytes_per_token"] * max(1 / n, 1 / kv["full"])
+    assert kv_tp["swa_bytes_per_sequence"] == kv_one["swa_bytes_per_sequence"] * max(1 / n, 1 / kv["swa"])

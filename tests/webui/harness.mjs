@@ -50,8 +50,16 @@ export async function launchBrowser({ puppeteer, executablePath }) {
 // Returns {url, proc, stderr(), stop()}.
 export async function startServer(extraArgs = [], { model = NANO, timeoutMs = 60000 } = {}) {
   if (!fs.existsSync(MIMO)) throw new Error(`${MIMO} is missing: build it first (scripts/build.sh)`);
-  const args = ["serve", "--model", model, "--port", "0", "--threads", "2", "--no-warmup", ...extraArgs];
-  const proc = spawn(MIMO, args, { cwd: ROOT, stdio: ["ignore", "ignore", "pipe"] });
+  // MIMO_SERVE_LAUNCHER: a command to start the server under, e.g. "mpirun -np 2 --oversubscribe"
+  // with MIMO_SERVE_ARGS="--tensor-parallel-size 2" (extra serve flags), to run this suite
+  // against a tensor-parallel server.
+  const words = (v) => (v || "").split(/\s+/).filter(Boolean);
+  const launcher = words(process.env.MIMO_SERVE_LAUNCHER);
+  const args = ["serve", "--model", model, "--port", "0", "--threads", "2", "--no-warmup",
+                ...words(process.env.MIMO_SERVE_ARGS), ...extraArgs];
+  const proc = launcher.length
+    ? spawn(launcher[0], [...launcher.slice(1), MIMO, ...args], { cwd: ROOT, stdio: ["ignore", "ignore", "pipe"] })
+    : spawn(MIMO, args, { cwd: ROOT, stdio: ["ignore", "ignore", "pipe"] });
   let log = "";
   proc.stderr.setEncoding("utf8");
   proc.stderr.on("data", (d) => { log += d; });

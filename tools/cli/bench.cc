@@ -259,7 +259,7 @@ int RunE2e(const Args& a) {
     return 2;
   }
   LoadedModel lm;
-  if (!LoadModelOrReport("bench e2e", a.Get("model"), threads, &lm)) return 1;
+  if (!LoadModelOrReport("bench e2e", a.Get("model"), threads, &lm, &a)) return 1;
   // --membw GBS skips the measurement (tests that only want the byte count).
   const double membw =
       a.Has("membw") ? a.GetDouble("membw", 0) : MeasureMembw(*lm.pool, size_t{1} << 30, 3);
@@ -278,6 +278,8 @@ int RunE2e(const Args& a) {
   const double t0 = Now();
   lm.model->Forward(lm.ctx, b, ids.data(), *kv, out);
   const double t1 = Now();
+  Communicator* comm = lm.model->communicator();
+  if (comm) comm->ResetStats();
   for (int i = 0; i < tokens; ++i) {
     const int32_t next = Argmax(logits.data(), cfg.vocab_size);
     StepBatch d;
@@ -304,6 +306,17 @@ int RunE2e(const Args& a) {
               bytes / 1e6, bytes, gbs, a.Has("membw") ? "given" : "measured", membw,
               100.0 * gbs / membw, membw * 1e9 / bytes, threads,
               static_cast<unsigned long long>(hash));
+  const TpSlice& tp = lm.model->tp_slice();
+  std::printf("e2e: %d rank(s)%s: rank 0 holds %.1f MB of weights and %.1f MB of KV cache\n",
+              tp.size, tp.expert_parallel ? " (expert parallel)" : "",
+              lm.model->WeightBytes() / 1e6, kv->memory_plan().total_bytes / 1e6);
+  if (comm && tp.active()) {
+    const CollectiveStats& cs = comm->stats();
+    std::printf("e2e: collectives on rank 0 per decode token: %.1f calls, %.2f ms (%.0f%% of the "
+                "token), %.1f KB received\n",
+                static_cast<double>(cs.calls) / tokens, 1e3 * cs.seconds / tokens,
+                100.0 * cs.seconds / (t2 - t1), cs.bytes / 1e3 / tokens);
+  }
   return 0;
 }
 
@@ -419,7 +432,8 @@ int RunBench(int argc, char** argv) {
       "       mimo bench model --model DIR [--prompt-len 512] [--gen-len 32] [--batch 1]\n"
       "                        [--threads N] [--json] [--clock wall|cpu] [--probe-mib 1024]\n"
       "                        [KV flags]\n"
-      "       mimo bench e2e --model DIR [--threads N] [--prompt 16] [--tokens 32] [--membw GB/s]\n"
+      "       mimo bench e2e --model DIR [--threads N] [--prompt 16] [--tokens 32]\n"
+      "                      [--membw GB/s] [--tensor-parallel-size N [--expert-parallel]]\n"
       "       mimo bench pool [--threads 2] [--regions 20000]\n"
       "       mimo bench batch --model DIR [--concurrency 1,4,8,16] [--prompt-len 32]\n"
       "                        [--gen-len 32] [--threads N] [engine and KV flags]\n"

@@ -108,7 +108,14 @@ inline bool MakeEngineOrReport(const char* cmd, const Args& a, bool need_tokeniz
     return false;
   }
   rt->gen = *gen;
-  if (!LoadModelOrReport(cmd, dir, static_cast<int>(a.GetInt("threads", 0)), &rt->lm)) return false;
+  if (a.GetInt("tensor-parallel-size", 1) > 1 && a.Has("speculative")) {
+    std::fprintf(stderr, "mimo %s: error: --speculative is not supported with "
+                 "--tensor-parallel-size yet\n", cmd);
+    return false;
+  }
+  if (!LoadModelOrReport(cmd, dir, static_cast<int>(a.GetInt("threads", 0)), &rt->lm, &a)) {
+    return false;
+  }
   EngineOptions o;
   if (!KvOptionsFromArgs(cmd, a, &o.kv)) return false;
   o.kv.enable_prefix_caching = !a.Has("no-enable-prefix-caching");

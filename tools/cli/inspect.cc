@@ -11,6 +11,7 @@
 #include "kv/kv_memory_plan.h"
 #include "kv/paged_kv_attention.h"
 #include "io/checkpoint.h"
+#include "model/tensor_parallel.h"
 
 namespace mimo::cli {
 namespace {
@@ -85,13 +86,13 @@ int RunInspect(int argc, char** argv) {
   Args args;
   std::string error;
   if (!args.Parse(argc, argv, {"model", "max-context", "block-size", "kv-cache-dtype",
-                               "max-sequences", "kv-cache-memory"},
-                  {"json"}, &error) ||
+                               "max-sequences", "kv-cache-memory", "tensor-parallel-size"},
+                  {"json", "expert-parallel"}, &error) ||
       !args.Has("model")) {
     std::fprintf(stderr,
                  "error: %s\nusage: mimo inspect --model DIR [--json] [--max-context N "
                  "[--block-size N] [--kv-cache-dtype f32|bf16|fp8] [--max-sequences N] "
-                 "[--kv-cache-memory BYTES]]\n",
+                 "[--kv-cache-memory BYTES]] [--tensor-parallel-size N [--expert-parallel]]\n",
                  error.empty() ? "--model is required" : error.c_str());
     return 2;
   }
@@ -147,6 +148,46 @@ int RunInspect(int argc, char** argv) {
       return 1;
     }
     kv_plan = *plan;
+  }
+  // --tensor-parallel-size N: what each rank holds (weights from the headers; KV for the same
+  // --max-context plan with the rank's kv heads only).
+  const int tp = static_cast<int>(args.GetInt("tensor-parallel-size", 1));
+  const bool ep = args.Has("expert-parallel");
+  std::vector<double> rank_bytes;
+  std::optional<KvMemoryPlan> rank_kv;
+  double lm_bytes = 0;
+  if (tp > 1) {
+    auto per_rank = TpWeightBytesPerRank(ck, tp, ep);
+    if (!per_rank.ok()) {
+      std::fprintf(stderr, "error: %s\n", per_rank.status().message().c_str());
+      return 1;
+    }
+    rank_bytes = *per_rank;
+    for (const std::string& n : ck.TensorNames()) lm_bytes += ck.FindTensor(n)->entry->nbytes;
+    if (kv_plan) {
+      ModelConfig rank_config = kv_config;
+      auto layers = TpKvLayerConfigs(c, ck.NumMtpLayers(), 0, tp);
+      if (!layers.ok()) {
+        std::fprintf(stderr, "error: %s\n", layers.status().message().c_str());
+        return 1;
+      }
+      rank_config.layers = *layers;
+      KvMemoryPlanOptions po;
+      po.block_size = kv_plan->block_size;
+      po.kv_dtype = kv_plan->kv_dtype;
+      po.max_context = kv_plan->max_context;
+      po.max_sequences = kv_plan->max_sequences;
+      po.budget_bytes = args.GetInt("kv-cache-memory", 0);
+      auto plan = PlanKvMemory(rank_config, po);
+      if (!plan.ok()) {
+        std::fprintf(stderr, "error: %s\n", plan.status().message().c_str());
+        return 1;
+      }
+      rank_kv = *plan;
+    }
+  } else if (tp < 1 || ep) {
+    std::fprintf(stderr, "error: --tensor-parallel-size must be >= 1 (> 1 for --expert-parallel)\n");
+    return 2;
   }
   const auto bytes = ck.BytesByDType();
   const size_t num_tensors = ck.TensorNames().size();
@@ -228,6 +269,21 @@ int RunInspect(int argc, char** argv) {
       o += ", \"total_bytes\": " + std::to_string(p.total_bytes);
       o += ", \"tokens_that_fit\": " + std::to_string(p.tokens_that_fit) + "}";
     }
+    if (tp > 1) {
+      o += ", \"tensor_parallel\": {\"size\": " + std::to_string(tp) +
+           ", \"expert_parallel\": " + (ep ? "true" : "false") +
+           ", \"language_model_bytes\": " + Num(lm_bytes) + ", \"weight_bytes_per_rank\": [";
+      for (int r = 0; r < tp; ++r) o += (r ? ", " : "") + Num(rank_bytes[r]);
+      o += "]";
+      if (rank_kv) {
+        o += ", \"kv_cache_per_rank\": {\"full_bytes_per_token\": " +
+             std::to_string(rank_kv->full_bytes_per_token) + ", \"swa_bytes_per_sequence\": " +
+             std::to_string(rank_kv->swa_bytes_per_sequence) + ", \"total_bytes\": " +
+             std::to_string(rank_kv->total_bytes) + ", \"tokens_that_fit\": " +
+             std::to_string(rank_kv->tokens_that_fit) + "}";
+      }
+      o += "}";
+    }
     o += "}";
     std::printf("%s\n", o.c_str());
     return 0;
@@ -287,11 +343,25 @@ int RunInspect(int argc, char** argv) {
     std::printf("\nKV cache (%d main + %d MTP layers)\n%s\n", c.num_hidden_layers,
                 ck.NumMtpLayers(), FormatKvMemoryPlan(*kv_plan).c_str());
   }
+  if (tp > 1) {
+    std::printf("\ntensor parallel  %d ranks%s: language model %s; weights per rank:", tp,
+                ep ? ", expert parallel" : "", HumanBytes(static_cast<uint64_t>(lm_bytes)).c_str());
+    for (int r = 0; r < tp; ++r) {
+      std::printf(" %s", HumanBytes(static_cast<uint64_t>(rank_bytes[r])).c_str());
+    }
+    std::printf(" (rank 0 holds %.1f%% of the whole)\n", 100.0 * rank_bytes[0] / lm_bytes);
+    if (rank_kv) {
+      std::printf("KV cache per rank (its kv heads only)\n%s\n", FormatKvMemoryPlan(*rank_kv).c_str());
+    }
+  }
   return 0;
 }
 
 }  // namespace
 
-MIMO_CLI_COMMAND("inspect", "--model DIR [--json] [--max-context N ...]", RunInspect);
+MIMO_CLI_COMMAND("inspect",
+                 "--model DIR [--json] [--max-context N ...] [--tensor-parallel-size N "
+                 "[--expert-parallel]]",
+                 RunInspect);
 
 }  // namespace mimo::cli

@@ -116,7 +116,10 @@ int RunLogits(int argc, char** argv) {
     return 2;
   }
   LoadedModel lm;
-  if (!LoadModelOrReport("logits", a.Get("model"), static_cast<int>(a.GetInt("threads", 0)), &lm)) return 1;
+  if (!LoadModelOrReport("logits", a.Get("model"), static_cast<int>(a.GetInt("threads", 0)), &lm,
+                         &a)) {
+    return 1;
+  }
   const ModelConfig& cfg = lm.model->config();
   int64_t total = 0, longest = 0;
   for (const auto& s : seqs) {
@@ -233,6 +236,6 @@ MIMO_CLI_COMMAND("logits",
                  "--model DIR --ids 1,2,3[;4,5]|@FILE --out FILE [--mode prefill|decode] "
                  "[--chunk-size N] [--attention-backend NAME] [--block-size N] "
                  "[--kv-cache-dtype f32|bf16|fp8] [--prefix-cache] [--mtp-layer I] [--columns IDS|@FILE] "
-                 "[--threads N]",
+                 "[--threads N] [--tensor-parallel-size N [--expert-parallel]]",
                  RunLogits);
 }  // namespace mimo::cli

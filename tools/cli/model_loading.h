@@ -3,12 +3,15 @@
 #pragma once
 
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "cli/command.h"
 #include "core/thread_pool.h"
+#include "dist/communicator.h"
+#include "engine/tp_follower.h"
 #include "kv/paged_kv_attention.h"
 #include "model/mimo_v2.h"
 
@@ -20,24 +23,83 @@ struct LoadedModel {
   ExecContext ctx;
 };
 
+// Tensor/expert parallelism (`mpirun -np N mimo CMD --tensor-parallel-size N [--expert-parallel]`):
+// MPI's world communicator when --tensor-parallel-size > 1, after checking it matches the world.
+// *comm stays null for one process. False: error printed.
+inline bool TensorParallelOrReport(const char* cmd, const Args* a, TensorParallelOptions* tp) {
+  if (!a) return true;
+  const int64_t n = a->GetInt("tensor-parallel-size", 1);
+  tp->expert_parallel = a->Has("expert-parallel");
+  if (n < 1) {
+    std::fprintf(stderr, "mimo %s: error: --tensor-parallel-size must be >= 1\n", cmd);
+    return false;
+  }
+  if (n == 1) {
+    if (tp->expert_parallel) {
+      std::fprintf(stderr, "mimo %s: error: --expert-parallel needs --tensor-parallel-size N > 1\n",
+                   cmd);
+      return false;
+    }
+    if (LaunchedByMpi()) {
+      const char* w = std::getenv("OMPI_COMM_WORLD_SIZE");
+      if (w && std::atoi(w) > 1) {
+        std::fprintf(stderr, "mimo %s: error: started by mpirun with %s ranks but without "
+                     "--tensor-parallel-size %s: every rank would run the whole model alone\n",
+                     cmd, w, w);
+        return false;
+      }
+    }
+    return true;
+  }
+  MpiOptions o;
+  o.collective_timeout_s = a->GetDouble("collective-timeout", 300);
+  auto world = InitMpiWorld(o);
+  if (!world.ok()) {
+    std::fprintf(stderr, "mimo %s: error: %s\n", cmd, world.status().message().c_str());
+    return false;
+  }
+  if ((*world)->size() != n) {
+    std::fprintf(stderr, "mimo %s: error: --tensor-parallel-size %lld must equal the number of MPI "
+                 "ranks (mpirun -np %lld), got %d\n", cmd, static_cast<long long>(n),
+                 static_cast<long long>(n), (*world)->size());
+    return false;
+  }
+  tp->comm = *world;
+  return true;
+}
+
+// Loads the model (this rank's slices under tensor parallelism). A follower rank (1..N-1) does
+// not return: it follows rank 0's steps and exits when rank 0 is done.
 inline bool LoadModelOrReport(const char* cmd, const std::string& dir, int threads,
-                              LoadedModel* out) {
-  auto m = MimoV2Model::Load(dir);
+                              LoadedModel* out, const Args* a = nullptr) {
+  TensorParallelOptions tp;
+  if (!TensorParallelOrReport(cmd, a, &tp)) return false;
+  auto m = MimoV2Model::Load(dir, tp);
+  const bool follower = tp.comm && !tp.comm->leader();
   if (!m.ok()) {
-    std::fprintf(stderr, "mimo %s: error: %s\n", cmd, m.status().message().c_str());
+    if (!follower) std::fprintf(stderr, "mimo %s: error: %s\n", cmd, m.status().message().c_str());
+    if (follower) std::exit(1);  // rank 0 reports which rank failed and why
     return false;
   }
   out->model = std::move(m).value();
   out->pool = std::make_unique<ThreadPool>(threads);
   out->ctx.pool = out->pool.get();
+  if (follower) {
+    const Status st = RunTpFollower(*out->model, out->ctx);
+    if (!st.ok()) tp.comm->Abort(2, st.message());
+    std::exit(0);
+  }
   return true;
 }
 
-// Flags every model-running command accepts for its KV cache.
+// Flags every model-running command accepts for its KV cache, and for tensor/expert parallelism.
 inline std::vector<std::string> KvCacheKeys() {
-  return {"attention-backend", "block-size", "kv-cache-dtype", "kv-cache-memory", "num-kv-blocks"};
+  return {"attention-backend", "block-size",           "kv-cache-dtype",    "kv-cache-memory",
+          "num-kv-blocks",     "tensor-parallel-size", "collective-timeout"};
 }
-inline std::vector<std::string> KvCacheFlags() { return {"strict-attention-backend"}; }
+inline std::vector<std::string> KvCacheFlags() {
+  return {"strict-attention-backend", "expert-parallel"};
+}
 
 // The KV-cache flags as PagedKvOptions (sequence counts and lengths left to the caller).
 inline bool KvOptionsFromArgs(const char* cmd, const Args& a, PagedKvOptions* o) {

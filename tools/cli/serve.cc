@@ -64,6 +64,19 @@ int RunServe(int argc, char** argv) {
   });
   sig_thread.detach();
 
+  // Tensor parallel (mpirun -np N mimo serve --tensor-parallel-size N): rank 0 serves HTTP and
+  // owns tokenizer and scheduler; the other ranks only load their slices and follow rank 0's
+  // steps (LoadModelOrReport does not return on them). A signal to mpirun reaches every rank:
+  // followers keep following until rank 0 has drained and stops them.
+  if (a.GetInt("tensor-parallel-size", 1) > 1) {
+    TensorParallelOptions tp;
+    if (!TensorParallelOrReport("serve", &a, &tp)) return 1;
+    if (!tp.comm->leader()) {
+      EngineRuntime follower;
+      MakeEngineOrReport("serve", a, true, 16, &follower);
+      return 1;
+    }
+  }
   const std::string dir = a.Get("model");
   ServerOptions so;
   so.host = a.Get("host", "127.0.0.1");
@@ -97,7 +110,8 @@ int RunServe(int argc, char** argv) {
   }
   EngineRuntime rt;
   if (!MakeEngineOrReport("serve", a, true, 16, &rt)) return 1;
-  if (!a.Has("no-warmup")) {
+  // Under tensor parallelism a rank reads only its slices, so no read-through of whole files.
+  if (!a.Has("no-warmup") && a.GetInt("tensor-parallel-size", 1) <= 1) {
     const Checkpoint& ck = rt.lm.model->checkpoint();
     ProgressLine pl("mimo serve: reading weights", static_cast<double>(ck.TotalFileBytes()), "GB");
     ck.ReadThrough(rt.lm.pool.get(), [&](uint64_t done, uint64_t) {

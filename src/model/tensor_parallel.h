@@ -1,0 +1,103 @@
+// Tensor and expert parallelism: which slice of the model one rank holds, and the plain-data step
+// message rank 0 sends its followers. Every split here is by output rows of a weight (heads, FFN
+// rows, vocabulary rows, experts), and partial results are combined by all-gathers, never by
+// floating-point sums in another order: with N ranks the logits are bitwise those of one process
+// (docs/ARCHITECTURE.md, "Tensor parallelism").
+//
+//   attention  q/k/v: this rank's query heads and the kv heads they read (kv heads are split, or
+//              replicated when N exceeds a layer's kv-head count); attention over them; the heads'
+//              outputs all-gathered; o_proj: hidden/N output rows, all-gathered.
+//   dense MLP  gate/up: intermediate/N rows; activations all-gathered; down: hidden/N rows.
+//   MoE (TP)   every expert's gate/up intermediate/N rows and down hidden/N rows, as dense.
+//   MoE (EP)   --expert-parallel: experts partitioned (E/N whole experts per rank); each rank runs
+//              its experts for the tokens routed to them; outputs all-gathered and combined in
+//              expert order.
+//   lm_head    vocab/N rows; logits all-gathered for the sampled rows only.
+//   replicated embeddings, norms, the router (tiny; identical routing on every rank).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "attention/kv_attention.h"
+#include "core/matrix_weight.h"
+#include "core/status.h"
+#include "dist/communicator.h"
+#include "io/checkpoint.h"
+#include "io/hf_config.h"
+
+namespace mimo {
+
+// Which rank of how many; plain data (the loader needs no communicator).
+struct TpSlice {
+  int rank = 0;
+  int size = 1;
+  bool expert_parallel = false;
+  bool active() const { return size > 1; }
+};
+
+// A slice plus the communicator the forward pass all-gathers over.
+struct TpContext {
+  Communicator* comm = nullptr;
+  TpSlice slice;
+  bool active() const { return comm != nullptr && slice.active(); }
+};
+
+// [begin, begin + count): rank's share of n items in ceil(n / size) chunks (the last may be short
+// or empty).
+struct RowRange {
+  int64_t begin = 0;
+  int64_t count = 0;
+};
+RowRange EvenSplit(int64_t n, int rank, int size);
+std::vector<int> SplitCounts(int64_t n, int size, int64_t scale = 1);  // count(r) * scale per rank
+
+// Attention heads of one rank. Query heads split evenly; kv heads: the ones those query heads
+// read (kv_heads / N each, or 1 shared by N / kv_heads ranks when N > kv_heads).
+struct HeadSlice {
+  int q_begin = 0, num_q = 0;
+  int kv_begin = 0, num_kv = 0;
+};
+// Errors when N does not divide the query heads, or neither N nor the kv-head count divides the
+// other.
+StatusOr<HeadSlice> SliceHeads(const LayerConfig& layer, int rank, int size);
+// The layer as this rank sees it (its head counts).
+LayerConfig LocalLayerConfig(const LayerConfig& layer, const HeadSlice& s);
+
+// Rows [begin, begin + count) of w. Data stays where it was (the mmap) unless w owns a re-laid-out
+// copy; the scale rows the slice uses (any grid: uniform, TP-section, fused qkv, MXFP4) are
+// copied, so the slice holds about count / rows of the weight.
+MatrixWeight SliceRows(const MatrixWeight& w, int64_t begin, int64_t count);
+
+// out [T, sum(cols)] from every rank's local [T, cols[rank]] (column blocks in rank order).
+void GatherColumns(Communicator& comm, const float* local, int64_t T,
+                   const std::vector<int>& cols, float* out, const char* what);
+
+// Bytes of the checkpoint's language-model tensors each rank of `size` holds, from the headers
+// alone (nothing is read): per tensor, the share of its rows the rank binds (heads, FFN rows,
+// vocabulary rows, whole experts under expert parallelism); embeddings, norms and the router
+// whole. For `mimo inspect --tensor-parallel-size N`.
+StatusOr<std::vector<double>> TpWeightBytesPerRank(const Checkpoint& ck, int size,
+                                                   bool expert_parallel);
+// This rank's KV layer geometry: main layers, then `num_mtp` MTP layers (cfg.mtp_layer, as
+// `mimo inspect` plans the whole model's).
+StatusOr<std::vector<LayerConfig>> TpKvLayerConfigs(const ModelConfig& cfg, int num_mtp, int rank,
+                                                    int size);
+
+// The step message (rank 0 -> followers). Followers mirror the leader's model calls exactly.
+enum class TpOp : int32_t { kStop = 0, kNewKv = 1, kForward = 2, kMtpForward = 3 };
+struct TpCommand {
+  TpOp op = TpOp::kStop;
+  uint64_t kv_id = 0;
+  StepBatch batch;
+  std::vector<int32_t> tokens;      // [T]
+  std::vector<int> logit_rows;      // empty: every row
+  bool want_logits = false;
+  int mtp_index = 0;                // kMtpForward
+  std::vector<float> hprev;         // kMtpForward: [T, hidden]
+  std::vector<int64_t> kv_words;    // kNewKv: the cache spec; kForward: the step's slot plan
+};
+void SendTpCommand(Communicator& comm, const TpCommand& c);
+TpCommand ReceiveTpCommand(Communicator& comm);  // blocks (idle) until rank 0 sends
+
+}  // namespace mimo
