@@ -182,7 +182,9 @@ class JinjaValue {
 // Python ==.
 bool ValuesEqual(const JinjaValue& a, const JinjaValue& b);
 // Python <, as -1/0/1; throws JinjaError when the types are not orderable.
-int CompareValues(const JinjaValue& a, const JinjaValue& b);
+// `op` ("<", ">", "<=", ">=") only names the operator in the error for incomparable types, as
+// Python does ("'>' not supported between instances of 'int' and 'str'").
+int CompareValues(const JinjaValue& a, const JinjaValue& b, const std::string& op = "<");
 
 struct JsonDumpOptions {
   int indent = -1;                   // < 0: None (single line)
