@@ -9,6 +9,7 @@ APT_PACKAGES=(
   nlohmann-json3-dev libcpp-httplib-dev libpcre2-dev libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-torch python3-numpy python3-jinja2 python3-pytest python3-jsonschema xz-utils
   chromium  # headless, for the web UI tests (tests/webui)
+  clang libclang-rt-14-dev  # libFuzzer + ASan/UBSan runtimes for scripts/fuzz.sh (tests/fuzz)
 )
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

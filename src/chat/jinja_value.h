@@ -30,7 +30,7 @@ class ValueMap {
  public:
   const JinjaValue* Find(const std::string& key) const;
   void Set(const std::string& key, JinjaValue value);
-  size_t size() const { return items_.size(); }
+  size_t size() const;  // defined below JinjaValue: clang needs the complete pair type here
   const std::vector<std::pair<std::string, JinjaValue>>& items() const { return items_; }
 
  private:
@@ -178,6 +178,8 @@ class JinjaValue {
   std::shared_ptr<ValueMap> map_;
   std::shared_ptr<Callable> fn_;
 };
+
+inline size_t ValueMap::size() const { return items_.size(); }
 
 // Python ==.
 bool ValuesEqual(const JinjaValue& a, const JinjaValue& b);
