@@ -10,6 +10,7 @@ APT_PACKAGES=(
   python3 python3-torch python3-numpy python3-jinja2 python3-pytest python3-jsonschema xz-utils
   chromium  # headless, for the web UI tests (tests/webui)
   openmpi-bin libopenmpi-dev  # tensor/expert parallelism (src/dist) and its mpirun tests
+  clang libclang-rt-14-dev  # libFuzzer + ASan/UBSan runtimes for scripts/fuzz.sh (tests/fuzz)
 )
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's test command: install, build, run every C++ (ctest), Python (pytest), end-to-end
 # server (node --test tests/server: the official API clients) and browser (node --test: the chat
-# page in headless Chromium) test.
+# page in headless Chromium) test, then the fuzzers for a bounded time (scripts/fuzz.sh;
+# docs/TESTING.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -15,3 +16,5 @@ MIMO_CMAKE_ARGS="${MIMO_CMAKE_ARGS:-} -DMIMO_WERROR=ON" bash scripts/build.sh
 node --test --test-concurrency=1 tests/server/
 # The chat page of `mimo serve` in headless Chromium. A missing browser fails here (never skips).
 MIMO_REQUIRE_BROWSER=1 node --test tests/webui/
+# libFuzzer + ASan/UBSan on the parsers of untrusted input, 20 s each (MIMO_FUZZ_SECONDS).
+bash scripts/fuzz.sh

@@ -515,6 +515,11 @@ JinjaValue BinaryOp(const std::string& op, const JinjaValue& a, const JinjaValue
     }
     return JinjaValue::String(a.str() + b.str());
   }
+  if (op == "+" && (a.is_string() || a.is_list()) && PyType(a) != PyType(b)) {
+    // Python: str + int, list + tuple, ... (its message names the left operand's type first).
+    throw JinjaError("can only concatenate " + PyType(a) + " (not \"" + PyType(b) + "\") to " +
+                     PyType(a));
+  }
   if (op == "+" && a.is_list() && b.is_list()) {
     if (a.is_tuple() != b.is_tuple()) throw unsupported();
     ValueList out = a.list();

@@ -312,7 +312,7 @@ JinjaValue Interpreter::EvalCompare(const Expr& e, const ScopePtr& scope) {
     else if (op == "in") r = Contains(right, left);
     else if (op == "notin") r = !Contains(right, left);
     else {
-      int c = CompareValues(left, right);
+      int c = CompareValues(left, right, op);
       r = op == "<" ? c < 0 : op == "<=" ? c <= 0 : op == ">" ? c > 0 : c >= 0;
     }
     if (!r) return JinjaValue::Bool(false);

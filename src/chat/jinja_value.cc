@@ -343,7 +343,7 @@ bool ValuesEqual(const JinjaValue& a, const JinjaValue& b) {
   }
 }
 
-int CompareValues(const JinjaValue& a, const JinjaValue& b) {
+int CompareValues(const JinjaValue& a, const JinjaValue& b, const std::string& op) {
   if (a.is_number() && b.is_number()) {
     if (a.is_float() || b.is_float()) {
       double x = a.AsDouble(), y = b.AsDouble();
@@ -358,14 +358,14 @@ int CompareValues(const JinjaValue& a, const JinjaValue& b) {
   if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
     size_t n = std::min(a.list().size(), b.list().size());
     for (size_t i = 0; i < n; ++i) {
-      if (!ValuesEqual(a.list()[i], b.list()[i])) return CompareValues(a.list()[i], b.list()[i]);
+      if (!ValuesEqual(a.list()[i], b.list()[i])) return CompareValues(a.list()[i], b.list()[i], op);
     }
     return a.list().size() < b.list().size() ? -1 : a.list().size() > b.list().size() ? 1 : 0;
   }
   if (a.is_undefined() || b.is_undefined()) {
     throw JinjaError(a.is_undefined() ? a.str() : b.str());
   }
-  throw JinjaError("'<' not supported between instances of '" + PyTypeName(a) + "' and '" +
+  throw JinjaError("'" + op + "' not supported between instances of '" + PyTypeName(a) + "' and '" +
                    PyTypeName(b) + "'");
 }
 

@@ -30,7 +30,7 @@ class ValueMap {
  public:
   const JinjaValue* Find(const std::string& key) const;
   void Set(const std::string& key, JinjaValue value);
-  size_t size() const { return items_.size(); }
+  size_t size() const;  // defined below JinjaValue: clang needs the complete pair type here
   const std::vector<std::pair<std::string, JinjaValue>>& items() const { return items_; }
 
  private:
@@ -179,10 +179,14 @@ class JinjaValue {
   std::shared_ptr<Callable> fn_;
 };
 
+inline size_t ValueMap::size() const { return items_.size(); }
+
 // Python ==.
 bool ValuesEqual(const JinjaValue& a, const JinjaValue& b);
 // Python <, as -1/0/1; throws JinjaError when the types are not orderable.
-int CompareValues(const JinjaValue& a, const JinjaValue& b);
+// `op` ("<", ">", "<=", ">=") only names the operator in the error for incomparable types, as
+// Python does ("'>' not supported between instances of 'int' and 'str'").
+int CompareValues(const JinjaValue& a, const JinjaValue& b, const std::string& op = "<");
 
 struct JsonDumpOptions {
   int indent = -1;                   // < 0: None (single line)

@@ -14,6 +14,7 @@
 
 #include "attention/registry.h"
 #include "core/dtype.h"
+#include "core/max_error.h"
 
 namespace mimo {
 namespace {
@@ -238,10 +239,9 @@ TEST_P(BackendTest, MatchesBruteForceF32) {
     std::vector<float> got(want.size(), -1.0f);
     be->Run(ctx, P.geom, P.view, P.batch, P.q.data(), c.sinks ? P.sinks.data() : nullptr,
             got.data());
-    double max_err = 0;
-    for (size_t i = 0; i < want.size(); ++i)
-      max_err = std::max(max_err, std::abs(want[i] - got[i]));
-    EXPECT_LT(max_err, 2e-5) << name << " bs=" << bs << " case window=" << c.window;
+    test::MaxError err;  // per element: a NaN output (a read of the poison block) fails
+    for (size_t i = 0; i < want.size(); ++i) err.Add(want[i], got[i], i);
+    EXPECT_LT(err.max, 2e-5) << name << " bs=" << bs << " case window=" << c.window << ": " << err;
   }
 }
 
@@ -259,16 +259,17 @@ TEST_P(BackendTest, QuantizedKvWithinTolerance) {
     std::vector<double> want_same = BruteForce(P), want_f32 = BruteForce(exact);
     std::vector<float> got(want_same.size());
     be->Run(ctx, P.geom, P.view, P.batch, P.q.data(), P.sinks.data(), got.data());
-    double err_same = 0, err_f32 = 0, ref_max = 0;
+    test::MaxError err_same, err_f32;  // per element, so a NaN output fails
+    double ref_max = 0;                // of the float64 oracle, always finite
     for (size_t i = 0; i < got.size(); ++i) {
-      err_same = std::max(err_same, std::abs(want_same[i] - got[i]));
-      err_f32 = std::max(err_f32, std::abs(want_f32[i] - got[i]));
+      err_same.Add(want_same[i], got[i], i);
+      err_f32.Add(want_f32[i], got[i], i);
       ref_max = std::max(ref_max, std::abs(want_f32[i]));
     }
-    EXPECT_LT(err_same, 2e-5) << KvDTypeName(t);
+    EXPECT_LT(err_same.max, 2e-5) << KvDTypeName(t) << ": " << err_same;
     const double tol = t == DType::kBF16 ? 0.02 : 0.15;  // of max |out|
-    EXPECT_LT(err_f32, tol * ref_max) << KvDTypeName(t) << " err " << err_f32;
-    EXPECT_GT(err_f32, 0.0) << "quantization must be visible";
+    EXPECT_LT(err_f32.max, tol * ref_max) << KvDTypeName(t) << ": " << err_f32;
+    EXPECT_GT(err_f32.max, 0.0) << "quantization must be visible";
   }
 }
 

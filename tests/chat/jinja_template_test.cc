@@ -163,7 +163,17 @@ TEST(JinjaTemplate, ErrorsAreStatusWithLine) {
   EXPECT_NE(e.find("endif"), std::string::npos) << e;
   EXPECT_NE(Error("{{ x | nosuchfilter }}").find("No filter named 'nosuchfilter'"),
             std::string::npos);
-  EXPECT_NE(Error("{{ 'a' + 1 }}").find("unsupported operand"), std::string::npos);
+  // Python's TypeError messages, word for word (jinja2 passes them through).
+  EXPECT_NE(Error("{{ 'a' + 1 }}").find(R"(can only concatenate str (not "int") to str)"),
+            std::string::npos);
+  EXPECT_NE(Error("{{ [1] + (2,) }}").find(R"(can only concatenate list (not "tuple") to list)"),
+            std::string::npos);
+  EXPECT_NE(Error("{{ 1 + 'a' }}").find("unsupported operand type(s) for +: 'int' and 'str'"),
+            std::string::npos);
+  EXPECT_NE(Error("{{ 5 > 'a' }}").find("'>' not supported between instances of 'int' and 'str'"),
+            std::string::npos);
+  EXPECT_NE(Error("{{ [1] <= ['a'] }}").find("'<=' not supported between instances of 'int' and 'str'"),
+            std::string::npos);
   EXPECT_NE(Error("{{ d | items }}", R"({"d": "str"})").find("mapping"), std::string::npos);
   EXPECT_NE(Error("{% for x in n %}{% endfor %}", R"({"n": null})").find("not iterable"),
             std::string::npos);

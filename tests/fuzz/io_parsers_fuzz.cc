@@ -1,8 +1,5 @@
-// libFuzzer harness for the checkpoint parsers (not built by default):
-//   clang++ -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -Isrc \
-//     tests/fuzz/io_parsers_fuzz.cc src/io/safetensors.cc src/io/hf_config.cc \
-//     src/core/status.cc src/core/log.cc src/core/tensor.cc src/core/dtype.cc -o io_fuzz
-//   ./io_fuzz -max_len=4096
+// libFuzzer harness for the checkpoint parsers; built and run by scripts/fuzz.sh (part of the test
+// command). Rerun one input: build-fuzz/io_parsers_fuzz FILE.
 // The first input byte picks the parser: even -> safetensors header, odd -> config.json.
 // Both must return a Status for any input; a crash or sanitizer report is a bug.
 #include <cstddef>

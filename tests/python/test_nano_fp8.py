@@ -6,6 +6,8 @@ import sys
 import numpy as np
 import pytest
 
+from prereq import require_module
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "scripts", "nano"))
 sys.path.insert(0, os.path.join(REPO, "scripts"))
@@ -46,7 +48,7 @@ def test_e4m3_round_to_nearest_even_matches_brute_force():
 
 
 def test_uniform_blocks_dequantize_with_reference():
-    ref = pytest.importorskip("mimo_reference")
+    ref = require_module("mimo_reference")
     rng = np.random.default_rng(1)
     w = rng.normal(0, 0.05, (300, 200)).astype(np.float32)
     w[5, 7] = 3.0  # an outlier only affects its own block
@@ -61,7 +63,7 @@ def test_uniform_blocks_dequantize_with_reference():
 
 @pytest.mark.parametrize("nkv,tp", [(2, 2), (4, 4), (4, 2)])
 def test_full_layer_kv_sections_match_reference(nkv, tp):
-    ref = pytest.importorskip("mimo_reference")
+    ref = require_module("mimo_reference")
     dqk, dv, hidden = 192, 128, 160
     rng = np.random.default_rng(nkv + tp)
     k = rng.normal(0, 0.1, (nkv * dqk, hidden)).astype(np.float32)

@@ -9,6 +9,8 @@ import sys
 
 import numpy as np
 import pytest
+
+from prereq import require_file, require_module
 import torch
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -110,7 +112,7 @@ def _prompts(n):
 
 @pytest.mark.parametrize("name", VARIANTS)
 def test_training_module_matches_float64_reference(name):
-    ref_mod = pytest.importorskip("mimo_reference")
+    ref_mod = require_module("mimo_reference")
     m, _ = loaded(name)
     ref = ref_mod.load_reference(model_path(name))
     ids = _prompts(1)[0][:90]  # > window, crosses the SWA boundary
@@ -170,8 +172,7 @@ def test_committed_template_is_the_shared_one():
     """models-src/mimo-v2-nano/chat_template.jinja (used where ../shared is absent) is the
     MiMo-V2.5 template of ../shared byte for byte."""
     shared, committed = data.TEMPLATE_CANDIDATES
-    if not os.path.exists(shared):
-        pytest.skip("../shared/data/chat_templates not beside this checkout")
+    require_file(shared, "../shared/data/chat_templates beside this checkout")
     with open(shared, "rb") as a, open(committed, "rb") as b:
         assert a.read() == b.read()
 

@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+from prereq import require
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "scripts", "nano"))
 
@@ -36,8 +38,8 @@ def corpus_texts(n=40):
 
 
 def test_matches_js_tokenizer(tokenizer, tmp_path):
-    if shutil.which("node") is None or not os.path.exists(ORACLE):
-        pytest.skip("node or the JS tokenizer oracle is not available")
+    require(shutil.which("node") is not None and os.path.exists(ORACLE),
+            "node or the JS tokenizer oracle is not available (run scripts/setup.sh)")
     texts = corpus_texts()
     p = tmp_path / "texts.json"
     p.write_text(json.dumps(texts))

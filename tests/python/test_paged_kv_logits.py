@@ -1,6 +1,6 @@
 """The paged KV cache under the whole model, against the PyTorch reference:
 every attention backend x block size 16/64 x prefill/decode (f32 KV: engine tolerance), bf16 and
-fp8 KV (documented tolerances, argmax kept on >= 99% of the positions generation reads), several sequences batched in one
+fp8 KV (tolerances ~1.2x the measurement, argmax kept at every position but near-ties), several sequences batched in one
 step (continuous batching, chunked prefill), and prefix-cache reuse across the SWA window edge.
 """
 import json
@@ -17,8 +17,14 @@ from test_logits_vs_reference import REL_TOL, reference_logits
 VARIANTS = ["bf16", "fp8", "fp8-fused"]
 BACKENDS = ["reference", "cpu_paged"]
 # Quantized KV on the nano model, relative to max |logit| over the vocabulary it writes: (bound on
-# every position, bound on the 99th percentile of positions). Documented in docs/PERFORMANCE.md.
-KV_TOL = {"bf16": (1e-1, 2e-2), "fp8": (2e-1, 8e-2)}
+# every position, bound on the 99th percentile of positions). About 1.2x the shipped model's
+# measurement (bf16: max 0.0495, q99 0.0077; fp8: max 0.1330, q99 0.0640), so that a real
+# regression fails (docs/TESTING.md has the mutant). Documented in docs/PERFORMANCE.md.
+KV_TOL = {"bf16": (0.060, 0.0093), "fp8": (0.160, 0.077)}
+# Near-tie exemption of the argmax check, relative to the same max |logit|: the argmax may move only
+# where the f32-KV top-2 gap is below this. About 1.2x the largest gap at which it moves on the
+# shipped model (bf16: 0.00097 = 0.026 of max |logit| 26.9; fp8: 0.0801 = 2.154).
+KV_NEAR_TIE = {"bf16": 0.0012, "fp8": 0.096}
 
 
 def run_logits(mimo_bin, model, ids_spec, out, *extra):
@@ -115,19 +121,20 @@ def test_quantized_kv_tolerance_on_trained_model(mimo_bin, tmp_path, kv_dtype):
 
 @pytest.mark.parametrize("kv_dtype", ["bf16", "fp8"])
 def test_quantized_kv_keeps_argmax(mimo_bin, tmp_path, kv_dtype):
-    """The argmax at the positions whose prediction generation uses (the assistant's tokens) is
-    kept on >= 99% of them. Prompt positions (system text, tool descriptions, user text) are
-    reported but not held to it: the model was never trained to predict prompt text (its loss
-    covers assistant tokens only), so their top-2 gaps are mostly < 0.1 and no decoder reads them."""
+    """The argmax is kept at every position (prompt and assistant alike) except at near-ties: where
+    it moves, the f32-KV top-2 gap must be below KV_NEAR_TIE x max |logit|."""
     want, got, mask = nano_logits(mimo_bin, tmp_path, kv_dtype)
     same = got.argmax(-1) == want.argmax(-1)
     top2 = np.sort(want, axis=-1)[:, -2:]
-    gaps = (top2[:, 1] - top2[:, 0])[~same]
-    report = (f"nano/{kv_dtype}: argmax kept on {same[mask].mean():.2%} of the {mask.sum()} "
-              f"assistant positions ({same.mean():.2%} of all {len(same)} positions); "
-              f"top-2 gaps where it moved: {np.round(np.sort(gaps), 3).tolist()}")
+    gap = (top2[:, 1] - top2[:, 0]) / np.abs(want).max()
+    bad = ~same & ~(gap < KV_NEAR_TIE[kv_dtype])
+    report = (f"nano/{kv_dtype}: argmax kept on {same.mean():.2%} of all {len(same)} positions "
+              f"({same[mask].mean():.2%} of the {mask.sum()} assistant positions); relative top-2 "
+              f"gaps where it moved: {np.round(np.sort(gap[~same]), 4).tolist()}")
     print(report)
-    assert same[mask].mean() >= 0.99, report
+    assert not bad.any(), (f"argmax moved at {int(bad.sum())} positions with a top-2 gap >= "
+                           f"{KV_NEAR_TIE[kv_dtype]} (first {np.flatnonzero(bad)[:10].tolist()}); "
+                           + report)
 
 
 @pytest.mark.parametrize("mode,chunk", [("decode", 0), ("prefill", 7), ("prefill", 0)])
@@ -161,21 +168,31 @@ def test_columns_select_vocabulary_columns(mimo_bin, checkpoint, reference, tmp_
 
 @pytest.mark.parametrize("block", [16, 64])
 def test_prefix_cache_equals_recompute(mimo_bin, checkpoint, reference, tmp_path, block):
-    """Sequence 2 shares a 40-token prefix with sequence 1; the hit reaches past the 8-token window
-    so SWA layers must have kept (or recompute) what the window needs."""
+    """Sequence 2 shares a 150-token prefix with sequence 1 (more than two blocks at both block
+    sizes); it must reuse exactly the full blocks inside that prefix (144 tokens at block 16, 128
+    at block 64), and the hit reaches far past the 8-token window, so SWA layers must have kept
+    what the window needs. The positions it computes equal the PyTorch reference."""
     variant = "bf16"
     ids, want, _ = reference_logits(reference, variant)
     ref = reference(variant)
-    ids2 = ids + ids[:24]
-    seq1 = ids + ids[3:30]   # the prompt that fills the cache
+    rng = np.random.default_rng(11)
+    vocab = want.shape[1]
+    shared = ids + [int(x) for x in rng.integers(0, vocab, 150 - len(ids))]
+    tail1 = [int(x) for x in rng.integers(0, vocab, 20)]
+    tail2 = [int(x) for x in rng.integers(0, vocab, 24)]
+    assert len(shared) == 150 and tail1[0] != tail2[0]  # the sequences part at 150
+    seq1, ids2 = shared + tail1, shared + tail2
     want2 = ref.forward(ids2).numpy()
     spec = ",".join(map(str, seq1)) + ";" + ",".join(map(str, ids2))
     got, err = run_logits(mimo_bin, checkpoint(variant), spec, tmp_path / "p.bin", "--prefix-cache",
                           "--block-size", str(block))
     got = got.reshape(-1, want.shape[1])[len(seq1):]
+    assert "sequence 0: 0 of" in err, err  # the first sequence finds an empty cache
     hit = int(err.split("sequence 1: ")[1].split(" ")[0])
-    assert hit >= 32 if block == 16 else hit >= 0, err
+    expected_hit = len(shared) // block * block
+    assert expected_hit >= 2 * block
+    assert hit == expected_hit, err
     computed = ~np.isnan(got[:, 0])
-    assert computed.sum() == len(ids2) - hit
+    np.testing.assert_array_equal(np.flatnonzero(computed), np.arange(hit, len(ids2)))
     assert_close(got[computed], want2[computed], REL_TOL, f"prefix hit {hit}, block {block}")
     np.testing.assert_array_equal(got[computed].argmax(-1), want2[computed].argmax(-1))

@@ -14,6 +14,8 @@ import subprocess
 import jinja2
 import pytest
 
+from prereq import require
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TEMPLATE_CANDIDATES = [
     os.environ.get("MIMO_CHAT_TEMPLATE", ""),
@@ -51,8 +53,7 @@ CASES = [
 
 
 def render_assistant_turn(reasoning, content, calls):
-    if TEMPLATE is None:
-        pytest.skip("mimo-v2.5.jinja not found (set MIMO_CHAT_TEMPLATE)")
+    require(TEMPLATE is not None, "mimo-v2.5.jinja not found (set MIMO_CHAT_TEMPLATE)")
     env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True,
                              extensions=["jinja2.ext.loopcontrols"])
     env.filters["tojson"] = lambda x, indent=None, separators=None, sort_keys=False: json.dumps(

@@ -10,6 +10,8 @@ import unicodedata
 
 import pytest
 
+from prereq import require_file
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MIMO = os.environ.get("MIMO_BIN", os.path.join(ROOT, "build", "bin", "mimo"))
 MODEL = os.path.join(ROOT, "third_party", "qwen3")
@@ -21,8 +23,9 @@ TEXTS = [
     "<tool_call>\n<function=get_weather>\n<parameter=city>東京</parameter>\n</function>\n</tool_call>",
 ]
 
-pytestmark = pytest.mark.skipif(
-    not os.path.exists(MIMO), reason=f"mimo binary not built at {MIMO} (set MIMO_BIN)")
+@pytest.fixture(autouse=True)
+def _needs_mimo():
+    require_file(MIMO, "mimo binary not built (set MIMO_BIN)")
 
 
 def run(*args, check=True):
