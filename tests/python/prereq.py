@@ -39,3 +39,13 @@ def require_module(name: str):
         return importlib.import_module(name)
     except ImportError as e:
         require(False, f"python module {name} not importable: {e}")
+
+
+def beside_checkout(path: str, what: str) -> str:
+    """A file outside this repository (the ../shared folder beside a development checkout): a
+    cross-check against it skips where it is absent, under CI too, since no script of the project
+    can install it and a clean clone may stand alone. The project's own copy (e.g. the committed
+    chat template) is what the other tests use."""
+    if not os.path.exists(path):
+        pytest.skip(f"{path} not found ({what}; not part of this repository)")
+    return path

@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from prereq import require_file
+from prereq import beside_checkout
 
 import render_reference as ref
 
@@ -126,7 +126,7 @@ def test_template_copies_match_shared_data():
     """The in-repo template copies are the shared data files, unchanged."""
     for name in ("mimo-v2.5", "mimo-v2.5-think-prefill"):
         shared = os.path.join(SHARED_TEMPLATE_DIR, name + ".jinja")
-        require_file(shared, "the shared data folder beside this checkout")
+        beside_checkout(shared, "the shared data folder beside this checkout")
         with open(shared, "rb") as a, open(os.path.join(TEMPLATE_DIR, name + ".jinja"), "rb") as b:
             assert a.read() == b.read(), name
 

@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from prereq import require_file, require_module
+from prereq import beside_checkout, require_module
 import torch
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -172,7 +172,7 @@ def test_committed_template_is_the_shared_one():
     """models-src/mimo-v2-nano/chat_template.jinja (used where ../shared is absent) is the
     MiMo-V2.5 template of ../shared byte for byte."""
     shared, committed = data.TEMPLATE_CANDIDATES
-    require_file(shared, "../shared/data/chat_templates beside this checkout")
+    beside_checkout(shared, "../shared/data/chat_templates beside this checkout")
     with open(shared, "rb") as a, open(committed, "rb") as b:
         assert a.read() == b.read()
 
