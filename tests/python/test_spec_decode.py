@@ -6,13 +6,13 @@ the same with MTP on and off while /metrics counts the drafts."""
 import json
 import os
 import re
-import socket
 import subprocess
 import time
 import urllib.request
 
 import numpy as np
 import pytest
+from local_server import free_port
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NANO = os.path.join(REPO, "models", "mimo-v2-nano")
@@ -72,17 +72,9 @@ def _tensor_names(model):
     return names
 
 
-def _free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 class Server:
     def __init__(self, mimo_bin, *flags):
-        self.port = _free_port()
+        self.port = free_port()
         self.proc = subprocess.Popen([mimo_bin, "serve", "--model", NANO, "--port", str(self.port),
                                       "--threads", "2", *flags], stderr=subprocess.PIPE, text=True)
         deadline = time.time() + 120

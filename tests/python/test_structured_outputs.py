@@ -10,7 +10,6 @@ import glob
 import json
 import os
 import shutil
-import socket
 import subprocess
 import time
 import urllib.error
@@ -18,6 +17,8 @@ import urllib.request
 
 import jsonschema
 import pytest
+
+from local_server import free_port
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCHEMAS = sorted(glob.glob(os.path.join(REPO, "tests", "data", "schemas", "*.json")))
@@ -94,14 +95,6 @@ def test_sampled_completions_per_schema_validate(mimo_bin, random_model, tmp_pat
     assert not bad, bad[:10]
 
 
-def _free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def _post(port, body, stream=False):
     req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions",
                                  data=json.dumps(dict(body, stream=stream)).encode(),
@@ -132,7 +125,7 @@ def test_forced_and_strict_tool_calls_always_parse(mimo_bin, full_vocab_model):
                                                                      "maxProperties": 0})
               for t in tools}
     strict_tools = [t for t in tools if t["function"].get("strict")]
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen([mimo_bin, "serve", "--model", full_vocab_model, "--port", str(port),
                              "--threads", "2", "--grammar-max-string-length", "24"],
                             stderr=subprocess.DEVNULL)

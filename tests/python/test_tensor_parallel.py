@@ -11,13 +11,13 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 import urllib.request
 
 import numpy as np
 import pytest
+from local_server import free_port
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NANO = os.path.join(REPO, "models", "mimo-v2-nano")
@@ -147,14 +147,6 @@ def _gone(pid, timeout=20):
     return False
 
 
-def _free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def _ranks(mpirun_pid):
     """pid of each mimo rank started by this mpirun, by OMPI_COMM_WORLD_RANK."""
     out = {}
@@ -176,7 +168,7 @@ def _ranks(mpirun_pid):
 
 class MpiServer:
     def __init__(self, mimo_bin, n, *flags):
-        self.port = _free_port()
+        self.port = free_port()
         self.proc = subprocess.Popen(
             launcher(n) + [mimo_bin, "serve", "--model", NANO, "--port", str(self.port),
                            "--threads", "1", "--tensor-parallel-size", str(n), *flags],

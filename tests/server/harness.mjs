@@ -8,6 +8,7 @@
 //   MIMO_BIN              the CLI under test (default build/bin/mimo)
 //   MIMO_SERVE_LAUNCHER   a prefix for the server command line, split on spaces (default empty),
 //                         e.g. "mpirun -np 2 --oversubscribe --allow-run-as-root"
+//   MIMO_SERVE_ARGS       extra serve flags, split on spaces (e.g. "--tensor-parallel-size 2")
 //   MIMO_SERVE_THREADS    --threads of each server (default 2)
 import { execFileSync, spawn } from "node:child_process";
 import fs from "node:fs";
@@ -42,13 +43,14 @@ export function ensureE2eModel() {
   return E2E;
 }
 
-// Starts `mimo serve` on a free port. waitReady: resolve once /health answers 200 (else once it
-// listens). Returns {url, proc, stderr(), stop(), openai(opts), anthropic(opts)}.
-export async function startServer(model, extraArgs = [], { waitReady = true, timeoutMs = 120000, warmup = false } = {}) {
+// Spawns `mimo <args>` (a `serve` command line with --port 0) under MIMO_SERVE_LAUNCHER, with
+// MIMO_SERVE_ARGS appended (e.g. "--tensor-parallel-size 2"); resolves once it listens and, with
+// waitReady, once /health answers 200. Returns {url, proc, exited, stderr(), stop()}. Also used by
+// the browser tests (tests/webui/harness.mjs).
+export async function spawnServe(args, { waitReady = true, timeoutMs = 120000 } = {}) {
   if (!fs.existsSync(MIMO)) throw new Error(`${MIMO} is missing: build it first (scripts/build.sh)`);
-  const args = ["serve", "--model", model, "--port", "0", "--threads", THREADS, "--no-webui",
-    ...(warmup ? [] : ["--no-warmup"]), ...extraArgs];
-  const argv = [...LAUNCHER, MIMO, ...args];
+  const extra = (process.env.MIMO_SERVE_ARGS || "").split(/\s+/).filter(Boolean);
+  const argv = [...LAUNCHER, MIMO, ...args, ...extra];
   const proc = spawn(argv[0], argv.slice(1), { cwd: ROOT, stdio: ["ignore", "ignore", "pipe"] });
   let log = "";
   proc.stderr.setEncoding("utf8");
@@ -75,8 +77,6 @@ export async function startServer(model, extraArgs = [], { waitReady = true, tim
     proc,
     exited,
     stderr: () => log,
-    openai: (opts = {}) => new OpenAI({ baseURL: url + "/v1", apiKey: "none", maxRetries: 0, timeout: 120000, ...opts }),
-    anthropic: (opts = {}) => new Anthropic({ baseURL: url, apiKey: "none", maxRetries: 0, timeout: 120000, ...opts }),
     async stop() {
       if (proc.exitCode === null) proc.kill("SIGTERM");
       const t = setTimeout(() => proc.kill("SIGKILL"), 15000);
@@ -84,6 +84,19 @@ export async function startServer(model, extraArgs = [], { waitReady = true, tim
       clearTimeout(t);
       return code;
     },
+  };
+}
+
+// Starts `mimo serve` on `model` on a free port (see spawnServe). waitReady: resolve once /health
+// answers 200 (else once it listens). Returns spawnServe's object plus openai(opts), anthropic(opts).
+export async function startServer(model, extraArgs = [], { waitReady = true, timeoutMs = 120000, warmup = false } = {}) {
+  const args = ["serve", "--model", model, "--port", "0", "--threads", THREADS, "--no-webui",
+    ...(warmup ? [] : ["--no-warmup"]), ...extraArgs];
+  const s = await spawnServe(args, { waitReady, timeoutMs });
+  return {
+    ...s,
+    openai: (opts = {}) => new OpenAI({ baseURL: s.url + "/v1", apiKey: "none", maxRetries: 0, timeout: 120000, ...opts }),
+    anthropic: (opts = {}) => new Anthropic({ baseURL: s.url, apiKey: "none", maxRetries: 0, timeout: 120000, ...opts }),
   };
 }
 

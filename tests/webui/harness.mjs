@@ -4,11 +4,12 @@
 //
 // A missing browser or puppeteer-core skips the browser tests on a developer machine; under
 // CI=true (and MIMO_REQUIRE_BROWSER=1) it is a failure: CI must never pass by skipping them.
-import { spawn } from "node:child_process";
 import fs from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+
+import { spawnServe } from "../server/harness.mjs";
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 export const MIMO = process.env.MIMO_BIN || path.join(ROOT, "build/bin/mimo");
@@ -46,51 +47,12 @@ export async function launchBrowser({ puppeteer, executablePath }) {
   });
 }
 
-// Starts `mimo serve` on a free port; resolves once /health answers 200.
-// Returns {url, proc, stderr(), stop()}.
+// Starts `mimo serve` (chat page on) on a free port; resolves once /health answers 200.
+// Returns {url, proc, stderr(), stop()}. MIMO_SERVE_LAUNCHER / MIMO_SERVE_ARGS run it e.g. under
+// "mpirun -np 2 --oversubscribe" with "--tensor-parallel-size 2" (tests/server/harness.mjs).
 export async function startServer(extraArgs = [], { model = NANO, timeoutMs = 60000 } = {}) {
-  if (!fs.existsSync(MIMO)) throw new Error(`${MIMO} is missing: build it first (scripts/build.sh)`);
-  // MIMO_SERVE_LAUNCHER: a command to start the server under, e.g. "mpirun -np 2 --oversubscribe"
-  // with MIMO_SERVE_ARGS="--tensor-parallel-size 2" (extra serve flags), to run this suite
-  // against a tensor-parallel server.
-  const words = (v) => (v || "").split(/\s+/).filter(Boolean);
-  const launcher = words(process.env.MIMO_SERVE_LAUNCHER);
-  const args = ["serve", "--model", model, "--port", "0", "--threads", "2", "--no-warmup",
-                ...words(process.env.MIMO_SERVE_ARGS), ...extraArgs];
-  const proc = launcher.length
-    ? spawn(launcher[0], [...launcher.slice(1), MIMO, ...args], { cwd: ROOT, stdio: ["ignore", "ignore", "pipe"] })
-    : spawn(MIMO, args, { cwd: ROOT, stdio: ["ignore", "ignore", "pipe"] });
-  let log = "";
-  proc.stderr.setEncoding("utf8");
-  proc.stderr.on("data", (d) => { log += d; });
-  const exited = new Promise((resolve) => proc.on("exit", (code) => resolve(code)));
-  const deadline = Date.now() + timeoutMs;
-  let url = null;
-  while (!url) {
-    const m = /listening on (http:\/\/[\d.]+:\d+)/.exec(log);
-    if (m) url = m[1];
-    else if (proc.exitCode !== null) throw new Error(`mimo serve exited ${proc.exitCode}:\n${log}`);
-    else if (Date.now() > deadline) throw new Error(`mimo serve did not listen:\n${log}`);
-    else await sleep(50);
-  }
-  for (;;) {
-    const r = await fetch(url + "/health").catch(() => null);
-    if (r && r.status === 200) break;
-    if (proc.exitCode !== null) throw new Error(`mimo serve exited ${proc.exitCode}:\n${log}`);
-    if (Date.now() > deadline) throw new Error(`mimo serve did not get ready:\n${log}`);
-    await sleep(50);
-  }
-  return {
-    url,
-    proc,
-    stderr: () => log,
-    async stop() {
-      if (proc.exitCode === null) proc.kill("SIGTERM");
-      const t = setTimeout(() => proc.kill("SIGKILL"), 10000);
-      await exited;
-      clearTimeout(t);
-    },
-  };
+  return spawnServe(["serve", "--model", model, "--port", "0", "--threads", "2", "--no-warmup",
+                     ...extraArgs], { timeoutMs });
 }
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
