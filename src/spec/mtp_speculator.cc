@@ -223,9 +223,10 @@ void MtpSpeculator::Propose(ExecContext& ctx, std::span<Request* const> reqs,
           st.out[k][ch.start_pos + j].assign(h, h + H);
         }
       }
-      // Positions whose input token was a draft are recomputed once it is verified.
+      // Positions whose input token was a draft are recomputed once it is verified (all of
+      // them while the sequence is shorter than the depth: a 1-token prompt at depth 2).
       const int t = r->num_tokens() - 2;
-      st.next[k] = t - k + 1;
+      st.next[k] = std::max(0, t - k + 1);
       const Status rw = kv_->Rewind(st.mtp_seq[k], st.next[k]);
       MIMO_CHECK(rw.ok(), "%s", rw.message().c_str());
     }

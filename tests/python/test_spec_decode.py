@@ -62,6 +62,17 @@ def test_greedy_outputs_identical_with_mtp(mimo_bin, checkpoint, tmp_path, varia
     assert alone[4] == plain[4]
 
 
+def test_prompts_shorter_than_the_draft_depth(mimo_bin, tmp_path):
+    """1- and 2-token prompts with 3 MTP layers (the deepest layer has no position of its own
+    yet; it used to rewind its cache to position -1 and abort the process)."""
+    reqs = [{"id": n, "prompt_ids": list(range(100, 100 + n)), "max_tokens": 12, "logprobs": 0,
+             "ignore_eos": True} for n in (1, 2, 3)]
+    plain = generate(mimo_bin, NANO, reqs, tmp_path, "short-plain")
+    spec = generate(mimo_bin, NANO, reqs, tmp_path, "short-mtp", "--speculative", "mtp",
+                    "--num-speculative-tokens", "3")
+    assert spec == plain
+
+
 def _tensor_names(model):
     names = []
     for f in os.listdir(model):
