@@ -57,10 +57,10 @@ export async function spawnServe(args, { waitReady = true, timeoutMs = 120000 } 
   proc.stderr.on("data", (d) => { log += d; });
   const exited = new Promise((resolve) => proc.on("exit", (code, sig) => resolve(code ?? sig)));
   const deadline = Date.now() + timeoutMs;
-  let url = null;
+  let url = null, pid = null;
   while (!url) {
-    const m = /listening on (http:\/\/[\d.]+:\d+)/.exec(log);
-    if (m) url = m[1];
+    const m = /listening on (http:\/\/[\d.]+:\d+) \(pid (\d+)/.exec(log);
+    if (m) [url, pid] = [m[1], Number(m[2])];
     else if (proc.exitCode !== null) throw new Error(`mimo serve exited ${proc.exitCode}:\n${log}`);
     else if (Date.now() > deadline) throw new Error(`mimo serve did not listen:\n${log}`);
     else await sleep(20);
@@ -72,13 +72,21 @@ export async function spawnServe(args, { waitReady = true, timeoutMs = 120000 } 
     if (Date.now() > deadline) throw new Error(`mimo serve did not get ready:\n${log}`);
     await sleep(50);
   }
+  // A signal for the server goes to the mimo process itself (rank 0 under a launcher: mpirun
+  // would forward it to every rank and report the signal as its own failure).
+  const signal = (sig) => {
+    if (!LAUNCHER.length) return proc.kill(sig);
+    try { process.kill(pid, sig); } catch { /* already gone */ }
+    return true;
+  };
   return {
     url,
     proc,
     exited,
+    signal,
     stderr: () => log,
     async stop() {
-      if (proc.exitCode === null) proc.kill("SIGTERM");
+      if (proc.exitCode === null) signal("SIGTERM");
       const t = setTimeout(() => proc.kill("SIGKILL"), 15000);
       const code = await exited;
       clearTimeout(t);

@@ -175,7 +175,7 @@ describe("SIGTERM drains", () => {
         if (ch.usage) usage = ch.usage;
         if (ch.choices[0]?.finish_reason) finish = ch.choices[0].finish_reason;
         if (++chunks === 3) {
-          server.proc.kill("SIGTERM");
+          server.signal("SIGTERM");
           await sleep(150);
           refused = await fetch(server.url + "/v1/chat/completions", {
             method: "POST", headers: { "Content-Type": "application/json" },

@@ -5,6 +5,7 @@
 // SIGTERM drain: new requests get 503, requests in flight finish (up to --drain-timeout
 // seconds), then the process exits 0; a second signal exits at once.
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -90,8 +91,9 @@ int RunServe(int argc, char** argv) {
     std::fprintf(stderr, "mimo serve: error: %s\n", started.message().c_str());
     return 1;
   }
-  std::fprintf(stderr, "mimo serve: listening on http://%s:%d (loading %s)\n", so.host.c_str(),
-               server.port(), dir.c_str());
+  // The pid: under a launcher (mpirun) the process to signal for a drain is this one, rank 0.
+  std::fprintf(stderr, "mimo serve: listening on http://%s:%d (pid %d, loading %s)\n",
+               so.host.c_str(), server.port(), static_cast<int>(getpid()), dir.c_str());
 
   StatusOr<ChatTemplate> tmpl = InvalidArgument("no chat template");
   if (a.Has("chat-template")) {
