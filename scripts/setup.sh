@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(
-  build-essential cmake pkg-config git
+  build-essential cmake pkg-config git curl  # curl: scripts/chat.sh polls /health
   nlohmann-json3-dev libcpp-httplib-dev libpcre2-dev libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-torch python3-numpy python3-jinja2 python3-pytest python3-jsonschema xz-utils
   chromium  # headless, for the web UI tests (tests/webui)
