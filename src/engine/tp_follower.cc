@@ -22,6 +22,13 @@ Status RunTpFollower(MimoV2Model& model, ExecContext& ctx) {
     if (!st.ok()) comm->Abort(2, st.message());
     return *it->second;
   };
+  // The logits buffer when rank 0 asked for logits (the vocabulary-parallel lm_head fills it).
+  auto logits_for = [&](const TpCommand& c) -> float* {
+    if (!c.want_logits) return nullptr;
+    const int64_t rows = c.logit_rows.empty() ? c.batch.num_tokens : c.logit_rows.size();
+    logits.resize(rows * V);
+    return logits.data();
+  };
   for (;;) {
     TpCommand c = ReceiveTpCommand(*comm);
     switch (c.op) {
@@ -45,11 +52,7 @@ Status RunTpFollower(MimoV2Model& model, ExecContext& ctx) {
         PagedKvAttention& kv = cache(c);
         ForwardOutputs out;
         out.logit_rows = c.logit_rows;
-        if (c.want_logits) {
-          const int64_t rows = c.logit_rows.empty() ? c.batch.num_tokens : c.logit_rows.size();
-          logits.resize(rows * V);
-          out.logits = logits.data();
-        }
+        out.logits = logits_for(c);
         model.Forward(ctx, c.batch, c.tokens.data(), kv, out);
         break;
       }
@@ -57,11 +60,7 @@ Status RunTpFollower(MimoV2Model& model, ExecContext& ctx) {
         PagedKvAttention& kv = cache(c);
         MtpOutputs out;
         out.logit_rows = c.logit_rows;
-        if (c.want_logits) {
-          const int64_t rows = c.logit_rows.empty() ? c.batch.num_tokens : c.logit_rows.size();
-          logits.resize(rows * V);
-          out.logits = logits.data();
-        }
+        out.logits = logits_for(c);
         model.MtpForward(ctx, c.mtp_index, c.batch, c.hprev.data(), c.tokens.data(), kv, out);
         break;
       }

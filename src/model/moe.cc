@@ -78,6 +78,16 @@ void GatherRows(const float* h, int64_t H, const std::vector<std::pair<int64_t, 
   }
 }
 
+// out[token] += weight * y[i] for each (token, weight) of list; y [list, width], out [T, width].
+void ScatterAdd(const std::vector<std::pair<int64_t, float>>& list, const float* y, int64_t width,
+                float* out) {
+  for (size_t i = 0; i < list.size(); ++i) {
+    float* o = out + list[i].first * width;
+    const float wt = list[i].second;
+    for (int64_t c = 0; c < width; ++c) o[c] += wt * y[i * width + c];
+  }
+}
+
 // Expert parallel: this rank runs its own experts; all outputs are all-gathered (rank order is
 // expert order) and every rank adds them up in expert order, as one process does.
 int MoeExpertParallel(ExecContext& ctx, const ModelConfig& cfg, const MoeWeights& w,
@@ -113,12 +123,8 @@ int MoeExpertParallel(ExecContext& ctx, const ModelConfig& cfg, const MoeWeights
   off = 0;
   for (int64_t e = 0; e < E; ++e) {
     if (!routed[e].empty()) ++used;
-    for (const auto& [t, wt] : routed[e]) {
-      float* o = out + t * H;
-      const float* y = all.data() + off;
-      for (int64_t c = 0; c < H; ++c) o[c] += wt * y[c];
-      off += H;
-    }
+    ScatterAdd(routed[e], all.data() + off, H, out);
+    off += static_cast<int64_t>(routed[e].size()) * H;
   }
   return used;
 }
@@ -156,11 +162,7 @@ int MoeTensorParallel(ExecContext& ctx, const ModelConfig& cfg, const MoeWeights
     const int64_t m = static_cast<int64_t>(list.size());
     y.resize(m * H_mine);
     Linear(ctx, act.data() + row * I, m, w.experts[e].down_proj, y.data());
-    for (int64_t i = 0; i < m; ++i) {
-      float* o = out_mine.data() + list[i].first * H_mine;
-      const float wt = list[i].second;
-      for (int64_t c = 0; c < H_mine; ++c) o[c] += wt * y[i * H_mine + c];
-    }
+    ScatterAdd(list, y.data(), H_mine, out_mine.data());
     row += m;
   }
   GatherColumns(*tp.comm, out_mine.data(), T, SplitCounts(H, n), out, "moe down");
@@ -210,10 +212,7 @@ int FusedExperts(ExecContext& ctx, const MoeWeights& w, const Routed& routed, co
     const int64_t m = static_cast<int64_t>(routed[e].size());
     if (m == 0) continue;
     MIMO_CHECK(w.experts[e].gate_proj.rows == inter, "MoE: experts of different sizes");
-    for (int64_t i = 0; i < m; ++i) {
-      const int64_t t = routed[e][i].first;
-      std::copy(h + t * H, h + (t + 1) * H, xin.begin() + (first[e] + i) * H);
-    }
+    GatherRows(h, H, routed[e], xin.data() + first[e] * H);
     jobs.push_back(
         {xin.data() + first[e] * H, m, &w.experts[e].gate_proj, gate.data() + first[e] * inter});
     jobs.push_back(
@@ -239,12 +238,7 @@ int FusedExperts(ExecContext& ctx, const MoeWeights& w, const Routed& routed, co
   for (int64_t e = 0; e < E; ++e) {
     if (routed[e].empty()) continue;
     ++used;
-    for (int64_t i = 0; i < static_cast<int64_t>(routed[e].size()); ++i) {
-      float* o = out + routed[e][i].first * H;
-      const float wt = routed[e][i].second;
-      const float* y = yout.data() + (first[e] + i) * H;
-      for (int64_t c = 0; c < H; ++c) o[c] += wt * y[c];
-    }
+    ScatterAdd(routed[e], yout.data() + first[e] * H, H, out);
   }
   return used;
 }
@@ -282,13 +276,9 @@ int MoeForward(ExecContext& ctx, const ModelConfig& cfg, const MoeWeights& w, co
     const int64_t n = static_cast<int64_t>(list.size());
     xin.resize(n * H);
     yout.resize(n * H);
-    for (int64_t i = 0; i < n; ++i) std::copy(h + list[i].first * H, h + (list[i].first + 1) * H, xin.begin() + i * H);
+    GatherRows(h, H, list, xin.data());
     MlpForward(ctx, w.experts[e], xin.data(), n, yout.data());
-    for (int64_t i = 0; i < n; ++i) {
-      float* o = out + list[i].first * H;
-      const float wt = list[i].second;
-      for (int64_t c = 0; c < H; ++c) o[c] += wt * yout[i * H + c];
-    }
+    ScatterAdd(list, yout.data(), H, out);
   }
   return used;
 }
