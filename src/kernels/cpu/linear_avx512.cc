@@ -352,36 +352,68 @@ struct GemvTileOf {
 
 // Small batches (T = 2..kSmallBatchMax: several decoding requests, a speculative verify step)
 // are decode-shaped: they should cost about one read of the weights. GemvTile's structure with
-// TT tokens: weights decoded in registers and multiplied into TT token vectors at once. A tile of
-// R rows is decoded again for each group of TT tokens, but read from DRAM once (R rows of at most
-// a few KiB stay in L1), and the next tile is prefetched as in GemvTile. Every (row, token) is
-// reduced exactly as GemvTile and MultiTile reduce it (16 lane sums per block in column order,
-// the block scale by one FMA into a running total, one reduce at the end): batch invariant.
-// The T > 1 path before this decoded rows into an fp32 scratch first, which at T = 2 made a step
-// cost 2.7x a T = 1 step (docs/PERFORMANCE.md).
-constexpr int64_t kSmallBatchMax = 8;  // at T = 16 the fp32-scratch tile measured faster
-constexpr int kSmallRows = 2;    // rows per small-batch tile
-constexpr int kSmallTokens = 4;  // tokens per small-batch tile (8 accumulators + 8 totals)
+// TT tokens: R weight rows are decoded in registers once per 16 columns and multiplied into TT
+// token vectors (R x TT accumulators), so the decode and the weight load are shared by every
+// token of the group. Steps of more than kSmallTokens tokens run in balanced token groups, a
+// group of R rows decoded again per group from L1 (R rows of at most a few KiB); the weights are
+// read from DRAM once, the next tile prefetched as in GemvTile. Every (row, token) is reduced
+// exactly as GemvTile and MultiTile reduce it (16 lane sums per block in column order, the block
+// scale by one FMA into a running total, one reduce at the end): batch invariant.
+// History (docs/PERFORMANCE.md): the fp32-scratch tile made a T = 2 step cost 2.7x a T = 1 step;
+// a 2-row x 4-token register tile re-decoded each row for every 4 tokens and loaded x once per
+// 2 FMAs (FP8 at T = 8 streamed 7.8 GB/s against 29.5 at T = 1).
+constexpr int64_t kSmallBatchMax = 16;
+constexpr int kSmallTokens = 8;  // tokens per register tile at most (3 x 8 accumulators)
+
+// Rows per tile for a group of tt tokens: R x TT accumulators + R weight vectors + one x vector
+// stay within the 32 zmm registers.
+constexpr int SmallRowsFor(int64_t tt) { return tt <= 4 ? 4 : 3; }
+
+// The x vectors of tokens [t0, t0 + tt) in the order a small-batch tile consumes them: per scale
+// block (bc columns; the whole row when unscaled), 16-column steps from the block's start, each
+// step's tt vectors adjacent, the block's last step zero-padded (as the masked load of GemvTile
+// reads it). One pointer then walks every token's x at fixed offsets.   xp [steps, tt, 16]
+int64_t PackedSteps(int64_t cols, int64_t bc) {
+  int64_t steps = 0;
+  for (int64_t cb = 0; cb < cols; cb += bc) steps += (std::min(bc, cols - cb) + 15) / 16;
+  return steps;
+}
+void PackTokens(const float* x, int64_t cols, int64_t bc, int64_t t0, int64_t tt, float* xp) {
+  for (int64_t cb = 0; cb < cols; cb += bc) {
+    const int64_t ce = std::min(cb + bc, cols);
+    for (int64_t c = cb; c < ce; c += 16) {
+      const __mmask16 m = ce - c >= 16 ? 0xffff : TailMask(ce - c);
+      for (int64_t t = 0; t < tt; ++t, xp += 16) {
+        _mm512_store_ps(xp, _mm512_maskz_loadu_ps(m, x + (t0 + t) * cols + c));
+      }
+    }
+  }
+}
 
 template <class W, int R, int TT>
-void SmallBatchTile(const float* x, int64_t t0, const MatrixWeight& w, int64_t r0, float* y) {
+void SmallBatchTile(const float* xp, int64_t t0, const MatrixWeight& w, int64_t r0, bool prefetch,
+                    float* y) {
   const auto* base = static_cast<const typename W::T*>(w.data);
   const int64_t cols = w.cols;
   const int64_t bc = W::kBlockScaled ? w.block_cols : cols;
   constexpr int64_t kLine = 64 / sizeof(typename W::T);
+  // FP8 running totals (touched once per scale block) live in registers while they fit beside
+  // the accumulators, in L1 otherwise; unscaled weights have one block and need none.
+  constexpr bool kTotalsInRegs = !W::kBlockScaled || R * TT <= 8;
   const typename W::T* row[R];
   const typename W::T* next[R];
-  const float* xt[TT];
-  __m512 total[R][TT];
+  __m512 total[kTotalsInRegs ? R : 1][kTotalsInRegs ? TT : 1];
+  alignas(64) float total_mem[kTotalsInRegs ? 1 : R][kTotalsInRegs ? 1 : TT][16];
+  if constexpr (!kTotalsInRegs) std::memset(total_mem, 0, sizeof(total_mem));
 #pragma GCC unroll 16
   for (int i = 0; i < R; ++i) {
     row[i] = base + (r0 + i) * cols;
     next[i] = r0 + R + i < w.rows ? row[i] + R * cols : row[i];
+    if constexpr (kTotalsInRegs) {
 #pragma GCC unroll 16
-    for (int t = 0; t < TT; ++t) total[i][t] = _mm512_setzero_ps();
+      for (int t = 0; t < TT; ++t) total[i][t] = _mm512_setzero_ps();
+    }
   }
-#pragma GCC unroll 16
-  for (int t = 0; t < TT; ++t) xt[t] = x + (t0 + t) * cols;
   for (int64_t cb = 0, j = 0; cb < cols; cb += bc, ++j) {
     const int64_t ce = std::min(cb + bc, cols);
     __m512 acc[R][TT];
@@ -391,32 +423,44 @@ void SmallBatchTile(const float* x, int64_t t0, const MatrixWeight& w, int64_t r
       for (int t = 0; t < TT; ++t) acc[i][t] = _mm512_setzero_ps();
     // One 16-column step; clean: no NaN code in these weights (FP8), so the cheaper decode.
     auto step = [&](int64_t c, __mmask16 m, bool clean) {
-      __m512 xv[TT];
-#pragma GCC unroll 16
-      for (int t = 0; t < TT; ++t) xv[t] = _mm512_maskz_loadu_ps(m, xt[t] + c);
+      __m512 wv[R];
 #pragma GCC unroll 16
       for (int i = 0; i < R; ++i) {
-        const __m512 wv = m != 0xffff ? W::LoadMasked(row[i] + c, m)
-                          : clean     ? LoadClean<W>(row[i] + c)
-                                      : W::Load(row[i] + c);
-#pragma GCC unroll 16
-        for (int t = 0; t < TT; ++t) acc[i][t] = _mm512_fmadd_ps(wv, xv[t], acc[i][t]);
+        wv[i] = m != 0xffff ? W::LoadMasked(row[i] + c, m)
+                : clean     ? LoadClean<W>(row[i] + c)
+                            : W::Load(row[i] + c);
       }
+#pragma GCC unroll 16
+      for (int t = 0; t < TT; ++t) {
+        __m512 xv = _mm512_load_ps(xp + t * 16);
+        // One load per token vector, kept in a register: left alone, GCC folds the load into
+        // each of the R FMAs, and R x TT loads per step made the tile load-port bound.
+        asm("" : "+v"(xv));
+#pragma GCC unroll 16
+        for (int i = 0; i < R; ++i) acc[i][t] = _mm512_fmadd_ps(wv[i], xv, acc[i][t]);
+      }
+      xp += TT * 16;
     };
     int64_t c = cb;
     for (; c + kLine <= ce; c += kLine) {
-      if (t0 == 0) {
+      if (prefetch) {
 #pragma GCC unroll 16
         for (int i = 0; i < R; ++i)
           _mm_prefetch(reinterpret_cast<const char*>(next[i] + c), _MM_HINT_T1);
       }
-      __mmask64 nan_codes = 0;
+      bool clean = true;
       if constexpr (W::kNanCodes) {
+        __mmask64 nan_codes = 0;
 #pragma GCC unroll 16
         for (int i = 0; i < R; ++i) nan_codes |= W::LineNanMask(row[i] + c);
+        clean = nan_codes == 0;
       }
+      if (clean) {
 #pragma GCC unroll 4
-      for (int64_t v = 0; v < kLine; v += 16) step(c + v, 0xffff, nan_codes == 0);
+        for (int64_t v = 0; v < kLine; v += 16) step(c + v, 0xffff, true);
+      } else {
+        for (int64_t v = 0; v < kLine; v += 16) step(c + v, 0xffff, false);
+      }
     }
     for (; c + 16 <= ce; c += 16) step(c, 0xffff, false);
     if (c < ce) step(c, TailMask(ce - c), false);
@@ -424,47 +468,86 @@ void SmallBatchTile(const float* x, int64_t t0, const MatrixWeight& w, int64_t r
     for (int i = 0; i < R; ++i) {
 #pragma GCC unroll 16
       for (int t = 0; t < TT; ++t) {
-        if constexpr (W::kBlockScaled) {
+        if constexpr (!W::kBlockScaled) {
+          total[i][t] = _mm512_add_ps(total[i][t], acc[i][t]);
+        } else if constexpr (kTotalsInRegs) {
           total[i][t] =
               _mm512_fmadd_ps(acc[i][t], _mm512_set1_ps(BlockScale<W>(w, r0 + i, j)), total[i][t]);
         } else {
-          total[i][t] = _mm512_add_ps(total[i][t], acc[i][t]);
+          _mm512_store_ps(total_mem[i][t],
+                          _mm512_fmadd_ps(acc[i][t], _mm512_set1_ps(BlockScale<W>(w, r0 + i, j)),
+                                          _mm512_load_ps(total_mem[i][t])));
         }
       }
     }
   }
 #pragma GCC unroll 16
-  for (int i = 0; i < R; ++i)
+  for (int i = 0; i < R; ++i) {
 #pragma GCC unroll 16
-    for (int t = 0; t < TT; ++t) y[(t0 + t) * w.rows + r0 + i] = _mm512_reduce_add_ps(total[i][t]);
+    for (int t = 0; t < TT; ++t) {
+      __m512 sum;
+      if constexpr (kTotalsInRegs) {
+        sum = total[i][t];
+      } else {
+        sum = _mm512_load_ps(total_mem[i][t]);
+      }
+      y[(t0 + t) * w.rows + r0 + i] = _mm512_reduce_add_ps(sum);
+    }
+  }
 }
 
+using SmallFn = void (*)(const float*, int64_t, const MatrixWeight&, int64_t, bool, float*);
+template <class W, int R, size_t... I>
+constexpr std::array<SmallFn, sizeof...(I)> SmallRow(std::index_sequence<I...>) {
+  return {&SmallBatchTile<W, R, static_cast<int>(I) + 1>...};
+}
+// [TT - 1] for R rows
 template <class W, int R>
-void SmallBatchRowTile(const float* x, int64_t T, const MatrixWeight& w, int64_t r, float* y) {
-  int64_t t = 0;
-  for (; t + kSmallTokens <= T; t += kSmallTokens)
-    SmallBatchTile<W, R, kSmallTokens>(x, t, w, r, y);
-  switch (T - t) {
-    case 3:
-      SmallBatchTile<W, R, 3>(x, t, w, r, y);
-      break;
-    case 2:
-      SmallBatchTile<W, R, 2>(x, t, w, r, y);
-      break;
-    case 1:
-      SmallBatchTile<W, R, 1>(x, t, w, r, y);
-      break;
-    default:
-      break;
+constexpr std::array<SmallFn, kSmallTokens> kSmall =
+    SmallRow<W, R>(std::make_index_sequence<kSmallTokens>());
+
+// Token groups of a small batch: balanced (sizes differ by at most one), at most kSmallTokens.
+struct TokenGroups {
+  int64_t n = 0, t0[kSmallBatchMax] = {}, tt[kSmallBatchMax] = {};
+  explicit TokenGroups(int64_t T) {
+    n = (T + kSmallTokens - 1) / kSmallTokens;
+    for (int64_t g = 0, t = 0; g < n; ++g) {
+      t0[g] = t;
+      tt[g] = (T - t) / (n - g);
+      t += tt[g];
+    }
+  }
+};
+
+// Rows [r, r + R) for every token group; group g's packed x at xp + g * group_floats.
+template <class W, int R>
+void SmallBatchRowTile(const float* xp, int64_t group_floats, const TokenGroups& groups,
+                       const MatrixWeight& w, int64_t r, float* y) {
+  for (int64_t g = 0; g < groups.n; ++g) {
+    kSmall<W, R>[groups.tt[g] - 1](xp + g * group_floats, groups.t0[g], w, r, g == 0, y);
   }
 }
 
 template <class W>
 void SmallBatchRows(const float* x, int64_t T, const MatrixWeight& w, int64_t r0, int64_t r1,
                     float* y) {
+  const TokenGroups groups(T);
+  const int64_t bc = W::kBlockScaled ? w.block_cols : w.cols;
+  const int64_t group_floats = PackedSteps(w.cols, bc) * kSmallTokens * 16;
+  struct alignas(64) Vec { float v[16]; };
+  thread_local std::vector<Vec> packed;  // [groups, steps, tt] vectors, 64-byte aligned
+  packed.resize(groups.n * group_floats / 16);
+  float* xp = packed.data()->v;
+  for (int64_t g = 0; g < groups.n; ++g) {
+    PackTokens(x, w.cols, bc, groups.t0[g], groups.tt[g], xp + g * group_floats);
+  }
   int64_t r = r0;
-  for (; r + kSmallRows <= r1; r += kSmallRows) SmallBatchRowTile<W, kSmallRows>(x, T, w, r, y);
-  if (r < r1) SmallBatchRowTile<W, 1>(x, T, w, r, y);
+  if (SmallRowsFor(groups.tt[groups.n - 1]) == 4) {
+    for (; r + 4 <= r1; r += 4) SmallBatchRowTile<W, 4>(xp, group_floats, groups, w, r, y);
+  } else {
+    for (; r + 3 <= r1; r += 3) SmallBatchRowTile<W, 3>(xp, group_floats, groups, w, r, y);
+  }
+  for (; r < r1; ++r) SmallBatchRowTile<W, 1>(xp, group_floats, groups, w, r, y);
 }
 
 template <class W>
