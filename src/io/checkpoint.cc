@@ -526,6 +526,7 @@ void Checkpoint::ReadThrough(
   for (const auto& f : set_->files()) {
     const uint8_t* base = f->base();
     const uint64_t size = f->size();
+    uint8_t* copy = f->BeginAnonymousCopy();  // nullptr: touch the mapped pages instead
     // Rounds of one chunk per thread, so progress is reported between rounds.
     for (uint64_t off = 0; off < size; off += kChunk * threads) {
       const int64_t n = static_cast<int64_t>(
@@ -533,6 +534,10 @@ void Checkpoint::ReadThrough(
       auto touch = [&](int64_t b, int64_t e, int t) {
         for (int64_t i = b; i < e; ++i) {
           const uint64_t lo = off + i * kChunk, hi = std::min(size, lo + kChunk);
+          if (copy != nullptr) {
+            std::memcpy(copy + lo, base + lo, hi - lo);
+            continue;
+          }
           uint64_t s = 0;
           for (uint64_t p = lo; p < hi; p += kPage) s += base[p];
           sums[t] += s;
@@ -546,6 +551,7 @@ void Checkpoint::ReadThrough(
       done = std::min(total, done + std::min<uint64_t>(size - off, kChunk * threads));
       if (progress) progress(done, total);
     }
+    f->EndAnonymousCopy(copy);  // on failure the file mapping, now read through, stays
   }
   // Keep the reads observable so they are not optimised away.
   volatile uint64_t sink = 0;

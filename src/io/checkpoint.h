@@ -85,9 +85,12 @@ class Checkpoint {
   // The FP8 layout of every attention block (main and MTP layers) plus one kUniform count per
   // other FP8 weight; shape checks only, nothing is copied.
   StatusOr<std::map<Fp8Layout, int>> Fp8LayoutCounts() const;
-  // Reads every page of every file once, in parallel over `pool` (may be null), so the page
-  // faults of a memory-mapped checkpoint are paid here and not by the first request. progress
-  // (optional) gets (bytes read, total bytes) after each round.
+  // Reads every file once, in parallel over `pool` (may be null), so the page faults of a
+  // memory-mapped checkpoint are paid here and not by the first request: each file is copied
+  // into anonymous memory with 2 MiB pages where the kernel grants them, which then replaces the
+  // file mapping at the same address (every bound weight pointer stays valid; decode streams
+  // the weights without a TLB miss per 4 KiB page: docs/PERFORMANCE.md), else its pages are
+  // touched in place. progress (optional) gets (bytes read, total bytes) after each round.
   void ReadThrough(ThreadPool* pool,
                    const std::function<void(uint64_t done, uint64_t total)>& progress) const;
   uint64_t TotalFileBytes() const;

@@ -141,6 +141,57 @@ StatusOr<std::vector<SafetensorsEntry>> ParseSafetensorsHeader(const uint8_t* da
   return entries;
 }
 
+namespace {
+constexpr size_t kHugePage = size_t{2} << 20;
+
+// `bytes` of fd (read-only, private; fd < 0: anonymous read-write) at a 2 MiB-aligned address,
+// so that anonymous memory later moved over it (SafetensorsFile::EndAnonymousCopy) can keep
+// transparent huge pages. MAP_FAILED on error (errno set).
+void* MapAligned(size_t bytes, int fd) {
+  const size_t span = bytes + kHugePage;
+  void* reserve = ::mmap(nullptr, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (reserve == MAP_FAILED) return MAP_FAILED;
+  const uintptr_t lo = reinterpret_cast<uintptr_t>(reserve);
+  const uintptr_t at = (lo + kHugePage - 1) & ~(kHugePage - 1);
+  void* p = fd >= 0 ? ::mmap(reinterpret_cast<void*>(at), bytes, PROT_READ, MAP_PRIVATE | MAP_FIXED, fd, 0)
+                    : ::mmap(reinterpret_cast<void*>(at), bytes, PROT_READ | PROT_WRITE,
+                             MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+  if (p == MAP_FAILED) {
+    const int err = errno;
+    ::munmap(reserve, span);
+    errno = err;
+    return MAP_FAILED;
+  }
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t end = (at + bytes + page - 1) & ~(page - 1);
+  if (at > lo) ::munmap(reserve, at - lo);                                     // slack before
+  if (lo + span > end) ::munmap(reinterpret_cast<void*>(end), lo + span - end);  // and after
+  return p;
+}
+}  // namespace
+
+uint8_t* SafetensorsFile::BeginAnonymousCopy() const {
+  if (size_ == 0) return nullptr;
+  void* p = MapAligned(size_, -1);
+  if (p == MAP_FAILED) return nullptr;
+  ::madvise(p, size_, MADV_HUGEPAGE);  // advice only: without THP the copy still works
+  return static_cast<uint8_t*>(p);
+}
+
+bool SafetensorsFile::EndAnonymousCopy(uint8_t* copy) const {
+  if (copy == nullptr) return false;
+  // The copy replaces the file mapping at the same address: every pointer into the checkpoint
+  // stays valid.
+  void* moved = ::mremap(copy, size_, size_, MREMAP_MAYMOVE | MREMAP_FIXED,
+                         const_cast<uint8_t*>(base_));
+  if (moved == MAP_FAILED) {
+    ::munmap(copy, size_);
+    return false;
+  }
+  ::mprotect(moved, size_, PROT_READ);
+  return true;
+}
+
 StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return NotFound("cannot open '%s': %s", path.c_str(), std::strerror(errno));
@@ -153,7 +204,7 @@ StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::stri
   file->path_ = path;
   file->size_ = static_cast<size_t>(st.st_size);
   if (file->size_ > 0) {
-    void* p = ::mmap(nullptr, file->size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    void* p = MapAligned(file->size_, fd);
     if (p == MAP_FAILED) {
       int err = errno;
       ::close(fd);

@@ -49,6 +49,14 @@ class SafetensorsFile {
   const uint8_t* base() const { return base_; }  // [size()] the whole mapped file
   size_t size() const { return size_; }
 
+  // Moving the file's bytes into anonymous memory (Checkpoint::ReadThrough): Begin returns
+  // [size()] writable bytes advised to use 2 MiB huge pages (nullptr if unavailable); once the
+  // caller has copied the file into it, End moves it over the file mapping at the same address
+  // (read-only again) so decode's weight streams avoid the 4 KiB page-cache pages' TLB misses.
+  // End returns false (and frees the copy) if the move failed; the file mapping then stays.
+  uint8_t* BeginAnonymousCopy() const;
+  bool EndAnonymousCopy(uint8_t* copy) const;
+
  private:
   SafetensorsFile() = default;
   std::string path_;
