@@ -10,23 +10,12 @@
 #include "attention/kv_element.h"
 #include "attention/registry.h"
 #include "core/check.h"
+#include "kernels/dispatch.h"
 
 namespace mimo {
 namespace {
 
 constexpr int kQueryTile = 16;
-
-// Dot product with 8 independent partial sums (vectorizes without -ffast-math).
-inline float Dot(const float* a, const float* b, int n) {
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int d = 0;
-  for (; d + 8 <= n; d += 8) {
-    for (int u = 0; u < 8; ++u) acc[u] += a[d + u] * b[d + u];
-  }
-  float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-  for (; d < n; ++d) s += a[d] * b[d];
-  return s;
-}
 
 struct WorkItem {
   int seq;
@@ -65,11 +54,12 @@ class CpuPagedBackend final : public AttentionBackend {
         }
       }
     }
+    const KernelTable& k = ActiveKernels();  // the block dot products and value sums
     bool ok = DispatchKvDType(L.dtype, [&](auto tag) {
       auto fn = [&](int64_t b, int64_t e, int) {
         Scratch scratch;
         for (int64_t i = b; i < e; ++i) {
-          RunItem<decltype(tag)>(g, kv, batch.seqs[items[i].seq], items[i], q, sinks, out,
+          RunItem<decltype(tag)>(k, g, kv, batch.seqs[items[i].seq], items[i], q, sinks, out,
                                  &scratch);
         }
       };
@@ -92,7 +82,7 @@ class CpuPagedBackend final : public AttentionBackend {
   };
 
   template <typename Tag>
-  static void RunItem(const AttentionGeometry& g, const PagedKvView& kv, const AttentionSequence& s,
+  static void RunItem(const KernelTable& kern, const AttentionGeometry& g, const PagedKvView& kv, const AttentionSequence& s,
                       const WorkItem& w, const float* q, const float* sinks, float* out,
                       Scratch* sc) {
     const PagedKvLayout& L = kv.layout;
@@ -130,8 +120,18 @@ class CpuPagedBackend final : public AttentionBackend {
       const int64_t slot0 = int64_t{s.block_table[b]} * bs;
       for (int j = j0; j <= j1; ++j) {
         const int64_t slot = slot0 + (j - b * bs);
-        LoadKvRow<Tag>(kv.k, L.KIndex(slot, w.kv_head), dk, kscale, &sc->k_tile[(j - j0) * dk]);
-        LoadKvRow<Tag>(kv.v, L.VIndex(slot, w.kv_head), dv, vscale, &sc->v_tile[(j - j0) * dv]);
+        float* kr = &sc->k_tile[(j - j0) * dk];  // [dk]
+        float* vr = &sc->v_tile[(j - j0) * dv];  // [dv]
+        if constexpr (Tag::kDType == DType::kF8E4M3) {
+          LoadKvRow<Tag>(kv.k, L.KIndex(slot, w.kv_head), dk, kscale, kr);
+          LoadKvRow<Tag>(kv.v, L.VIndex(slot, w.kv_head), dv, vscale, vr);
+        } else {  // F32 / BF16: the vectorized row conversion gives the same values
+          using S = typename Tag::Storage;
+          kern.convert_row(static_cast<const S*>(kv.k) + L.KIndex(slot, w.kv_head), Tag::kDType,
+                           dk, kr);
+          kern.convert_row(static_cast<const S*>(kv.v) + L.VIndex(slot, w.kv_head), Tag::kDType,
+                           dv, vr);
+        }
       }
       for (int r = 0; r < rows; ++r) {
         const int p = s.start_pos + w.row_begin + r;
@@ -141,12 +141,11 @@ class CpuPagedBackend final : public AttentionBackend {
           const int h = w.kv_head * group + gi;
           const int row = s.query_begin + w.row_begin + r;
           const float* qh = q + (int64_t{row} * g.num_heads + h) * dk;
+          const int n = z - a + 1;
+          float* scores = sc->scores.data();  // [n]
+          kern.dot_rows(qh, &sc->k_tile[(a - j0) * dk], n, dk, g.scale, scores);
           float block_max = -INFINITY;
-          for (int j = a; j <= z; ++j) {
-            float x = Dot(qh, &sc->k_tile[(j - j0) * dk], dk) * g.scale;
-            sc->scores[j - a] = x;
-            block_max = std::max(block_max, x);
-          }
+          for (int j = 0; j < n; ++j) block_max = std::max(block_max, scores[j]);
           const int st = r * group + gi;
           float* acc = &sc->acc[static_cast<size_t>(st) * dv];
           if (block_max > sc->m[st]) {
@@ -155,12 +154,11 @@ class CpuPagedBackend final : public AttentionBackend {
             for (int d = 0; d < dv; ++d) acc[d] *= c;
             sc->m[st] = block_max;
           }
-          for (int j = a; j <= z; ++j) {
-            const float e = std::exp(sc->scores[j - a] - sc->m[st]);
-            sc->l[st] += e;
-            const float* vr = &sc->v_tile[(j - j0) * dv];
-            for (int d = 0; d < dv; ++d) acc[d] += e * vr[d];
+          for (int j = 0; j < n; ++j) {
+            scores[j] = std::exp(scores[j] - sc->m[st]);  // now the weights e[j]
+            sc->l[st] += scores[j];
           }
+          kern.axpy_rows(scores, &sc->v_tile[(a - j0) * dv], n, dv, acc);
         }
       }
     }

@@ -29,6 +29,8 @@ Tables BuildTables() {
   s.rope_rotate = &ref::RopeRotate;
   s.silu_mul = &ref::SiluMul;
   s.convert_row = &ref::ConvertRow;
+  s.dot_rows = &ref::DotRows;
+  s.axpy_rows = &ref::AxpyRows;
   s.read_probe = &ref::ReadProbe;
   s.fma_probe = &ref::FmaProbe;
   t.usable[static_cast<int>(Isa::kScalar)] = true;

@@ -36,6 +36,12 @@ struct KernelTable {
   void (*silu_mul)(const float* gate, const float* up, float* out, int64_t n) = nullptr;
   // dst[i] = src[i] as fp32 for F32|BF16|F16 src.   [n]
   void (*convert_row)(const void* src, DType dtype, int64_t n, float* dst) = nullptr;
+  // Attention over one block of keys (attention/cpu_paged_backend.cc):
+  // scores[j] = scale * dot(q, k[j]) for j < n.   q [d]; k [n, d]; scores [n]
+  void (*dot_rows)(const float* q, const float* k, int64_t n, int64_t d, float scale,
+                   float* scores) = nullptr;
+  // acc[c] += sum over j ascending of e[j] * v[j, c].   e [n]; v [n, d]; acc [d]
+  void (*axpy_rows)(const float* e, const float* v, int64_t n, int64_t d, float* acc) = nullptr;
 
   // Machine-limit probes for benchmarks (`mimo bench`), at this table's vector width.
   // Sums [p, p + bytes) (64-byte aligned; a multiple of 512 bytes is read) with the widest loads

@@ -56,7 +56,8 @@ TEST(Dispatch, TablesAreCompleteAndScalarAlwaysAvailable) {
     const KernelTable* k = KernelsFor(isa);
     ASSERT_NE(k, nullptr);
     EXPECT_EQ(k->isa, isa);
-    EXPECT_TRUE(k->linear_rows && k->rms_norm && k->rope_rotate && k->silu_mul && k->convert_row);
+    EXPECT_TRUE(k->linear_rows && k->rms_norm && k->rope_rotate && k->silu_mul && k->convert_row &&
+                k->dot_rows && k->axpy_rows);
   }
   EXPECT_NE(KernelsFor(ActiveKernels().isa), nullptr);
   EXPECT_STREQ(KernelIsaName(), IsaName(ActiveKernels().isa));

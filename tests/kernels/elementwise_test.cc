@@ -161,6 +161,43 @@ TEST(SiluMul, EveryIsaMatchesReference) {
   }
 }
 
+// Attention's block kernels (dot_rows / axpy_rows) on every ISA against float64 sums, at MiMo's
+// head dims (192 / 128), a head dim with a vector tail, and key counts with every key-tile tail.
+TEST(AttentionBlock, DotAndValueSumsMatchFloat64OnEveryIsa) {
+  std::mt19937 rng(23);
+  for (int64_t d : {192, 128, 67}) {
+    for (int64_t n : {1, 2, 3, 4, 5, 16, 61}) {
+      const std::vector<float> q = RandomVector(d, rng), k = RandomVector(n * d, rng);
+      const std::vector<float> e = RandomVector(n, rng, 0.0f, 1.0f);
+      const std::vector<float> v = RandomVector(n * d, rng), acc0 = RandomVector(d, rng);
+      for (Isa isa : AvailableIsas()) {
+        const KernelTable& kt = *KernelsFor(isa);
+        std::vector<float> scores(n), acc = acc0;
+        kt.dot_rows(q.data(), k.data(), n, d, 0.125f, scores.data());
+        kt.axpy_rows(e.data(), v.data(), n, d, acc.data());
+        for (int64_t j = 0; j < n; ++j) {
+          double want = 0, mag = 0;
+          for (int64_t c = 0; c < d; ++c) {
+            want += static_cast<double>(q[c]) * k[j * d + c];
+            mag += std::fabs(static_cast<double>(q[c]) * k[j * d + c]);
+          }
+          ASSERT_NEAR(scores[j], want * 0.125, 1e-6 * mag * 0.125 + 1e-30)
+              << IsaName(isa) << " d=" << d << " n=" << n << " key " << j;
+        }
+        for (int64_t c = 0; c < d; ++c) {
+          double want = acc0[c], mag = std::fabs(acc0[c]);
+          for (int64_t j = 0; j < n; ++j) {
+            want += static_cast<double>(e[j]) * v[j * d + c];
+            mag += std::fabs(static_cast<double>(e[j]) * v[j * d + c]);
+          }
+          ASSERT_NEAR(acc[c], want, 1e-6 * mag + 1e-30)
+              << IsaName(isa) << " d=" << d << " n=" << n << " column " << c;
+        }
+      }
+    }
+  }
+}
+
 TEST(SiluMul, ReferenceMatchesDefinition) {
   float g[3] = {0.0f, 1.0f, -2.0f}, u[3] = {5.0f, 2.0f, 3.0f}, out[3];
   SiluMul(g, u, out, 3);

@@ -144,6 +144,51 @@ void ConvertRow(const void* src, DType dtype, int64_t n, float* dst) {
   for (; i < n; ++i) dst[i] = Load1(src, dtype, i);
 }
 
+// scores[j] = scale * q . k[j]: 2 keys at a time, 8-column vectors, a scalar column tail.
+void DotRows(const float* q, const float* k, int64_t n, int64_t d, float scale, float* scores) {
+  const int64_t dv = d & ~int64_t{7};
+  auto tail = [&](const float* kj) {
+    float s = 0.0f;
+    for (int64_t c = dv; c < d; ++c) s += q[c] * kj[c];
+    return s;
+  };
+  int64_t j = 0;
+  for (; j + 2 <= n; j += 2) {
+    const float* k0 = k + j * d;
+    const float* k1 = k0 + d;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+    for (int64_t c = 0; c < dv; c += 8) {
+      const __m256 qv = _mm256_loadu_ps(q + c);
+      a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + c), a0);
+      a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k1 + c), a1);
+    }
+    scores[j] = (HorizontalSum(a0) + tail(k0)) * scale;
+    scores[j + 1] = (HorizontalSum(a1) + tail(k1)) * scale;
+  }
+  for (; j < n; ++j) {
+    __m256 a = _mm256_setzero_ps();
+    for (int64_t c = 0; c < dv; c += 8) {
+      a = _mm256_fmadd_ps(_mm256_loadu_ps(q + c), _mm256_loadu_ps(k + j * d + c), a);
+    }
+    scores[j] = (HorizontalSum(a) + tail(k + j * d)) * scale;
+  }
+}
+
+// acc += sum_j e[j] * v[j]: 8 columns at a time, the keys in order.
+void AxpyRows(const float* e, const float* v, int64_t n, int64_t d, float* acc) {
+  int64_t c = 0;
+  for (; c + 8 <= d; c += 8) {
+    __m256 a = _mm256_loadu_ps(acc + c);
+    for (int64_t j = 0; j < n; ++j) {
+      a = _mm256_fmadd_ps(_mm256_set1_ps(e[j]), _mm256_loadu_ps(v + j * d + c), a);
+    }
+    _mm256_storeu_ps(acc + c, a);
+  }
+  for (; c < d; ++c) {
+    for (int64_t j = 0; j < n; ++j) acc[c] += e[j] * v[j * d + c];
+  }
+}
+
 }  // namespace
 
 bool ProbeInstructions() {
@@ -169,6 +214,8 @@ void FillTable(KernelTable* t) {
   t->rope_rotate = &RopeRotate;
   t->silu_mul = &SiluMul;
   t->convert_row = &ConvertRow;
+  t->dot_rows = &DotRows;
+  t->axpy_rows = &AxpyRows;
   t->read_probe = &ReadProbe;
   t->fma_probe = &FmaProbe;
 }

@@ -120,6 +120,48 @@ void ConvertRow(const void* src, DType dtype, int64_t n, float* dst) {
   }
 }
 
+// scores[j] = scale * q . k[j]: 4 keys at a time, one accumulator each, masked tail columns.
+void DotRows(const float* q, const float* k, int64_t n, int64_t d, float scale, float* scores) {
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    const float* kj = k + j * d;
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (int64_t c = 0; c < d; c += 16) {
+      const __mmask16 m = d - c >= 16 ? 0xffff : TailMask(d - c);
+      const __m512 qv = _mm512_maskz_loadu_ps(m, q + c);
+      a0 = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, kj + c), a0);
+      a1 = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, kj + d + c), a1);
+      a2 = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, kj + 2 * d + c), a2);
+      a3 = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, kj + 3 * d + c), a3);
+    }
+    scores[j] = _mm512_reduce_add_ps(a0) * scale;
+    scores[j + 1] = _mm512_reduce_add_ps(a1) * scale;
+    scores[j + 2] = _mm512_reduce_add_ps(a2) * scale;
+    scores[j + 3] = _mm512_reduce_add_ps(a3) * scale;
+  }
+  for (; j < n; ++j) {
+    __m512 a = _mm512_setzero_ps();
+    for (int64_t c = 0; c < d; c += 16) {
+      const __mmask16 m = d - c >= 16 ? 0xffff : TailMask(d - c);
+      a = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + c), _mm512_maskz_loadu_ps(m, k + j * d + c),
+                          a);
+    }
+    scores[j] = _mm512_reduce_add_ps(a) * scale;
+  }
+}
+
+// acc += sum_j e[j] * v[j]: 16 columns at a time, the keys in order.
+void AxpyRows(const float* e, const float* v, int64_t n, int64_t d, float* acc) {
+  for (int64_t c = 0; c < d; c += 16) {
+    const __mmask16 m = d - c >= 16 ? 0xffff : TailMask(d - c);
+    __m512 a = _mm512_maskz_loadu_ps(m, acc + c);
+    for (int64_t j = 0; j < n; ++j) {
+      a = _mm512_fmadd_ps(_mm512_set1_ps(e[j]), _mm512_maskz_loadu_ps(m, v + j * d + c), a);
+    }
+    _mm512_mask_storeu_ps(acc + c, m, a);
+  }
+}
+
 }  // namespace
 
 bool ProbeInstructions() {
@@ -143,6 +185,8 @@ void FillTable(KernelTable* t) {
   t->rope_rotate = &RopeRotate;
   t->silu_mul = &SiluMul;
   t->convert_row = &ConvertRow;
+  t->dot_rows = &DotRows;
+  t->axpy_rows = &AxpyRows;
   t->read_probe = &ReadProbe;
   t->fma_probe = &FmaProbe;
 }

@@ -41,6 +41,20 @@ void ConvertRow(const void* src, DType dtype, int64_t n, float* dst) {
   }
 }
 
+void DotRows(const float* q, const float* k, int64_t n, int64_t d, float scale, float* scores) {
+  for (int64_t j = 0; j < n; ++j) {
+    double s = 0.0;
+    for (int64_t c = 0; c < d; ++c) s += static_cast<double>(q[c]) * k[j * d + c];
+    scores[j] = static_cast<float>(s * scale);
+  }
+}
+
+void AxpyRows(const float* e, const float* v, int64_t n, int64_t d, float* acc) {
+  for (int64_t j = 0; j < n; ++j) {
+    for (int64_t c = 0; c < d; ++c) acc[c] += e[j] * v[j * d + c];
+  }
+}
+
 void RmsNorm(const float* x, int64_t T, int64_t dim, const TensorView& weight, float eps,
              float* out) {
   std::vector<float> wf(dim);  // [dim]

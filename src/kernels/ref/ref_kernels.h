@@ -32,6 +32,10 @@ void SiluMul(const float* gate, const float* up, float* out, int64_t n);
 
 // dst[i] = src[i] as fp32.   src [n] F32|BF16|F16
 void ConvertRow(const void* src, DType dtype, int64_t n, float* dst);
+// scores[j] = scale * dot(q, k[j]) (double sums).   q [d]; k [n, d]; scores [n]
+void DotRows(const float* q, const float* k, int64_t n, int64_t d, float scale, float* scores);
+// acc[c] += sum_j e[j] * v[j, c], j ascending.   e [n]; v [n, d]; acc [d]
+void AxpyRows(const float* e, const float* v, int64_t n, int64_t d, float* acc);
 // Scalar roofline probes (KernelTable::read_probe / fma_probe).
 uint64_t ReadProbe(const void* p, size_t bytes);
 double FmaProbe(int64_t iters, float* sink);
