@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstring>
 #include <array>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -122,6 +123,16 @@ inline float BlockScale(const MatrixWeight& w, int64_t r, int64_t j) {
   }
 }
 
+// The block-scale rows of rows r0 .. r0 + R, looked up once per tile (ScaleRow divides by
+// block_rows): BlockScale(w, r0 + i, j) == scales[i][j] * W::kScaleFactor.
+template <class W, int R>
+inline void ScaleRows(const MatrixWeight& w, int64_t r0, const float* (&scales)[R]) {
+  if constexpr (W::kBlockScaled) {
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i) scales[i] = w.scale_inv + w.ScaleRow(r0 + i) * w.scale_cols;
+  }
+}
+
 template <class W, int R>
 void GemvTile(const float* x, const MatrixWeight& w, int64_t r0, float* y) {
   const auto* base = static_cast<const typename W::T*>(w.data);
@@ -133,6 +144,8 @@ void GemvTile(const float* x, const MatrixWeight& w, int64_t r0, float* y) {
   const typename W::T* next[R];
   constexpr int64_t kLine = 64 / sizeof(typename W::T);  // elements per cache line
   __m512 total[R];
+  [[maybe_unused]] const float* scales[R];  // [R][scale_cols] (FP8)
+  ScaleRows<W, R>(w, r0, scales);
 #pragma GCC unroll 16
   for (int i = 0; i < R; ++i) {
     row[i] = base + (r0 + i) * cols;
@@ -186,7 +199,7 @@ void GemvTile(const float* x, const MatrixWeight& w, int64_t r0, float* y) {
 #pragma GCC unroll 16
     for (int i = 0; i < R; ++i) {
       if constexpr (W::kBlockScaled) {
-        total[i] = _mm512_fmadd_ps(acc[i], _mm512_set1_ps(BlockScale<W>(w, r0 + i, j)), total[i]);
+        total[i] = _mm512_fmadd_ps(acc[i], _mm512_set1_ps(scales[i][j] * W::kScaleFactor), total[i]);
       } else {
         total[i] = _mm512_add_ps(total[i], acc[i]);
       }
@@ -390,10 +403,15 @@ void PackTokens(const float* x, int64_t cols, int64_t bc, int64_t t0, int64_t tt
   }
 }
 
+struct alignas(64) Vec16 {  // one packed x vector; std::vector<Vec16> is 64-byte aligned
+  float v[16];
+};
+
+// Rows r0 .. r0 + R of w start at rows0 (stride w.cols): the weight itself, or (prefill) rows
+// already decoded into an fp32 scratch (W = Decoded<...>).
 template <class W, int R, int TT>
-void SmallBatchTile(const float* xp, int64_t t0, const MatrixWeight& w, int64_t r0, bool prefetch,
-                    float* y) {
-  const auto* base = static_cast<const typename W::T*>(w.data);
+void SmallBatchTile(const float* xp, int64_t t0, const MatrixWeight& w,
+                    const typename W::T* rows0, int64_t r0, bool prefetch, float* y) {
   const int64_t cols = w.cols;
   const int64_t bc = W::kBlockScaled ? w.block_cols : cols;
   constexpr int64_t kLine = 64 / sizeof(typename W::T);
@@ -404,10 +422,12 @@ void SmallBatchTile(const float* xp, int64_t t0, const MatrixWeight& w, int64_t 
   const typename W::T* next[R];
   __m512 total[kTotalsInRegs ? R : 1][kTotalsInRegs ? TT : 1];
   alignas(64) float total_mem[kTotalsInRegs ? 1 : R][kTotalsInRegs ? 1 : TT][16];
+  [[maybe_unused]] const float* scales[R];  // [R][scale_cols] (FP8)
+  ScaleRows<W, R>(w, r0, scales);
   if constexpr (!kTotalsInRegs) std::memset(total_mem, 0, sizeof(total_mem));
 #pragma GCC unroll 16
   for (int i = 0; i < R; ++i) {
-    row[i] = base + (r0 + i) * cols;
+    row[i] = rows0 + i * cols;
     next[i] = r0 + R + i < w.rows ? row[i] + R * cols : row[i];
     if constexpr (kTotalsInRegs) {
 #pragma GCC unroll 16
@@ -472,10 +492,10 @@ void SmallBatchTile(const float* xp, int64_t t0, const MatrixWeight& w, int64_t 
           total[i][t] = _mm512_add_ps(total[i][t], acc[i][t]);
         } else if constexpr (kTotalsInRegs) {
           total[i][t] =
-              _mm512_fmadd_ps(acc[i][t], _mm512_set1_ps(BlockScale<W>(w, r0 + i, j)), total[i][t]);
+              _mm512_fmadd_ps(acc[i][t], _mm512_set1_ps(scales[i][j] * W::kScaleFactor), total[i][t]);
         } else {
           _mm512_store_ps(total_mem[i][t],
-                          _mm512_fmadd_ps(acc[i][t], _mm512_set1_ps(BlockScale<W>(w, r0 + i, j)),
+                          _mm512_fmadd_ps(acc[i][t], _mm512_set1_ps(scales[i][j] * W::kScaleFactor),
                                           _mm512_load_ps(total_mem[i][t])));
         }
       }
@@ -496,19 +516,22 @@ void SmallBatchTile(const float* xp, int64_t t0, const MatrixWeight& w, int64_t 
   }
 }
 
-using SmallFn = void (*)(const float*, int64_t, const MatrixWeight&, int64_t, bool, float*);
+template <class W>
+using SmallFn = void (*)(const float*, int64_t, const MatrixWeight&, const typename W::T*, int64_t,
+                         bool, float*);
 template <class W, int R, size_t... I>
-constexpr std::array<SmallFn, sizeof...(I)> SmallRow(std::index_sequence<I...>) {
+constexpr std::array<SmallFn<W>, sizeof...(I)> SmallRow(std::index_sequence<I...>) {
   return {&SmallBatchTile<W, R, static_cast<int>(I) + 1>...};
 }
 // [TT - 1] for R rows
 template <class W, int R>
-constexpr std::array<SmallFn, kSmallTokens> kSmall =
+constexpr std::array<SmallFn<W>, kSmallTokens> kSmall =
     SmallRow<W, R>(std::make_index_sequence<kSmallTokens>());
 
 // Token groups of a small batch: balanced (sizes differ by at most one), at most kSmallTokens.
 struct TokenGroups {
-  int64_t n = 0, t0[kSmallBatchMax] = {}, tt[kSmallBatchMax] = {};
+  static constexpr int64_t kMaxGroups = 16;  // covers kSmallBatchMax and a prefill token chunk
+  int64_t n = 0, t0[kMaxGroups] = {}, tt[kMaxGroups] = {};
   explicit TokenGroups(int64_t T) {
     n = (T + kSmallTokens - 1) / kSmallTokens;
     for (int64_t g = 0, t = 0; g < n; ++g) {
@@ -524,7 +547,9 @@ template <class W, int R>
 void SmallBatchRowTile(const float* xp, int64_t group_floats, const TokenGroups& groups,
                        const MatrixWeight& w, int64_t r, float* y) {
   for (int64_t g = 0; g < groups.n; ++g) {
-    kSmall<W, R>[groups.tt[g] - 1](xp + g * group_floats, groups.t0[g], w, r, g == 0, y);
+    kSmall<W, R>[groups.tt[g] - 1](xp + g * group_floats, groups.t0[g], w,
+                                   static_cast<const typename W::T*>(w.data) + r * w.cols, r,
+                                   g == 0, y);
   }
 }
 
@@ -534,8 +559,7 @@ void SmallBatchRows(const float* x, int64_t T, const MatrixWeight& w, int64_t r0
   const TokenGroups groups(T);
   const int64_t bc = W::kBlockScaled ? w.block_cols : w.cols;
   const int64_t group_floats = PackedSteps(w.cols, bc) * kSmallTokens * 16;
-  struct alignas(64) Vec { float v[16]; };
-  thread_local std::vector<Vec> packed;  // [groups, steps, tt] vectors, 64-byte aligned
+  thread_local std::vector<Vec16> packed;  // [groups, steps, tt] vectors
   packed.resize(groups.n * group_floats / 16);
   float* xp = packed.data()->v;
   for (int64_t g = 0; g < groups.n; ++g) {
@@ -550,15 +574,62 @@ void SmallBatchRows(const float* x, int64_t T, const MatrixWeight& w, int64_t r0
   for (; r < r1; ++r) SmallBatchRowTile<W, 1>(xp, group_floats, groups, w, r, y);
 }
 
+// Weight rows already decoded to fp32 raw units (DecodeRowRaw), read by the small-batch tile with
+// the block scales of the weight they came from (FP8: kScaled).
+template <bool kScaled>
+struct Decoded {
+  using T = float;
+  static constexpr bool kNanCodes = false;  // NaN codes were decoded to NaN
+  static constexpr bool kBlockScaled = kScaled;
+  static constexpr float kScaleFactor = kScaled ? F8W::kScaleFactor : 1.0f;
+  static __m512 Load(const T* p) { return _mm512_loadu_ps(p); }
+  static __m512 LoadMasked(const T* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
+};
+static_assert(sizeof(F8W::T) == 1, "Decoded<true> stands for FP8 block scales only");
+
+// Prefill (T > kSmallBatchMax): per chunk of kTokenChunk tokens, 3 weight rows are decoded once
+// into an L1 scratch and the small-batch tile runs over them for every 8-token group of the
+// chunk, so FP8's decode is paid once per row and chunk instead of once per 8 tokens, and the
+// tile is the one decode uses: every (row, token) reduces exactly as GemvTile (batch invariant).
+// It replaced a 4-row x 6-token fp32 tile that loaded 10 vectors per 24 FMAs from L2.
+template <class W>
+void PrefillRows(const float* x, int64_t T, const MatrixWeight& w, int64_t r0, int64_t r1,
+                 float* y) {
+  using D = Decoded<W::kBlockScaled>;
+  const int64_t cols = w.cols;
+  const int64_t bc = W::kBlockScaled ? w.block_cols : cols;
+  const int64_t group_floats = PackedSteps(cols, bc) * kSmallTokens * 16;
+  thread_local std::vector<Vec16> packed;  // [groups, steps, tt] vectors of one token chunk
+  thread_local std::vector<float> scratch;  // [3, cols] decoded rows
+  scratch.resize(3 * cols);
+  for (int64_t tc = 0; tc < T; tc += kTokenChunk) {
+    const TokenGroups groups(std::min(kTokenChunk, T - tc));
+    packed.resize(groups.n * group_floats / 16);
+    float* xp = packed.data()->v;
+    for (int64_t g = 0; g < groups.n; ++g) {
+      PackTokens(x + tc * cols, cols, bc, groups.t0[g], groups.tt[g], xp + g * group_floats);
+    }
+    float* yc = y + tc * w.rows;  // [chunk tokens, rows]
+    auto run = [&](auto rows_tag, int64_t r) {
+      constexpr int R = decltype(rows_tag)::value;
+      for (int i = 0; i < R; ++i) DecodeRowRaw<W>(w, r + i, scratch.data() + i * cols);
+      for (int64_t g = 0; g < groups.n; ++g) {
+        kSmall<D, R>[groups.tt[g] - 1](xp + g * group_floats, groups.t0[g], w, scratch.data(), r,
+                                       false, yc);
+      }
+    };
+    int64_t r = r0;
+    for (; r + 3 <= r1; r += 3) run(std::integral_constant<int, 3>(), r);
+    for (; r < r1; ++r) run(std::integral_constant<int, 1>(), r);
+  }
+}
+
 template <class W>
 void LinearRowsTyped(const float* x, int64_t T, const MatrixWeight& w, int64_t r0, int64_t r1,
                      float* y) {
   if (T == 1) return GemvRows<GemvTileOf<W>::template T>(x, w, r0, r1, y);
   if (T <= kSmallBatchMax) return SmallBatchRows<W>(x, T, w, r0, r1, y);
-  MultiTokenRows<W::kBlockScaled>(
-      x, T, w, r0, r1, W::kBlockScaled ? w.block_cols : w.cols, y,
-      [&](int64_t r, float* dst) { DecodeRowRaw<W>(w, r, dst); },
-      [&](int64_t r, int64_t j) { return BlockScale<W>(w, r, j); });
+  PrefillRows<W>(x, T, w, r0, r1, y);
 }
 
 // ---- MXFP4 (spec section 4) ----------------------------------------------------------------
