@@ -36,6 +36,10 @@ void Tensor::Reset(DType dtype, Shape shape) {
     void* p = mmap(nullptr, alloc, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     MIMO_CHECK(p != MAP_FAILED, "out of memory mapping %zu bytes", alloc);
+    // 2 MiB pages where the kernel grants them: decode at long context reads every cached key's
+    // K/V rows (one kv head's few hundred bytes per 4 KiB page otherwise: a TLB miss each, and
+    // prefetches that stop at page walks). Pages are still committed only when first written.
+    madvise(p, alloc, MADV_HUGEPAGE);
     buf_ = std::unique_ptr<void, TensorBufferDeleter>(p, TensorBufferDeleter{alloc});
     return;
   }

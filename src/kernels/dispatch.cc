@@ -31,6 +31,7 @@ Tables BuildTables() {
   s.convert_row = &ref::ConvertRow;
   s.dot_rows = &ref::DotRows;
   s.axpy_rows = &ref::AxpyRows;
+  s.exp_shifted = &ref::ExpShifted;
   s.read_probe = &ref::ReadProbe;
   s.fma_probe = &ref::FmaProbe;
   t.usable[static_cast<int>(Isa::kScalar)] = true;

@@ -42,6 +42,8 @@ struct KernelTable {
                    float* scores) = nullptr;
   // acc[c] += sum over j ascending of e[j] * v[j, c].   e [n]; v [n, d]; acc [d]
   void (*axpy_rows)(const float* e, const float* v, int64_t n, int64_t d, float* acc) = nullptr;
+  // e[j] = exp(s[j] - m) (a few ulp; NaN stays NaN).   s, e [n]
+  void (*exp_shifted)(const float* s, int64_t n, float m, float* e) = nullptr;
 
   // Machine-limit probes for benchmarks (`mimo bench`), at this table's vector width.
   // Sums [p, p + bytes) (64-byte aligned; a multiple of 512 bytes is read) with the widest loads

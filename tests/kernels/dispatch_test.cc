@@ -57,7 +57,7 @@ TEST(Dispatch, TablesAreCompleteAndScalarAlwaysAvailable) {
     ASSERT_NE(k, nullptr);
     EXPECT_EQ(k->isa, isa);
     EXPECT_TRUE(k->linear_rows && k->rms_norm && k->rope_rotate && k->silu_mul && k->convert_row &&
-                k->dot_rows && k->axpy_rows);
+                k->dot_rows && k->axpy_rows && k->exp_shifted);
   }
   EXPECT_NE(KernelsFor(ActiveKernels().isa), nullptr);
   EXPECT_STREQ(KernelIsaName(), IsaName(ActiveKernels().isa));

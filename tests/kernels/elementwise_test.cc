@@ -198,6 +198,31 @@ TEST(AttentionBlock, DotAndValueSumsMatchFloat64OnEveryIsa) {
   }
 }
 
+// The softmax weights of a block: exp(s - m) on every ISA within 4 ulp of float64, at the
+// softmax's arguments (s <= m, down to underflow), tails of every length, NaN kept.
+TEST(AttentionBlock, ExpShiftedMatchesFloat64OnEveryIsa) {
+  std::mt19937 rng(29);
+  for (int64_t n : {1, 7, 16, 23, 64}) {
+    std::vector<float> s = RandomVector(n, rng, -40.0f, 3.0f);
+    s[0] = 3.0f;  // the max: exp(0) = 1
+    if (n > 2) s[1] = -200.0f;  // underflows to 0
+    const float m = 3.0f;
+    for (Isa isa : AvailableIsas()) {
+      std::vector<float> e(n);
+      KernelsFor(isa)->exp_shifted(s.data(), n, m, e.data());
+      for (int64_t j = 0; j < n; ++j) {
+        // The argument is the fp32 difference, as the backend forms it.
+        const double want = std::exp(static_cast<double>(s[j] - m));
+        ASSERT_NEAR(e[j], want, 4 * 1.2e-7 * want + 1e-37) << IsaName(isa) << " n=" << n << " s=" << s[j];
+      }
+      std::vector<float> bad = s;
+      bad[n - 1] = std::nanf("");
+      KernelsFor(isa)->exp_shifted(bad.data(), n, m, e.data());
+      EXPECT_TRUE(std::isnan(e[n - 1])) << IsaName(isa) << " n=" << n;
+    }
+  }
+}
+
 TEST(SiluMul, ReferenceMatchesDefinition) {
   float g[3] = {0.0f, 1.0f, -2.0f}, u[3] = {5.0f, 2.0f, 3.0f}, out[3];
   SiluMul(g, u, out, 3);

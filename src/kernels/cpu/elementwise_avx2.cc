@@ -144,6 +144,17 @@ void ConvertRow(const void* src, DType dtype, int64_t n, float* dst) {
   for (; i < n; ++i) dst[i] = Load1(src, dtype, i);
 }
 
+void ExpShifted(const float* s, int64_t n, float m, float* e) {
+  const __m256 mv = _mm256_set1_ps(m);
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const __m256 x = _mm256_sub_ps(_mm256_loadu_ps(s + j), mv);
+    const __m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);  // Exp's clamp would hide it
+    _mm256_storeu_ps(e + j, _mm256_blendv_ps(Exp(x), x, nan));
+  }
+  for (; j < n; ++j) e[j] = std::exp(s[j] - m);
+}
+
 // scores[j] = scale * q . k[j]: 2 keys at a time, 8-column vectors, a scalar column tail.
 void DotRows(const float* q, const float* k, int64_t n, int64_t d, float scale, float* scores) {
   const int64_t dv = d & ~int64_t{7};
@@ -216,6 +227,7 @@ void FillTable(KernelTable* t) {
   t->convert_row = &ConvertRow;
   t->dot_rows = &DotRows;
   t->axpy_rows = &AxpyRows;
+  t->exp_shifted = &ExpShifted;
   t->read_probe = &ReadProbe;
   t->fma_probe = &FmaProbe;
 }

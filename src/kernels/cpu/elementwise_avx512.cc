@@ -162,6 +162,16 @@ void AxpyRows(const float* e, const float* v, int64_t n, int64_t d, float* acc) 
   }
 }
 
+void ExpShifted(const float* s, int64_t n, float m, float* e) {
+  const __m512 mv = _mm512_set1_ps(m);
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 k = n - j >= 16 ? 0xffff : TailMask(n - j);
+    const __m512 x = _mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + j), mv);
+    const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);  // Exp's clamp would hide it
+    _mm512_mask_storeu_ps(e + j, k, _mm512_mask_mov_ps(Exp(x), nan, x));
+  }
+}
+
 }  // namespace
 
 bool ProbeInstructions() {
@@ -187,6 +197,7 @@ void FillTable(KernelTable* t) {
   t->convert_row = &ConvertRow;
   t->dot_rows = &DotRows;
   t->axpy_rows = &AxpyRows;
+  t->exp_shifted = &ExpShifted;
   t->read_probe = &ReadProbe;
   t->fma_probe = &FmaProbe;
 }

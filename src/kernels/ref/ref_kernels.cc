@@ -55,6 +55,12 @@ void AxpyRows(const float* e, const float* v, int64_t n, int64_t d, float* acc) 
   }
 }
 
+void ExpShifted(const float* s, int64_t n, float m, float* e) {
+  for (int64_t j = 0; j < n; ++j) {
+    e[j] = static_cast<float>(std::exp(static_cast<double>(s[j] - m)));  // fp32 difference
+  }
+}
+
 void RmsNorm(const float* x, int64_t T, int64_t dim, const TensorView& weight, float eps,
              float* out) {
   std::vector<float> wf(dim);  // [dim]

@@ -36,6 +36,8 @@ void ConvertRow(const void* src, DType dtype, int64_t n, float* dst);
 void DotRows(const float* q, const float* k, int64_t n, int64_t d, float scale, float* scores);
 // acc[c] += sum_j e[j] * v[j, c], j ascending.   e [n]; v [n, d]; acc [d]
 void AxpyRows(const float* e, const float* v, int64_t n, int64_t d, float* acc);
+// e[j] = exp(s[j] - m): the fp32 difference, exp in double.   s, e [n]
+void ExpShifted(const float* s, int64_t n, float m, float* e);
 // Scalar roofline probes (KernelTable::read_probe / fma_probe).
 uint64_t ReadProbe(const void* p, size_t bytes);
 double FmaProbe(int64_t iters, float* sink);
