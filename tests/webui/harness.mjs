@@ -113,7 +113,32 @@ export async function lastAnswer(page, timeoutMs = 30000) {
 
 // Records, on every change of the last answer, its content text and reasoning state: the
 // evidence that an answer was streamed (many growing prefixes) rather than set once.
+// Also makes every response body reach the page one server-sent event per read, 20 ms apart,
+// as a slow network delivers them: the nano model writes its whole answer within a few
+// milliseconds, which the server and a local socket may hand over in one read, so without this
+// whether the page renders an answer as it arrives would be observable only in some runs.
 export async function recordStreaming(page) {
+  await page.evaluate(() => {
+    const read = ReadableStreamDefaultReader.prototype.read;
+    ReadableStreamDefaultReader.prototype.read = async function () {
+      this.__events = this.__events || [];
+      if (this.__events.length === 0) {
+        const r = await read.call(this);
+        if (r.done || !(r.value instanceof Uint8Array)) return r;
+        let start = 0;  // split after each blank line ("\n\n") ending an event
+        for (let i = 1; i < r.value.length; ++i) {
+          if (r.value[i] === 10 && r.value[i - 1] === 10) {
+            this.__events.push(r.value.subarray(start, i + 1));
+            start = i + 1;
+          }
+        }
+        if (start < r.value.length) this.__events.push(r.value.subarray(start));
+        if (this.__events.length === 0) return r;  // an empty chunk
+      }
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      return { value: this.__events.shift(), done: false };
+    };
+  });
   await page.evaluate(() => {
     window.__snapshots = [];
     const obs = new MutationObserver(() => {
