@@ -114,15 +114,6 @@ inline __m512 LoadClean(const typename W::T* p) {
   }
 }
 
-template <class W>
-inline float BlockScale(const MatrixWeight& w, int64_t r, int64_t j) {
-  if constexpr (W::kBlockScaled) {
-    return w.scale_inv[w.ScaleRow(r) * w.scale_cols + j] * W::kScaleFactor;
-  } else {
-    return 1.0f;
-  }
-}
-
 // How many rows ahead of a tile's first row the software prefetch reads: the next tile, or
 // several tiles ahead when rows are short (an expert's down_proj row is 512 bytes of FP8), so
 // the lines are requested at least kPrefetchBytes before they are used (~0.2 us at 40 GB/s,
@@ -134,7 +125,7 @@ inline int64_t PrefetchRowsAhead(int64_t tile_rows, int64_t row_bytes) {
 }
 
 // The block-scale rows of rows r0 .. r0 + R, looked up once per tile (ScaleRow divides by
-// block_rows): BlockScale(w, r0 + i, j) == scales[i][j] * W::kScaleFactor.
+// block_rows): block j of row r0 + i is scaled by scales[i][j] * W::kScaleFactor.
 template <class W, int R>
 inline void ScaleRows(const MatrixWeight& w, int64_t r0, const float* (&scales)[R]) {
   if constexpr (W::kBlockScaled) {
@@ -544,6 +535,7 @@ constexpr std::array<SmallFn<W>, kSmallTokens> kSmall =
 struct TokenGroups {
   static constexpr int64_t kMaxGroups = 16;  // covers kSmallBatchMax and a prefill token chunk
   int64_t n = 0, t0[kMaxGroups] = {}, tt[kMaxGroups] = {};
+
   explicit TokenGroups(int64_t T) {
     n = (T + kSmallTokens - 1) / kSmallTokens;
     for (int64_t g = 0, t = 0; g < n; ++g) {
@@ -553,6 +545,20 @@ struct TokenGroups {
     }
   }
 };
+
+// Packs every token group of x [.., cols] (PackTokens) into one thread-local buffer: group g
+// starts at the result + g * *group_floats.
+float* PackGroups(const float* x, int64_t cols, int64_t bc, const TokenGroups& groups,
+                  int64_t* group_floats) {
+  *group_floats = PackedSteps(cols, bc) * kSmallTokens * 16;
+  thread_local std::vector<Vec16> packed;  // [groups, steps, tt] vectors
+  packed.resize(groups.n * *group_floats / 16);
+  float* xp = packed.data()->v;
+  for (int64_t g = 0; g < groups.n; ++g) {
+    PackTokens(x, cols, bc, groups.t0[g], groups.tt[g], xp + g * *group_floats);
+  }
+  return xp;
+}
 
 // Rows [r, r + R) for every token group; group g's packed x at xp + g * group_floats.
 template <class W, int R>
@@ -569,14 +575,9 @@ template <class W>
 void SmallBatchRows(const float* x, int64_t T, const MatrixWeight& w, int64_t r0, int64_t r1,
                     float* y) {
   const TokenGroups groups(T);
-  const int64_t bc = W::kBlockScaled ? w.block_cols : w.cols;
-  const int64_t group_floats = PackedSteps(w.cols, bc) * kSmallTokens * 16;
-  thread_local std::vector<Vec16> packed;  // [groups, steps, tt] vectors
-  packed.resize(groups.n * group_floats / 16);
-  float* xp = packed.data()->v;
-  for (int64_t g = 0; g < groups.n; ++g) {
-    PackTokens(x, w.cols, bc, groups.t0[g], groups.tt[g], xp + g * group_floats);
-  }
+  int64_t group_floats = 0;
+  const float* xp =
+      PackGroups(x, w.cols, W::kBlockScaled ? w.block_cols : w.cols, groups, &group_floats);
   int64_t r = r0;
   if (SmallRowsFor(groups.tt[groups.n - 1]) == 4) {
     for (; r + 4 <= r1; r += 4) SmallBatchRowTile<W, 4>(xp, group_floats, groups, w, r, y);
@@ -610,17 +611,12 @@ void PrefillRows(const float* x, int64_t T, const MatrixWeight& w, int64_t r0, i
   using D = Decoded<W::kBlockScaled>;
   const int64_t cols = w.cols;
   const int64_t bc = W::kBlockScaled ? w.block_cols : cols;
-  const int64_t group_floats = PackedSteps(cols, bc) * kSmallTokens * 16;
-  thread_local std::vector<Vec16> packed;  // [groups, steps, tt] vectors of one token chunk
   thread_local std::vector<float> scratch;  // [3, cols] decoded rows
   scratch.resize(3 * cols);
   for (int64_t tc = 0; tc < T; tc += kTokenChunk) {
     const TokenGroups groups(std::min(kTokenChunk, T - tc));
-    packed.resize(groups.n * group_floats / 16);
-    float* xp = packed.data()->v;
-    for (int64_t g = 0; g < groups.n; ++g) {
-      PackTokens(x + tc * cols, cols, bc, groups.t0[g], groups.tt[g], xp + g * group_floats);
-    }
+    int64_t group_floats = 0;
+    const float* xp = PackGroups(x + tc * cols, cols, bc, groups, &group_floats);
     float* yc = y + tc * w.rows;  // [chunk tokens, rows]
     auto run = [&](auto rows_tag, int64_t r) {
       constexpr int R = decltype(rows_tag)::value;
