@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "core/log.h"
+#include "kernels/attend_keys_composed.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu_features.h"
 #include "kernels/ref/ref_kernels.h"
@@ -32,6 +33,7 @@ Tables BuildTables() {
   s.dot_rows = &ref::DotRows;
   s.axpy_rows = &ref::AxpyRows;
   s.exp_shifted = &ref::ExpShifted;
+  s.attend_keys = &AttendKeysComposed<&ref::ConvertRow, &ref::DotRows, &ref::ExpShifted, &ref::AxpyRows>;
   s.read_probe = &ref::ReadProbe;
   s.fma_probe = &ref::FmaProbe;
   t.usable[static_cast<int>(Isa::kScalar)] = true;

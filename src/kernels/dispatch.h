@@ -19,6 +19,21 @@ const char* IsaName(Isa isa);
 // "scalar" | "avx2" | "avx512" -> false for anything else.
 bool ParseIsa(const char* name, Isa* out);
 
+// The keys one attend_keys call reads, in place in the paged cache: key j's K row starts
+// k_stride * j elements after k (V likewise), elements of dtype F32 | BF16.
+struct AttendKeyRows {
+  const void* k = nullptr;
+  const void* v = nullptr;
+  int64_t k_stride = 0, v_stride = 0;
+  DType dtype = DType::kF32;
+  int64_t n = 0;
+  // The rows of the caller's next call (same strides), requested ahead while this one computes
+  // so a long context streams from DRAM without stalls; null when there is none.
+  const void* k_next = nullptr;
+  const void* v_next = nullptr;
+  int64_t n_next = 0;
+};
+
 struct KernelTable {
   Isa isa = Isa::kScalar;
 
@@ -44,6 +59,14 @@ struct KernelTable {
   void (*axpy_rows)(const float* e, const float* v, int64_t n, int64_t d, float* acc) = nullptr;
   // e[j] = exp(s[j] - m) (a few ulp; NaN stays NaN).   s, e [n]
   void (*exp_shifted)(const float* s, int64_t n, float m, float* e) = nullptr;
+  // Online-softmax update of num_states query states (the query heads of one GQA group at one
+  // position) that all see the keys of `rows`, in groups of kAttendKeyGroup keys
+  // (attend_keys_composed.h); per state s and group: scores = scale * dot(q[s], k[j]), then
+  // m[s] = max(m[s], group max) with l[s] and acc[s] rescaled by exp(old m - new m),
+  // l[s] += sum exp(score - m[s]), acc[s] += sum exp(score - m[s]) * v[j].
+  //   q [num_states, dk]; m, l [num_states]; acc [num_states, dv]
+  void (*attend_keys)(const float* q, int num_states, const AttendKeyRows& rows, int64_t dk,
+                      int64_t dv, float scale, float* m, float* l, float* acc) = nullptr;
 
   // Machine-limit probes for benchmarks (`mimo bench`), at this table's vector width.
   // Sums [p, p + bytes) (64-byte aligned; a multiple of 512 bytes is read) with the widest loads

@@ -2,10 +2,16 @@
 // against a float64 formula at positions up to 300000.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <random>
 #include <cstring>
 #include <string>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "core/check.h"
 #include "kernels/dispatch.h"
 #include "kernels/kernel_test_util.h"
 #include "kernels/kernels.h"
@@ -219,6 +225,144 @@ TEST(AttentionBlock, ExpShiftedMatchesFloat64OnEveryIsa) {
       bad[n - 1] = std::nanf("");
       KernelsFor(isa)->exp_shifted(bad.data(), n, m, e.data());
       EXPECT_TRUE(std::isnan(e[n - 1])) << IsaName(isa) << " n=" << n;
+    }
+  }
+}
+
+// `bytes` copied to the end of a mapping followed by an inaccessible page: reading past them faults.
+class GuardedCopy {
+ public:
+  explicit GuardedCopy(const std::vector<uint8_t>& bytes) {
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    const size_t body = (bytes.size() + page - 1) / page * page;
+    len_ = body + page;
+    map_ = mmap(nullptr, len_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    MIMO_CHECK(map_ != MAP_FAILED, "mmap failed");
+    MIMO_CHECK(mprotect(static_cast<char*>(map_) + body, page, PROT_NONE) == 0, "mprotect failed");
+    data_ = static_cast<uint8_t*>(map_) + body - bytes.size();
+    std::memcpy(data_, bytes.data(), bytes.size());
+  }
+  ~GuardedCopy() { munmap(map_, len_); }
+  GuardedCopy(const GuardedCopy&) = delete;
+  GuardedCopy& operator=(const GuardedCopy&) = delete;
+  const uint8_t* data() const { return data_; }
+
+ private:
+  void* map_ = nullptr;
+  size_t len_ = 0;
+  uint8_t* data_ = nullptr;
+};
+
+// The fused block update against float64, on every ISA: keys read in place (rows k_stride
+// apart with NaN between them, the last row's end against an inaccessible page, so a wrong
+// stride or a key past n shows), F32 and BF16
+// rows, state counts with every quad tail, key counts across the 16-key groups, and states that
+// start empty, from a sink, or mid-segment. Checked through the update's invariants with the
+// kernel's own final max m: l = l0 e^(m0 - m) + sum_j e^(s_j - m), acc likewise, and
+// m = max(m0, s_j).
+TEST(AttentionBlock, AttendKeysMatchesFloat64OnEveryIsa) {
+  std::mt19937 rng(31);
+  const float nan = std::nanf("");
+  struct Shape { int64_t dk, dv; };
+  for (Shape sh : {Shape{192, 128}, Shape{128, 128}, Shape{67, 35}}) {
+    for (DType dt : {DType::kF32, DType::kBF16}) {
+      for (int S : {1, 3, 4, 5, 8, 16}) {
+        for (int64_t n : {1, 4, 5, 16, 17, 40}) {
+          const int64_t ks = 3 * sh.dk + 5, vs = 2 * sh.dv + 3;  // other heads' rows between
+          const size_t elem = DTypeSize(dt);
+          // Storage up to the end of key n - 1's row, NaN but the used elements of rows [0, n).
+          std::vector<float> kf(static_cast<size_t>((n - 1) * ks + sh.dk), nan);
+          std::vector<float> vf(static_cast<size_t>((n - 1) * vs + sh.dv), nan);
+          for (int64_t j = 0; j < n; ++j) {
+            for (int64_t c = 0; c < sh.dk; ++c) kf[j * ks + c] = RandomVector(1, rng)[0];
+            for (int64_t c = 0; c < sh.dv; ++c) vf[j * vs + c] = RandomVector(1, rng)[0];
+          }
+          std::vector<uint8_t> kb(kf.size() * elem), vb(vf.size() * elem);
+          auto store = [&](const std::vector<float>& f, std::vector<uint8_t>* b, std::vector<float>* exact) {
+            for (size_t i = 0; i < f.size(); ++i) {
+              if (dt == DType::kBF16) {
+                const uint16_t h = F32ToBF16(f[i]);
+                std::memcpy(b->data() + 2 * i, &h, 2);
+                (*exact)[i] = BF16ToF32(h);
+              } else {
+                std::memcpy(b->data() + 4 * i, &f[i], 4);
+              }
+            }
+          };
+          store(kf, &kb, &kf);
+          store(vf, &vb, &vf);
+          const std::vector<float> q = RandomVector(S * sh.dk, rng, -2.0f, 2.0f);
+          std::vector<float> m0(S), l0(S), acc0 = RandomVector(S * sh.dv, rng);
+          for (int s = 0; s < S; ++s) {
+            if (s % 3 == 0) {  // empty: a segment's first block
+              m0[s] = -INFINITY, l0[s] = 0.0f;
+              std::fill(acc0.begin() + s * sh.dv, acc0.begin() + (s + 1) * sh.dv, 0.0f);
+            } else if (s % 3 == 1) {  // a sink's state
+              m0[s] = 0.7f, l0[s] = 1.0f;
+              std::fill(acc0.begin() + s * sh.dv, acc0.begin() + (s + 1) * sh.dv, 0.0f);
+            } else {  // mid-segment, max above or below this block's scores
+              m0[s] = RandomVector(1, rng, -3.0f, 3.0f)[0], l0[s] = RandomVector(1, rng, 0.5f, 4.0f)[0];
+            }
+          }
+          std::vector<float> next(64 * 16, 0.0f);  // rows to request ahead: any readable memory
+          const GuardedCopy kg(kb), vg(vb);
+          for (Isa isa : AvailableIsas()) {
+            AttendKeyRows rows;
+            rows.k = kg.data(), rows.v = vg.data(), rows.k_stride = ks, rows.v_stride = vs;
+            rows.dtype = dt, rows.n = n;
+            if (n % 2 == 0) rows.k_next = rows.v_next = next.data(), rows.n_next = 2;
+            std::vector<float> m = m0, l = l0, acc = acc0;
+            KernelsFor(isa)->attend_keys(q.data(), S, rows, sh.dk, sh.dv, 0.125f, m.data(), l.data(),
+                                         acc.data());
+            const std::string where = std::string(IsaName(isa)) + " " + std::string(DTypeName(dt)) +
+                                      " dk=" + std::to_string(sh.dk) + " S=" + std::to_string(S) +
+                                      " n=" + std::to_string(n);
+            for (int s = 0; s < S; ++s) {
+              std::vector<double> sc(n);
+              double smax = m0[s], mag_s = 0;
+              for (int64_t j = 0; j < n; ++j) {
+                double d = 0, mag = 0;
+                for (int64_t c = 0; c < sh.dk; ++c) {
+                  d += static_cast<double>(q[s * sh.dk + c]) * kf[j * ks + c];
+                  mag += std::fabs(static_cast<double>(q[s * sh.dk + c]) * kf[j * ks + c]);
+                }
+                sc[j] = d * 0.125;
+                smax = std::max(smax, sc[j]);
+                mag_s = std::max(mag_s, mag * 0.125);
+              }
+              ASSERT_NEAR(m[s], smax, 1e-6 * mag_s + 1e-6) << where << " state " << s;
+              const double mk = m[s];
+              const double c0 = l0[s] == 0.0f ? 0.0 : std::exp(m0[s] - mk);
+              double want_l = l0[s] * c0;
+              for (int64_t j = 0; j < n; ++j) want_l += std::exp(sc[j] - mk);
+              // An exponent off by delta changes a weight by a factor e^delta.
+              const double tol = 4e-6 * (mag_s + 1.0);
+              ASSERT_NEAR(l[s], want_l, tol * want_l) << where << " state " << s;
+              for (int64_t c = 0; c < sh.dv; ++c) {
+                double want = acc0[s * sh.dv + c] * c0, mag = std::fabs(want);
+                for (int64_t j = 0; j < n; ++j) {
+                  const double e = std::exp(sc[j] - mk);
+                  want += e * vf[j * vs + c];
+                  mag += std::fabs(e * vf[j * vs + c]);
+                }
+                ASSERT_NEAR(acc[s * sh.dv + c], want, tol * mag + 1e-30)
+                    << where << " state " << s << " column " << c;
+              }
+            }
+            // A NaN key makes every state's sum NaN: a bad cache value is never hidden.
+            std::vector<float> bad_k = kf;
+            bad_k[(n - 1) * ks] = nan;
+            std::vector<uint8_t> bad_kb(kb.size());
+            store(bad_k, &bad_kb, &bad_k);
+            const GuardedCopy bad_kg(bad_kb);
+            rows.k = bad_kg.data();
+            m = m0, l = l0, acc = acc0;
+            KernelsFor(isa)->attend_keys(q.data(), S, rows, sh.dk, sh.dv, 0.125f, m.data(), l.data(),
+                                         acc.data());
+            for (int s = 0; s < S; ++s) EXPECT_TRUE(std::isnan(l[s])) << where << " state " << s;
+          }
+        }
+      }
     }
   }
 }

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/check.h"
+#include "kernels/attend_keys_composed.h"
 #include "kernels/cpu/cpu_kernels.h"
 
 namespace mimo::avx2 {
@@ -228,6 +229,7 @@ void FillTable(KernelTable* t) {
   t->dot_rows = &DotRows;
   t->axpy_rows = &AxpyRows;
   t->exp_shifted = &ExpShifted;
+  t->attend_keys = &AttendKeysComposed<&ConvertRow, &DotRows, &ExpShifted, &AxpyRows>;
   t->read_probe = &ReadProbe;
   t->fma_probe = &FmaProbe;
 }

@@ -5,6 +5,7 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -172,6 +173,216 @@ void ExpShifted(const float* s, int64_t n, float m, float* e) {
   }
 }
 
+
+// ---- attend_keys: the fused online-softmax update (see KernelTable::attend_keys) ----
+// Per group of up to 16 keys and per quad of states: scores by a 4-state x 4-key register tile
+// over the head dim, reduced across lanes by a shuffle tree that leaves the 16 scores of a state
+// in one vector (45 shuffles and adds where 16 separate horizontal sums take about 130), the
+// softmax update on that vector, then the value sums as a 4-state x 64-column register tile.
+
+// a[i] holds key i's 16 partial sums; the result's quarter i holds key i's 4 partial sums.
+inline __m512 ReduceQuad(const __m512 a[4]) {
+  const __m512 x01 = _mm512_add_ps(_mm512_shuffle_f32x4(a[0], a[1], 0x44),
+                                   _mm512_shuffle_f32x4(a[0], a[1], 0xEE));
+  const __m512 x23 = _mm512_add_ps(_mm512_shuffle_f32x4(a[2], a[3], 0x44),
+                                   _mm512_shuffle_f32x4(a[2], a[3], 0xEE));
+  return _mm512_add_ps(_mm512_shuffle_f32x4(x01, x23, 0x88),
+                       _mm512_shuffle_f32x4(x01, x23, 0xDD));
+}
+
+// t[g] from ReduceQuad of keys 4g..4g+3 -> lane j = full sum of key j.
+inline __m512 ReduceKeys(const __m512 t[4]) {
+  const __m512 u01 = _mm512_add_ps(_mm512_shuffle_ps(t[0], t[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                                   _mm512_shuffle_ps(t[0], t[1], _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m512 u23 = _mm512_add_ps(_mm512_shuffle_ps(t[2], t[3], _MM_SHUFFLE(1, 0, 1, 0)),
+                                   _mm512_shuffle_ps(t[2], t[3], _MM_SHUFFLE(3, 2, 3, 2)));
+  // Lane 4i + r of w holds key 4r + i.
+  const __m512 w = _mm512_add_ps(_mm512_shuffle_ps(u01, u23, _MM_SHUFFLE(2, 0, 2, 0)),
+                                 _mm512_shuffle_ps(u01, u23, _MM_SHUFFLE(3, 1, 3, 1)));
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  return _mm512_permutexvar_ps(order, w);
+}
+
+inline __mmask16 ColumnMask(int64_t remaining) {
+  return remaining >= 16 ? 0xffff : remaining > 0 ? TailMask(remaining) : 0;
+}
+
+// 16 (or the first popcount(m)) elements of a cache row of fp32 or bf16 as fp32.
+template <bool kBF16>
+inline __m512 LoadKv(const void* row, int64_t c, __mmask16 m) {
+  if constexpr (kBF16) {
+    const __m256i h = _mm256_maskz_loadu_epi16(m, static_cast<const uint16_t*>(row) + c);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  } else {
+    return _mm512_maskz_loadu_ps(m, static_cast<const float*>(row) + c);
+  }
+}
+
+// Requests the lines of `bytes` bytes at p (prefetcht0 through asm: GCC drops prefetch-only loops).
+inline void PrefetchBytes(const void* p, int64_t bytes) {
+  for (int64_t o = 0; o < bytes; o += 64) {
+    asm volatile("prefetcht0 %0" : : "m"(*(static_cast<const char*>(p) + o)));
+  }
+}
+
+template <bool kBF16>
+inline const void* KvRow(const void* base, int64_t j, int64_t stride) {
+  return static_cast<const char*>(base) + j * stride * (kBF16 ? 2 : 4);
+}
+
+// NS states (q rows, stride dk) against keys [0, nn) of k (rows k_stride apart), nn <= 16:
+// scores[s] lane j = scale * q[s] . k[j], lanes >= nn are -inf.
+// k_ahead (may be null): rows to request ahead, 4 per key quad computed.
+template <int NS, bool kBF16>
+inline void ScoreGroup(const float* q, const void* k, int64_t k_stride, int64_t nn, int64_t dk,
+                       float scale, const void* k_ahead, int64_t n_ahead, __m512 scores[NS]) {
+  __m512 t[NS][4];
+#pragma GCC unroll 4
+  for (int g = 0; g < 4; ++g) {
+    if (4 * g >= nn) {
+#pragma GCC unroll 4
+      for (int s = 0; s < NS; ++s) t[s][g] = _mm512_setzero_ps();
+      continue;
+    }
+    const void* kr[4];  // keys past nn repeat the last one; their lanes are masked below
+    for (int i = 0; i < 4; ++i) kr[i] = KvRow<kBF16>(k, std::min<int64_t>(4 * g + i, nn - 1), k_stride);
+    for (int64_t i = 4 * g; k_ahead != nullptr && i < std::min<int64_t>(4 * g + 4, n_ahead); ++i) {
+      PrefetchBytes(KvRow<kBF16>(k_ahead, i, k_stride), dk * (kBF16 ? 2 : 4));
+    }
+    __m512 a[NS][4];
+#pragma GCC unroll 4
+    for (int s = 0; s < NS; ++s) {
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; ++i) a[s][i] = _mm512_setzero_ps();
+    }
+    for (int64_t c = 0; c < dk; c += 16) {
+      const __mmask16 m = ColumnMask(dk - c);
+      __m512 kv[4];
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; ++i) kv[i] = LoadKv<kBF16>(kr[i], c, m);
+#pragma GCC unroll 4
+      for (int s = 0; s < NS; ++s) {
+        const __m512 qv = _mm512_maskz_loadu_ps(m, q + s * dk + c);
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; ++i) a[s][i] = _mm512_fmadd_ps(qv, kv[i], a[s][i]);
+      }
+    }
+#pragma GCC unroll 4
+    for (int s = 0; s < NS; ++s) t[s][g] = ReduceQuad(a[s]);
+  }
+  const __mmask16 valid = TailMask(nn);  // nn <= 16
+  const __m512 sv = _mm512_set1_ps(scale), neg_inf = _mm512_set1_ps(-INFINITY);
+#pragma GCC unroll 4
+  for (int s = 0; s < NS; ++s) {
+    scores[s] = _mm512_mask_mov_ps(neg_inf, valid, _mm512_mul_ps(ReduceKeys(t[s]), sv));
+  }
+}
+
+// acc[s][c] += sum over j < nn ascending of e[s][j] * v[j][c], 64 columns per pass.
+// v_ahead (may be null): rows to request ahead, one per key in the first column pass.
+template <int NS, bool kBF16>
+inline void ValueSums(const float (*e)[16], const void* v, int64_t v_stride, int64_t nn,
+                      int64_t dv, const void* v_ahead, int64_t n_ahead, float* acc) {
+  for (int64_t c0 = 0; c0 < dv; c0 += 64) {
+    __mmask16 m[4];
+    for (int i = 0; i < 4; ++i) m[i] = ColumnMask(dv - c0 - 16 * i);
+    __m512 a[NS][4];
+#pragma GCC unroll 4
+    for (int s = 0; s < NS; ++s) {
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; ++i) a[s][i] = _mm512_maskz_loadu_ps(m[i], acc + s * dv + c0 + 16 * i);
+    }
+    for (int64_t j = 0; j < nn; ++j) {
+      if (c0 == 0 && v_ahead != nullptr && j < n_ahead) {
+        PrefetchBytes(KvRow<kBF16>(v_ahead, j, v_stride), dv * (kBF16 ? 2 : 4));
+      }
+      __m512 vr[4];
+      const void* vj = KvRow<kBF16>(v, j, v_stride);
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; ++i) vr[i] = LoadKv<kBF16>(vj, c0 + 16 * i, m[i]);
+#pragma GCC unroll 4
+      for (int s = 0; s < NS; ++s) {
+        const __m512 es = _mm512_set1_ps(e[s][j]);
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; ++i) a[s][i] = _mm512_fmadd_ps(es, vr[i], a[s][i]);
+      }
+    }
+#pragma GCC unroll 4
+    for (int s = 0; s < NS; ++s) {
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; ++i) _mm512_mask_storeu_ps(acc + s * dv + c0 + 16 * i, m[i], a[s][i]);
+    }
+  }
+}
+
+// With `ahead` (the first quad of a call), the caller's next rows are requested: the group
+// starting at j0 requests rows j0.. of the next call, so every row is asked for once.
+template <int NS, bool kBF16>
+void AttendQuad(const float* q, const AttendKeyRows& rows, bool ahead, int64_t dk, int64_t dv,
+                float scale, float* m, float* l, float* acc) {
+  const int64_t n = rows.n;
+  for (int64_t j0 = 0; j0 < n; j0 += 16) {
+    const int64_t nn = std::min<int64_t>(16, n - j0);
+    // The last group also requests whatever next rows are left.
+    const int64_t n_ahead = !ahead ? 0 : j0 + 16 >= n ? rows.n_next - j0 : std::min<int64_t>(16, rows.n_next - j0);
+    const void* k_ahead = n_ahead > 0 && rows.k_next ? KvRow<kBF16>(rows.k_next, j0, rows.k_stride) : nullptr;
+    const void* v_ahead = n_ahead > 0 && rows.v_next ? KvRow<kBF16>(rows.v_next, j0, rows.v_stride) : nullptr;
+    __m512 sc[NS];
+    ScoreGroup<NS, kBF16>(q, KvRow<kBF16>(rows.k, j0, rows.k_stride), rows.k_stride, nn, dk, scale,
+                          k_ahead, n_ahead, sc);
+    alignas(64) float e[NS][16];  // the weights exp(score - m); 0 past nn
+    const __mmask16 valid = TailMask(nn);
+    for (int s = 0; s < NS; ++s) {
+      const float group_max = _mm512_reduce_max_ps(sc[s]);
+      float* a = acc + s * dv;  // [dv]
+      if (group_max > m[s]) {
+        const float c = std::exp(m[s] - group_max);  // 0 when m was -inf
+        l[s] *= c;
+        const __m512 cv = _mm512_set1_ps(c);
+        for (int64_t d = 0; d < dv; d += 16) {
+          const __mmask16 dm = ColumnMask(dv - d);
+          _mm512_mask_storeu_ps(a + d, dm, _mm512_mul_ps(_mm512_maskz_loadu_ps(dm, a + d), cv));
+        }
+        m[s] = group_max;
+      }
+      const __m512 x = _mm512_sub_ps(sc[s], _mm512_set1_ps(m[s]));
+      const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);  // Exp's clamp would hide it
+      const __m512 w = _mm512_maskz_mov_ps(valid, _mm512_mask_mov_ps(Exp(x), nan, x));
+      l[s] += _mm512_reduce_add_ps(w);
+      _mm512_store_ps(e[s], w);
+    }
+    ValueSums<NS, kBF16>(e, KvRow<kBF16>(rows.v, j0, rows.v_stride), rows.v_stride, nn, dv, v_ahead,
+                         n_ahead, acc);
+  }
+}
+
+template <bool kBF16>
+void AttendStates(const float* q, int num_states, const AttendKeyRows& rows, int64_t dk,
+                  int64_t dv, float scale, float* m, float* l, float* acc) {
+  for (int s = 0; s < num_states; s += 4) {
+    const float* qs = q + s * dk;
+    float* as = acc + s * dv;
+    const bool ahead = s == 0;
+    switch (std::min(4, num_states - s)) {
+      case 4: AttendQuad<4, kBF16>(qs, rows, ahead, dk, dv, scale, m + s, l + s, as); break;
+      case 3: AttendQuad<3, kBF16>(qs, rows, ahead, dk, dv, scale, m + s, l + s, as); break;
+      case 2: AttendQuad<2, kBF16>(qs, rows, ahead, dk, dv, scale, m + s, l + s, as); break;
+      default: AttendQuad<1, kBF16>(qs, rows, ahead, dk, dv, scale, m + s, l + s, as); break;
+    }
+  }
+}
+
+void AttendKeys(const float* q, int num_states, const AttendKeyRows& rows, int64_t dk, int64_t dv,
+                float scale, float* m, float* l, float* acc) {
+  MIMO_CHECK(rows.dtype == DType::kF32 || rows.dtype == DType::kBF16,
+             "attend_keys: unsupported KV dtype %d", static_cast<int>(rows.dtype));
+  if (rows.dtype == DType::kBF16) {
+    AttendStates<true>(q, num_states, rows, dk, dv, scale, m, l, acc);
+  } else {
+    AttendStates<false>(q, num_states, rows, dk, dv, scale, m, l, acc);
+  }
+}
+
 }  // namespace
 
 bool ProbeInstructions() {
@@ -198,6 +409,7 @@ void FillTable(KernelTable* t) {
   t->dot_rows = &DotRows;
   t->axpy_rows = &AxpyRows;
   t->exp_shifted = &ExpShifted;
+  t->attend_keys = &AttendKeys;
   t->read_probe = &ReadProbe;
   t->fma_probe = &FmaProbe;
 }
