@@ -1,8 +1,17 @@
-// `cpu_paged`: tiled paged attention for CPUs. Work items are (sequence, kv head, tile of up to
-// kQueryTile query rows); each dequantizes a block's K and V rows for its kv head once and uses
-// them for every query row of the tile and all query heads of the GQA group. Softmax is online
-// (running max m, denominator l, unnormalized accumulator) with the sink folded in as the
-// initial state m = sink, l = 1; the window is applied per query row.
+// `cpu_paged`: tiled paged attention for CPUs.
+//
+// Arithmetic (fixed by each query row's own positions, never by the batch, the tiling or the
+// thread count, so a row's output is the same however it is scheduled): a row's visible keys are
+// cut into segments of kSegmentKeys at absolute positions (0, 1024, 2048, ...). Each segment is
+// an online softmax (running max m, denominator l, unnormalized value sum) started empty and fed
+// block by block through KernelTable::attend_keys; the row's result is the sink state
+// (m = sink, l = 1) merged with its segments in ascending order.
+//
+// Work: a prompt tile (more than kSplitRows queries of a sequence) is one item per (kv head,
+// tile of kQueryTile rows) that walks and merges all its segments. A decode row (or a short
+// verify step) is one item per (segment, kv-head group): a 32k-token context gives 32 items
+// that stream disjoint slices of the cache, each block's rows of every head in the group read
+// together; their segment states are merged after all items finish.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -16,6 +25,9 @@ namespace mimo {
 namespace {
 
 constexpr int kQueryTile = 16;
+constexpr int kSegmentKeys = 1024;
+// Sequences with at most this many queries in the step split their keys across items.
+constexpr int kSplitRows = 4;
 
 // A prefetch GCC keeps: it deletes a loop whose body is only __builtin_prefetch calls.
 inline void PrefetchLine(const char* p) {
@@ -26,11 +38,35 @@ inline void PrefetchLine(const char* p) {
 #endif
 }
 
+// One online-softmax state per (row, query head): m, l and the unnormalized value sum.
+struct SoftmaxStates {
+  std::vector<float> m, l;  // [n]
+  std::vector<float> acc;   // [n, dv]
+  void Reset(int n, int dv, float m0, float l0) {
+    m.assign(n, m0);
+    l.assign(n, l0);
+    acc.assign(static_cast<size_t>(n) * dv, 0.0f);
+  }
+};
+
+// Folds segment state (m2, l2, acc2) into (m, l, acc). A segment that saw no key is skipped;
+// NaN anywhere stays NaN.
+inline void MergeState(float m2, float l2, const float* acc2, int dv, float* m, float* l,
+                       float* acc) {
+  if (m2 == -INFINITY && l2 == 0.0f) return;
+  const float mm = std::max(*m, m2);
+  const float c1 = std::exp(*m - mm), c2 = std::exp(m2 - mm);  // 0 for a -inf max
+  *l = *l * c1 + l2 * c2;
+  for (int d = 0; d < dv; ++d) acc[d] = acc[d] * c1 + acc2[d] * c2;
+  *m = mm;
+}
+
 struct WorkItem {
   int seq;
-  int kv_head;
-  int row_begin;  // within the sequence's queries
-  int row_end;
+  int head_begin, head_end;  // kv heads
+  int row_begin, row_end;    // within the sequence's queries
+  int segment;               // -1: every segment, merged by the item; else only this one
+  int64_t partial;           // split items: first float of their states in the partial buffer
 };
 
 class CpuPagedBackend final : public AttentionBackend {
@@ -55,21 +91,50 @@ class CpuPagedBackend final : public AttentionBackend {
                    L.v_head_dim == g.v_head_dim && g.num_heads % g.num_kv_heads == 0,
                "KV layout (kv heads %d, K %d, V %d) does not match the layer geometry",
                L.num_kv_heads, L.head_dim, L.v_head_dim);
+    const int threads = ctx.pool != nullptr ? ctx.pool->num_threads() : 1;
+    const int dv = g.v_head_dim;
+    const int64_t state_floats = dv + 2;  // acc, m, l of one (row, query head) in a segment
     std::vector<WorkItem> items;
+    struct Split {
+      int seq, num_segments;
+      int64_t partial;  // [num_segments, num_queries, num_heads, state_floats]
+    };
+    std::vector<Split> splits;
+    int64_t partial_floats = 0;
     for (int s = 0; s < static_cast<int>(batch.seqs.size()); ++s) {
-      for (int h = 0; h < g.num_kv_heads; ++h) {
-        for (int r = 0; r < batch.seqs[s].num_queries; r += kQueryTile) {
-          items.push_back({s, h, r, std::min(r + kQueryTile, batch.seqs[s].num_queries)});
+      const AttentionSequence& sq = batch.seqs[s];
+      if (sq.num_queries <= 0) continue;
+      if (sq.num_queries > kSplitRows) {
+        for (int h = 0; h < g.num_kv_heads; ++h) {
+          for (int r = 0; r < sq.num_queries; r += kQueryTile) {
+            items.push_back({s, h, h + 1, r, std::min(r + kQueryTile, sq.num_queries), -1, 0});
+          }
+        }
+        continue;
+      }
+      const int seg0 = KeyLow(g, sq.start_pos) / kSegmentKeys;
+      const int nseg = (sq.start_pos + sq.num_queries - 1) / kSegmentKeys - seg0 + 1;
+      // Enough items for every thread: split the kv heads when the segments are few.
+      const int head_groups = std::clamp((2 * threads + nseg - 1) / nseg, 1, g.num_kv_heads);
+      const int64_t seg_floats = int64_t{sq.num_queries} * g.num_heads * state_floats;
+      splits.push_back({s, nseg, partial_floats});
+      for (int i = 0; i < nseg; ++i) {
+        for (int hg = 0; hg < head_groups; ++hg) {
+          const int hb = hg * g.num_kv_heads / head_groups;
+          const int he = (hg + 1) * g.num_kv_heads / head_groups;
+          items.push_back({s, hb, he, 0, sq.num_queries, seg0 + i, partial_floats + i * seg_floats});
         }
       }
+      partial_floats += nseg * seg_floats;
     }
-    const KernelTable& k = ActiveKernels();  // the block dot products and value sums
+    std::vector<float> partial(static_cast<size_t>(partial_floats));
+    const KernelTable& k = ActiveKernels();  // the fused block update (attend_keys)
     bool ok = DispatchKvDType(L.dtype, [&](auto tag) {
       auto fn = [&](int64_t b, int64_t e, int) {
         Scratch scratch;
         for (int64_t i = b; i < e; ++i) {
           RunItem<decltype(tag)>(k, g, kv, batch.seqs[items[i].seq], items[i], q, sinks, out,
-                                 &scratch);
+                                 partial.data(), &scratch);
         }
       };
       if (ctx.pool != nullptr) {
@@ -79,123 +144,172 @@ class CpuPagedBackend final : public AttentionBackend {
       }
     });
     MIMO_CHECK(ok, "cpu_paged attention: unsupported KV dtype");
+    // Split sequences: the sink state, then each segment in ascending order.
+    for (const Split& sp : splits) {
+      const AttentionSequence& sq = batch.seqs[sp.seq];
+      for (int r = 0; r < sq.num_queries; ++r) {
+        const int row = sq.query_begin + r;
+        for (int h = 0; h < g.num_heads; ++h) {
+          float m = sinks ? sinks[h] : -INFINITY, l = sinks ? 1.0f : 0.0f;
+          float* o = out + (int64_t{row} * g.num_heads + h) * dv;  // the value sum, then output
+          std::fill(o, o + dv, 0.0f);
+          for (int i = 0; i < sp.num_segments; ++i) {
+            const float* st = partial.data() + sp.partial +
+                              ((int64_t{i} * sq.num_queries + r) * g.num_heads + h) * state_floats;
+            MergeState(st[dv], st[dv + 1], st, dv, &m, &l, o);
+          }
+          const float inv = 1.0f / l;
+          for (int d = 0; d < dv; ++d) o[d] *= inv;
+        }
+      }
+    }
   }
 
  private:
   struct Scratch {
-    std::vector<float> k_tile;  // [block_size, head_dim]
+    std::vector<float> k_tile;  // [block_size, head_dim] (fp8 caches: the decoded rows)
     std::vector<float> v_tile;  // [block_size, v_head_dim]
-    std::vector<float> m, l;    // [rows * group]
-    std::vector<float> acc;     // [rows * group, v_head_dim]
-    std::vector<float> scores;  // [block_size]
+    SoftmaxStates segment;      // [kv heads of the item, rows, group]
+    SoftmaxStates total;        // same; items that merge their own segments
   };
 
+  // First key any query at position p may see.
+  static int KeyLow(const AttentionGeometry& g, int p) {
+    return g.sliding_window > 0 ? std::max(0, p - g.sliding_window + 1) : 0;
+  }
+
   template <typename Tag>
-  static void RunItem(const KernelTable& kern, const AttentionGeometry& g, const PagedKvView& kv, const AttentionSequence& s,
-                      const WorkItem& w, const float* q, const float* sinks, float* out,
-                      Scratch* sc) {
+  static void RunItem(const KernelTable& kern, const AttentionGeometry& g, const PagedKvView& kv,
+                      const AttentionSequence& s, const WorkItem& w, const float* q,
+                      const float* sinks, float* out, float* partial, Scratch* sc) {
     const PagedKvLayout& L = kv.layout;
     const int bs = L.block_size, dk = g.head_dim, dv = g.v_head_dim;
     const int group = g.num_heads / g.num_kv_heads;
     const int rows = w.row_end - w.row_begin;
-    const int n_states = rows * group;
-    const float kscale = kv.k_scale ? kv.k_scale[w.kv_head] : 1.0f;
-    const float vscale = kv.v_scale ? kv.v_scale[w.kv_head] : 1.0f;
+    const int heads = w.head_end - w.head_begin;
+    const int n_states = heads * rows * group;  // state (h, r, gi) at ((h - hb) * rows + r) * group + gi
     sc->k_tile.resize(static_cast<size_t>(bs) * dk);
     sc->v_tile.resize(static_cast<size_t>(bs) * dv);
-    sc->scores.resize(bs);
-    sc->m.resize(n_states);
-    sc->l.resize(n_states);
-    sc->acc.assign(static_cast<size_t>(n_states) * dv, 0.0f);
-    for (int r = 0; r < rows; ++r) {
-      for (int gi = 0; gi < group; ++gi) {
-        const int h = w.kv_head * group + gi;
-        // The sink is a key with logit sinks[h] and no value: start from it.
-        sc->m[r * group + gi] = sinks ? sinks[h] : -INFINITY;
-        sc->l[r * group + gi] = sinks ? 1.0f : 0.0f;
-      }
-    }
-    auto window_lo = [&](int p) {
-      return g.sliding_window > 0 ? std::max(0, p - g.sliding_window + 1) : 0;
-    };
     const int p_first = s.start_pos + w.row_begin;
     const int p_last = s.start_pos + w.row_end - 1;
-    const int key_lo = window_lo(p_first);
+    const int key_lo = KeyLow(g, p_first);
     MIMO_CHECK(p_last / bs < s.num_table_blocks, "position %d beyond the block table (%d blocks)",
                p_last, s.num_table_blocks);
-    using S = typename Tag::Storage;
-    // This head's K and V rows of keys [j0, j1] of block b, requested ahead of use: a long
-    // context streams them from DRAM in 384- and 256-byte pieces (one kv head of each slot),
-    // which the hardware prefetchers follow poorly (decode at 8k context spent a quarter of
-    // its time waiting in the row conversion without this).
-    auto prefetch_block = [&](int b, int j0, int j1) {
-      const int64_t slot0 = int64_t{s.block_table[b]} * bs;
-      for (int j = j0; j <= j1; ++j) {
-        const int64_t slot = slot0 + (j - b * bs);
-        const char* kp = reinterpret_cast<const char*>(static_cast<const S*>(kv.k) +
-                                                       L.KIndex(slot, w.kv_head));
-        const char* vp = reinterpret_cast<const char*>(static_cast<const S*>(kv.v) +
-                                                       L.VIndex(slot, w.kv_head));
-        for (size_t o = 0; o < dk * sizeof(S); o += 64) PrefetchLine(kp + o);
-        for (size_t o = 0; o < dv * sizeof(S); o += 64) PrefetchLine(vp + o);
-      }
-    };
-    const int b_last = p_last / bs;
-    for (int b = key_lo / bs; b <= b_last; ++b) {
-      const int j0 = std::max(b * bs, key_lo);
-      const int j1 = std::min(b * bs + bs - 1, p_last);  // keys [j0, j1] of this block are used
-      const int64_t slot0 = int64_t{s.block_table[b]} * bs;
-      if (b < b_last) prefetch_block(b + 1, (b + 1) * bs, std::min((b + 1) * bs + bs - 1, p_last));
-      for (int j = j0; j <= j1; ++j) {
-        const int64_t slot = slot0 + (j - b * bs);
-        float* kr = &sc->k_tile[(j - j0) * dk];  // [dk]
-        float* vr = &sc->v_tile[(j - j0) * dv];  // [dv]
-        if constexpr (Tag::kDType == DType::kF8E4M3) {
-          LoadKvRow<Tag>(kv.k, L.KIndex(slot, w.kv_head), dk, kscale, kr);
-          LoadKvRow<Tag>(kv.v, L.VIndex(slot, w.kv_head), dv, vscale, vr);
-        } else {  // F32 / BF16: the vectorized row conversion gives the same values
-          kern.convert_row(static_cast<const S*>(kv.k) + L.KIndex(slot, w.kv_head), Tag::kDType,
-                           dk, kr);
-          kern.convert_row(static_cast<const S*>(kv.v) + L.VIndex(slot, w.kv_head), Tag::kDType,
-                           dv, vr);
-        }
-      }
-      for (int r = 0; r < rows; ++r) {
-        const int p = s.start_pos + w.row_begin + r;
-        const int a = std::max(j0, window_lo(p)), z = std::min(j1, p);
-        if (a > z) continue;
-        for (int gi = 0; gi < group; ++gi) {
-          const int h = w.kv_head * group + gi;
-          const int row = s.query_begin + w.row_begin + r;
-          const float* qh = q + (int64_t{row} * g.num_heads + h) * dk;
-          const int n = z - a + 1;
-          float* scores = sc->scores.data();  // [n]
-          kern.dot_rows(qh, &sc->k_tile[(a - j0) * dk], n, dk, g.scale, scores);
-          float block_max = -INFINITY;
-          for (int j = 0; j < n; ++j) block_max = std::max(block_max, scores[j]);
-          const int st = r * group + gi;
-          float* acc = &sc->acc[static_cast<size_t>(st) * dv];
-          if (block_max > sc->m[st]) {
-            const float c = std::exp(sc->m[st] - block_max);  // 0 when m was -inf
-            sc->l[st] *= c;
-            for (int d = 0; d < dv; ++d) acc[d] *= c;
-            sc->m[st] = block_max;
+    if (w.segment < 0) {
+      sc->total.Reset(n_states, dv, 0.0f, 0.0f);
+      for (int h = w.head_begin; h < w.head_end; ++h) {
+        for (int r = 0; r < rows; ++r) {
+          for (int gi = 0; gi < group; ++gi) {
+            const int st = ((h - w.head_begin) * rows + r) * group + gi;
+            sc->total.m[st] = sinks ? sinks[h * group + gi] : -INFINITY;
+            sc->total.l[st] = sinks ? 1.0f : 0.0f;
           }
-          kern.exp_shifted(scores, n, sc->m[st], scores);  // now the weights e[j]
-          for (int j = 0; j < n; ++j) sc->l[st] += scores[j];
-          kern.axpy_rows(scores, &sc->v_tile[(a - j0) * dv], n, dv, acc);
         }
       }
     }
-    for (int r = 0; r < rows; ++r) {
-      for (int gi = 0; gi < group; ++gi) {
-        const int h = w.kv_head * group + gi;
-        const int row = s.query_begin + w.row_begin + r;
-        const int st = r * group + gi;
-        const float inv = 1.0f / sc->l[st];
-        float* o = out + (int64_t{row} * g.num_heads + h) * dv;
-        const float* acc = &sc->acc[static_cast<size_t>(st) * dv];
-        for (int d = 0; d < dv; ++d) o[d] = acc[d] * inv;
+    using S = typename Tag::Storage;
+    // Prefetch: a long context streams the cache from DRAM, and the hardware prefetchers do not
+    // cross into the next block, which the block table may place anywhere. The rows of the next
+    // block are requested a few at a time while this block is computed (a burst of requests
+    // stalls the core): by attend_keys for F32 / BF16, by the fp8 decode loop here.
+    auto prefetch_row = [&](const void* base, int64_t index, int width) {
+      const char* p = reinterpret_cast<const char*>(static_cast<const S*>(base) + index);
+      for (size_t o = 0; o < static_cast<size_t>(width) * sizeof(S); o += 64) PrefetchLine(p + o);
+    };
+    const int seg_first = w.segment >= 0 ? w.segment : key_lo / kSegmentKeys;
+    const int seg_last = w.segment >= 0 ? w.segment : p_last / kSegmentKeys;
+    for (int seg = seg_first; seg <= seg_last; ++seg) {
+      sc->segment.Reset(n_states, dv, -INFINITY, 0.0f);
+      const int kb = std::max(seg * kSegmentKeys, key_lo);
+      const int ke = std::min(seg * kSegmentKeys + kSegmentKeys - 1, p_last);
+      for (int b = kb / bs; b <= ke / bs; ++b) {
+        const int j0 = std::max(b * bs, kb);
+        const int j1 = std::min(b * bs + bs - 1, ke);  // keys [j0, j1] of this block are used
+        const int64_t slot0 = int64_t{s.block_table[b]} * bs;
+        // Next block's slot for offset o, while its key (b + 1) * bs + o is still used.
+        const int next_keys = b < ke / bs ? std::min(bs, ke - (b + 1) * bs + 1) : 0;
+        const int64_t next_slot0 = next_keys > 0 ? int64_t{s.block_table[b + 1]} * bs : 0;
+        for (int h = w.head_begin; h < w.head_end; ++h) {
+          // Keys [j0, j1] of this head: F32 / BF16 rows read in place (the kernel requests the
+          // same head's rows of the next block as it goes), fp8 rows decoded to fp32 here.
+          AttendKeyRows keys;
+          if constexpr (Tag::kDType == DType::kF8E4M3) {
+            const float kscale = kv.k_scale ? kv.k_scale[h] : 1.0f;
+            const float vscale = kv.v_scale ? kv.v_scale[h] : 1.0f;
+            for (int j = j0; j <= j1; ++j) {
+              const int64_t slot = slot0 + (j - b * bs);
+              if (j - b * bs < next_keys) {
+                prefetch_row(kv.k, L.KIndex(next_slot0 + (j - b * bs), h), dk);
+                prefetch_row(kv.v, L.VIndex(next_slot0 + (j - b * bs), h), dv);
+              }
+              LoadKvRow<Tag>(kv.k, L.KIndex(slot, h), dk, kscale, &sc->k_tile[(j - j0) * dk]);
+              LoadKvRow<Tag>(kv.v, L.VIndex(slot, h), dv, vscale, &sc->v_tile[(j - j0) * dv]);
+            }
+            keys.k = sc->k_tile.data(), keys.v = sc->v_tile.data();
+            keys.k_stride = dk, keys.v_stride = dv, keys.dtype = DType::kF32;
+          } else {
+            const int64_t slot = slot0 + (j0 - b * bs);
+            keys.k = static_cast<const S*>(kv.k) + L.KIndex(slot, h);
+            keys.v = static_cast<const S*>(kv.v) + L.VIndex(slot, h);
+            keys.k_stride = int64_t{L.num_kv_heads} * dk, keys.v_stride = int64_t{L.num_kv_heads} * dv;
+            keys.dtype = Tag::kDType;
+          }
+          const size_t elem = DTypeSize(keys.dtype);
+          const char* k_j0 = static_cast<const char*>(keys.k);
+          const char* v_j0 = static_cast<const char*>(keys.v);
+          // Each query row's heads of this group see the same keys [a, z] of the block: one
+          // fused update for all of them (adjacent in q and in the states).
+          for (int r = 0; r < rows; ++r) {
+            const int p = s.start_pos + w.row_begin + r;
+            const int a = std::max(j0, KeyLow(g, p)), z = std::min(j1, p);
+            if (a > z) continue;
+            keys.k = k_j0 + (a - j0) * keys.k_stride * elem;
+            keys.v = v_j0 + (a - j0) * keys.v_stride * elem;
+            keys.n = z - a + 1;
+            if (Tag::kDType != DType::kF8E4M3 && r == rows - 1 && next_keys > 0) {
+              keys.k_next = static_cast<const S*>(kv.k) + L.KIndex(next_slot0, h);
+              keys.v_next = static_cast<const S*>(kv.v) + L.VIndex(next_slot0, h);
+              keys.n_next = next_keys;
+            }
+            const int row = s.query_begin + w.row_begin + r;
+            const float* qg = q + (int64_t{row} * g.num_heads + h * group) * dk;  // [group, dk]
+            const int st = ((h - w.head_begin) * rows + r) * group;
+            kern.attend_keys(qg, group, keys, dk, dv, g.scale, &sc->segment.m[st],
+                             &sc->segment.l[st], &sc->segment.acc[static_cast<size_t>(st) * dv]);
+          }
+        }
+      }
+      for (int h = w.head_begin; h < w.head_end; ++h) {
+        for (int r = 0; r < rows; ++r) {
+          for (int gi = 0; gi < group; ++gi) {
+            const int st = ((h - w.head_begin) * rows + r) * group + gi;
+            const float* acc = &sc->segment.acc[static_cast<size_t>(st) * dv];
+            if (w.segment < 0) {
+              MergeState(sc->segment.m[st], sc->segment.l[st], acc, dv, &sc->total.m[st],
+                         &sc->total.l[st], &sc->total.acc[static_cast<size_t>(st) * dv]);
+              continue;
+            }
+            // Split item: [row, query head] of this segment's block of the partial buffer.
+            float* dst = partial + w.partial +
+                         (int64_t{w.row_begin + r} * g.num_heads + h * group + gi) * (dv + 2);
+            std::copy(acc, acc + dv, dst);
+            dst[dv] = sc->segment.m[st];
+            dst[dv + 1] = sc->segment.l[st];
+          }
+        }
+      }
+    }
+    if (w.segment >= 0) return;
+    for (int h = w.head_begin; h < w.head_end; ++h) {
+      for (int r = 0; r < rows; ++r) {
+        for (int gi = 0; gi < group; ++gi) {
+          const int st = ((h - w.head_begin) * rows + r) * group + gi;
+          const int row = s.query_begin + w.row_begin + r;
+          const float inv = 1.0f / sc->total.l[st];
+          float* o = out + (int64_t{row} * g.num_heads + h * group + gi) * dv;
+          const float* acc = &sc->total.acc[static_cast<size_t>(st) * dv];
+          for (int d = 0; d < dv; ++d) o[d] = acc[d] * inv;
+        }
       }
     }
   }

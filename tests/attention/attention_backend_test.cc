@@ -220,6 +220,11 @@ std::vector<Case> Cases() {
       {6, 3, 40, 24, 70, true, {{130, 9}, {0, 5}, {64, 64}}},
       // Symmetric dims, no GQA.
       {2, 2, 32, 32, 0, false, {{0, 17}, {33, 2}}},
+      // Contexts over several 1024-key segments (cpu_paged splits and merges them): GQA 8:1
+      // decode, a 3-query verify step, a prompt chunk across a segment edge.
+      {16, 2, 192, 128, 0, true, {{2500, 1}, {1020, 3}, {2040, 20}}},
+      // A window across a segment edge, decode and a 2-query step.
+      {8, 2, 64, 32, 128, true, {{1100, 1}, {1030, 2}}},
   };
 }
 
@@ -275,11 +280,45 @@ TEST_P(BackendTest, QuantizedKvWithinTolerance) {
 
 INSTANTIATE_TEST_SUITE_P(AllBackends, BackendTest,
                          ::testing::Combine(::testing::Values("reference", "cpu_paged"),
-                                            ::testing::Values(16, 64)),
+                                            ::testing::Values(16, 48, 64)),
                          [](const auto& info) {
                            return std::get<0>(info.param) + "_bs" +
                                   std::to_string(std::get<1>(info.param));
                          });
+
+// cpu_paged: a query's output depends only on its own position and the cache, never on how the
+// step was batched: the rows of a 20-query chunk across a segment edge, computed again one at a
+// time as decode steps (the split path), and with or without the thread pool, are bit-identical.
+TEST(CpuPaged, RowOutputIndependentOfBatchingAndThreads) {
+  const AttentionBackend* be = BuiltinAttentionBackends().Find("cpu_paged");
+  ASSERT_NE(be, nullptr);
+  for (DType t : {DType::kF32, DType::kBF16, DType::kF8E4M3}) {
+    const Case c{16, 2, 192, 128, 0, true, {{2040, 20}}};
+    Problem P;
+    BuildProblem(c, 16, t, 11, &P);
+    const int dq = c.num_heads * c.head_dim, dv = c.num_heads * c.v_head_dim;
+    ThreadPool pool(2);
+    ExecContext threaded{&pool}, serial{};
+    std::vector<float> chunk(20 * dv), chunk_serial(20 * dv);
+    be->Run(threaded, P.geom, P.view, P.batch, P.q.data(), P.sinks.data(), chunk.data());
+    be->Run(serial, P.geom, P.view, P.batch, P.q.data(), P.sinks.data(), chunk_serial.data());
+    EXPECT_EQ(0, std::memcmp(chunk.data(), chunk_serial.data(), chunk.size() * sizeof(float)))
+        << KvDTypeName(t);
+    for (int r : {0, 7, 8, 19}) {
+      AttentionBatch one;
+      AttentionSequence s = P.batch.seqs[0];
+      s.query_begin = 0;
+      s.num_queries = 1;
+      s.start_pos = 2040 + r;
+      one.seqs.push_back(s);
+      one.num_tokens = 1;
+      std::vector<float> got(dv);
+      be->Run(threaded, P.geom, P.view, one, P.q.data() + r * dq, P.sinks.data(), got.data());
+      EXPECT_EQ(0, std::memcmp(got.data(), chunk.data() + r * dv, dv * sizeof(float)))
+          << KvDTypeName(t) << " row " << r;
+    }
+  }
+}
 
 TEST(BackendRegistry, EveryBuiltinIsTested) {
   for (const AttentionBackend* b : BuiltinAttentionBackends().backends()) {
