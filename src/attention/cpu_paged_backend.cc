@@ -29,15 +29,6 @@ constexpr int kSegmentKeys = 1024;
 // Sequences with at most this many queries in the step split their keys across items.
 constexpr int kSplitRows = 4;
 
-// A prefetch GCC keeps: it deletes a loop whose body is only __builtin_prefetch calls.
-inline void PrefetchLine(const char* p) {
-#if defined(__x86_64__)
-  asm volatile("prefetcht0 %0" : : "m"(*p));
-#else
-  __builtin_prefetch(p);
-#endif
-}
-
 // One online-softmax state per (row, query head): m, l and the unnormalized value sum.
 struct SoftmaxStates {
   std::vector<float> m, l;  // [n]
@@ -167,8 +158,6 @@ class CpuPagedBackend final : public AttentionBackend {
 
  private:
   struct Scratch {
-    std::vector<float> k_tile;  // [block_size, head_dim] (fp8 caches: the decoded rows)
-    std::vector<float> v_tile;  // [block_size, v_head_dim]
     SoftmaxStates segment;      // [kv heads of the item, rows, group]
     SoftmaxStates total;        // same; items that merge their own segments
   };
@@ -188,8 +177,6 @@ class CpuPagedBackend final : public AttentionBackend {
     const int rows = w.row_end - w.row_begin;
     const int heads = w.head_end - w.head_begin;
     const int n_states = heads * rows * group;  // state (h, r, gi) at ((h - hb) * rows + r) * group + gi
-    sc->k_tile.resize(static_cast<size_t>(bs) * dk);
-    sc->v_tile.resize(static_cast<size_t>(bs) * dv);
     const int p_first = s.start_pos + w.row_begin;
     const int p_last = s.start_pos + w.row_end - 1;
     const int key_lo = KeyLow(g, p_first);
@@ -208,14 +195,6 @@ class CpuPagedBackend final : public AttentionBackend {
       }
     }
     using S = typename Tag::Storage;
-    // Prefetch: a long context streams the cache from DRAM, and the hardware prefetchers do not
-    // cross into the next block, which the block table may place anywhere. The rows of the next
-    // block are requested a few at a time while this block is computed (a burst of requests
-    // stalls the core): by attend_keys for F32 / BF16, by the fp8 decode loop here.
-    auto prefetch_row = [&](const void* base, int64_t index, int width) {
-      const char* p = reinterpret_cast<const char*>(static_cast<const S*>(base) + index);
-      for (size_t o = 0; o < static_cast<size_t>(width) * sizeof(S); o += 64) PrefetchLine(p + o);
-    };
     const int seg_first = w.segment >= 0 ? w.segment : key_lo / kSegmentKeys;
     const int seg_last = w.segment >= 0 ? w.segment : p_last / kSegmentKeys;
     for (int seg = seg_first; seg <= seg_last; ++seg) {
@@ -230,30 +209,16 @@ class CpuPagedBackend final : public AttentionBackend {
         const int next_keys = b < ke / bs ? std::min(bs, ke - (b + 1) * bs + 1) : 0;
         const int64_t next_slot0 = next_keys > 0 ? int64_t{s.block_table[b + 1]} * bs : 0;
         for (int h = w.head_begin; h < w.head_end; ++h) {
-          // Keys [j0, j1] of this head: F32 / BF16 rows read in place (the kernel requests the
-          // same head's rows of the next block as it goes), fp8 rows decoded to fp32 here.
+          // Keys [j0, j1] of this head, read in place (the kernel requests the same head's
+          // rows of the next block as it goes).
           AttendKeyRows keys;
-          if constexpr (Tag::kDType == DType::kF8E4M3) {
-            const float kscale = kv.k_scale ? kv.k_scale[h] : 1.0f;
-            const float vscale = kv.v_scale ? kv.v_scale[h] : 1.0f;
-            for (int j = j0; j <= j1; ++j) {
-              const int64_t slot = slot0 + (j - b * bs);
-              if (j - b * bs < next_keys) {
-                prefetch_row(kv.k, L.KIndex(next_slot0 + (j - b * bs), h), dk);
-                prefetch_row(kv.v, L.VIndex(next_slot0 + (j - b * bs), h), dv);
-              }
-              LoadKvRow<Tag>(kv.k, L.KIndex(slot, h), dk, kscale, &sc->k_tile[(j - j0) * dk]);
-              LoadKvRow<Tag>(kv.v, L.VIndex(slot, h), dv, vscale, &sc->v_tile[(j - j0) * dv]);
-            }
-            keys.k = sc->k_tile.data(), keys.v = sc->v_tile.data();
-            keys.k_stride = dk, keys.v_stride = dv, keys.dtype = DType::kF32;
-          } else {
-            const int64_t slot = slot0 + (j0 - b * bs);
-            keys.k = static_cast<const S*>(kv.k) + L.KIndex(slot, h);
-            keys.v = static_cast<const S*>(kv.v) + L.VIndex(slot, h);
-            keys.k_stride = int64_t{L.num_kv_heads} * dk, keys.v_stride = int64_t{L.num_kv_heads} * dv;
-            keys.dtype = Tag::kDType;
-          }
+          const int64_t slot = slot0 + (j0 - b * bs);
+          keys.k = static_cast<const S*>(kv.k) + L.KIndex(slot, h);
+          keys.v = static_cast<const S*>(kv.v) + L.VIndex(slot, h);
+          keys.k_stride = int64_t{L.num_kv_heads} * dk, keys.v_stride = int64_t{L.num_kv_heads} * dv;
+          keys.dtype = Tag::kDType;
+          if (kv.k_scale != nullptr) keys.k_scale = kv.k_scale[h];  // fp8 only
+          if (kv.v_scale != nullptr) keys.v_scale = kv.v_scale[h];
           const size_t elem = DTypeSize(keys.dtype);
           const char* k_j0 = static_cast<const char*>(keys.k);
           const char* v_j0 = static_cast<const char*>(keys.v);
@@ -266,7 +231,7 @@ class CpuPagedBackend final : public AttentionBackend {
             keys.k = k_j0 + (a - j0) * keys.k_stride * elem;
             keys.v = v_j0 + (a - j0) * keys.v_stride * elem;
             keys.n = z - a + 1;
-            if (Tag::kDType != DType::kF8E4M3 && r == rows - 1 && next_keys > 0) {
+            if (r == rows - 1 && next_keys > 0) {
               keys.k_next = static_cast<const S*>(kv.k) + L.KIndex(next_slot0, h);
               keys.v_next = static_cast<const S*>(kv.v) + L.VIndex(next_slot0, h);
               keys.n_next = next_keys;

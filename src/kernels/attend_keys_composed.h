@@ -28,10 +28,17 @@ void AttendKeysComposed(const float* q, int num_states, const AttendKeyRows& row
   for (int64_t j0 = 0; j0 < n; j0 += kAttendKeyGroup) {
     const int64_t nn = std::min(kAttendKeyGroup, n - j0);
     for (int64_t j = 0; j < nn; ++j) {
-      Convert(static_cast<const char*>(rows.k) + (j0 + j) * rows.k_stride * elem, rows.dtype, dk,
-              &kt[j * dk]);
-      Convert(static_cast<const char*>(rows.v) + (j0 + j) * rows.v_stride * elem, rows.dtype, dv,
-              &vt[j * dv]);
+      const char* kr = static_cast<const char*>(rows.k) + (j0 + j) * rows.k_stride * elem;
+      const char* vr = static_cast<const char*>(rows.v) + (j0 + j) * rows.v_stride * elem;
+      if (rows.dtype == DType::kF8E4M3) {
+        const auto* kb = reinterpret_cast<const uint8_t*>(kr);
+        const auto* vb = reinterpret_cast<const uint8_t*>(vr);
+        for (int64_t c = 0; c < dk; ++c) kt[j * dk + c] = F8E4M3ToF32(kb[c]) * rows.k_scale;
+        for (int64_t c = 0; c < dv; ++c) vt[j * dv + c] = F8E4M3ToF32(vb[c]) * rows.v_scale;
+      } else {
+        Convert(kr, rows.dtype, dk, &kt[j * dk]);
+        Convert(vr, rows.dtype, dv, &vt[j * dv]);
+      }
     }
     for (int s = 0; s < num_states; ++s) {
       float* a = acc + s * dv;  // [dv]

@@ -20,12 +20,14 @@ const char* IsaName(Isa isa);
 bool ParseIsa(const char* name, Isa* out);
 
 // The keys one attend_keys call reads, in place in the paged cache: key j's K row starts
-// k_stride * j elements after k (V likewise), elements of dtype F32 | BF16.
+// k_stride * j elements after k (V likewise), elements of dtype F32 | BF16 | F8E4M3; an fp8
+// element's value is decode(e4m3) * k_scale (v_scale for V).
 struct AttendKeyRows {
   const void* k = nullptr;
   const void* v = nullptr;
   int64_t k_stride = 0, v_stride = 0;
   DType dtype = DType::kF32;
+  float k_scale = 1.0f, v_scale = 1.0f;
   int64_t n = 0;
   // The rows of the caller's next call (same strides), requested ahead while this one computes
   // so a long context streams from DRAM without stalls; null when there is none.

@@ -255,7 +255,7 @@ class GuardedCopy {
 
 // The fused block update against float64, on every ISA: keys read in place (rows k_stride
 // apart with NaN between them, the last row's end against an inaccessible page, so a wrong
-// stride or a key past n shows), F32 and BF16
+// stride or a key past n shows), F32, BF16 and scaled FP8
 // rows, state counts with every quad tail, key counts across the 16-key groups, and states that
 // start empty, from a sink, or mid-segment. Checked through the update's invariants with the
 // kernel's own final max m: l = l0 e^(m0 - m) + sum_j e^(s_j - m), acc likewise, and
@@ -265,7 +265,7 @@ TEST(AttentionBlock, AttendKeysMatchesFloat64OnEveryIsa) {
   const float nan = std::nanf("");
   struct Shape { int64_t dk, dv; };
   for (Shape sh : {Shape{192, 128}, Shape{128, 128}, Shape{67, 35}}) {
-    for (DType dt : {DType::kF32, DType::kBF16}) {
+    for (DType dt : {DType::kF32, DType::kBF16, DType::kF8E4M3}) {
       for (int S : {1, 3, 4, 5, 8, 16}) {
         for (int64_t n : {1, 4, 5, 16, 17, 40}) {
           const int64_t ks = 3 * sh.dk + 5, vs = 2 * sh.dv + 3;  // other heads' rows between
@@ -278,9 +278,17 @@ TEST(AttentionBlock, AttendKeysMatchesFloat64OnEveryIsa) {
             for (int64_t c = 0; c < sh.dv; ++c) vf[j * vs + c] = RandomVector(1, rng)[0];
           }
           std::vector<uint8_t> kb(kf.size() * elem), vb(vf.size() * elem);
-          auto store = [&](const std::vector<float>& f, std::vector<uint8_t>* b, std::vector<float>* exact) {
+          // fp8 rows hold value / scale (per-head scales, as the cache keeps them).
+          const float k_scale = 3.0f / 448.0f, v_scale = 5.0f / 448.0f;
+          auto store = [&](const std::vector<float>& f, std::vector<uint8_t>* b, std::vector<float>* exact,
+                           float fp8_scale) {
             for (size_t i = 0; i < f.size(); ++i) {
-              if (dt == DType::kBF16) {
+              if (dt == DType::kF8E4M3) {
+                // NaN (gaps) stays the NaN code; values round to e4m3.
+                const uint8_t e = std::isnan(f[i]) ? uint8_t{0x7f} : F32ToF8E4M3(f[i] / fp8_scale);
+                (*b)[i] = e;
+                (*exact)[i] = F8E4M3ToF32(e) * fp8_scale;
+              } else if (dt == DType::kBF16) {
                 const uint16_t h = F32ToBF16(f[i]);
                 std::memcpy(b->data() + 2 * i, &h, 2);
                 (*exact)[i] = BF16ToF32(h);
@@ -289,8 +297,8 @@ TEST(AttentionBlock, AttendKeysMatchesFloat64OnEveryIsa) {
               }
             }
           };
-          store(kf, &kb, &kf);
-          store(vf, &vb, &vf);
+          store(kf, &kb, &kf, k_scale);
+          store(vf, &vb, &vf, v_scale);
           const std::vector<float> q = RandomVector(S * sh.dk, rng, -2.0f, 2.0f);
           std::vector<float> m0(S), l0(S), acc0 = RandomVector(S * sh.dv, rng);
           for (int s = 0; s < S; ++s) {
@@ -309,7 +317,7 @@ TEST(AttentionBlock, AttendKeysMatchesFloat64OnEveryIsa) {
           for (Isa isa : AvailableIsas()) {
             AttendKeyRows rows;
             rows.k = kg.data(), rows.v = vg.data(), rows.k_stride = ks, rows.v_stride = vs;
-            rows.dtype = dt, rows.n = n;
+            rows.dtype = dt, rows.n = n, rows.k_scale = k_scale, rows.v_scale = v_scale;
             if (n % 2 == 0) rows.k_next = rows.v_next = next.data(), rows.n_next = 2;
             std::vector<float> m = m0, l = l0, acc = acc0;
             KernelsFor(isa)->attend_keys(q.data(), S, rows, sh.dk, sh.dv, 0.125f, m.data(), l.data(),
@@ -353,7 +361,7 @@ TEST(AttentionBlock, AttendKeysMatchesFloat64OnEveryIsa) {
             std::vector<float> bad_k = kf;
             bad_k[(n - 1) * ks] = nan;
             std::vector<uint8_t> bad_kb(kb.size());
-            store(bad_k, &bad_kb, &bad_k);
+            store(bad_k, &bad_kb, &bad_k, k_scale);
             const GuardedCopy bad_kg(bad_kb);
             rows.k = bad_kg.data();
             m = m0, l = l0, acc = acc0;

@@ -208,12 +208,31 @@ inline __mmask16 ColumnMask(int64_t remaining) {
 }
 
 // 16 (or the first popcount(m)) elements of a cache row of fp32 or bf16 as fp32.
-template <bool kBF16>
-inline __m512 LoadKv(const void* row, int64_t c, __mmask16 m) {
-  if constexpr (kBF16) {
+// Cache element types attend_keys reads in place.
+enum class Kv { kF32, kBF16, kFP8 };
+template <Kv K>
+constexpr int64_t kKvBytes = K == Kv::kF32 ? 4 : K == Kv::kBF16 ? 2 : 1;
+
+// 16 (or the first popcount(m)) elements of a cache row as fp32. fp8: decode(e4m3) * scale,
+// through the exact f16 remap (f16 bits = 2^-8 * the e4m3 value; NaN codes -> NaN), so
+// `scale256` is 256 * the head's scale (a power-of-two product: the same rounding as
+// decode * scale).
+template <Kv K>
+inline __m512 LoadKv(const void* row, int64_t c, __mmask16 m, __m512 scale256) {
+  if constexpr (K == Kv::kBF16) {
     const __m256i h = _mm256_maskz_loadu_epi16(m, static_cast<const uint16_t*>(row) + c);
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  } else if constexpr (K == Kv::kFP8) {
+    const __m128i b = _mm_maskz_loadu_epi8(m, static_cast<const uint8_t*>(row) + c);
+    const __m256i f16 = _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(b), 7),
+                                         _mm256_set1_epi16(static_cast<short>(0xbfff)));
+    const __mmask16 nan =
+        _mm_cmpeq_epi8_mask(_mm_or_si128(b, _mm_set1_epi8(static_cast<char>(0x80))),
+                            _mm_set1_epi8(static_cast<char>(0xff)));
+    return _mm512_mul_ps(
+        _mm512_cvtph_ps(_mm256_mask_mov_epi16(f16, nan, _mm256_set1_epi16(0x7e00))), scale256);
   } else {
+    (void)scale256;
     return _mm512_maskz_loadu_ps(m, static_cast<const float*>(row) + c);
   }
 }
@@ -225,17 +244,18 @@ inline void PrefetchBytes(const void* p, int64_t bytes) {
   }
 }
 
-template <bool kBF16>
+template <Kv K>
 inline const void* KvRow(const void* base, int64_t j, int64_t stride) {
-  return static_cast<const char*>(base) + j * stride * (kBF16 ? 2 : 4);
+  return static_cast<const char*>(base) + j * stride * kKvBytes<K>;
 }
 
 // NS states (q rows, stride dk) against keys [0, nn) of k (rows k_stride apart), nn <= 16:
 // scores[s] lane j = scale * q[s] . k[j], lanes >= nn are -inf.
 // k_ahead (may be null): rows to request ahead, 4 per key quad computed.
-template <int NS, bool kBF16>
-inline void ScoreGroup(const float* q, const void* k, int64_t k_stride, int64_t nn, int64_t dk,
-                       float scale, const void* k_ahead, int64_t n_ahead, __m512 scores[NS]) {
+template <int NS, Kv K>
+inline void ScoreGroup(const float* q, const void* k, int64_t k_stride, __m512 kscale, int64_t nn,
+                       int64_t dk, float scale, const void* k_ahead, int64_t n_ahead,
+                       __m512 scores[NS]) {
   __m512 t[NS][4];
 #pragma GCC unroll 4
   for (int g = 0; g < 4; ++g) {
@@ -245,9 +265,9 @@ inline void ScoreGroup(const float* q, const void* k, int64_t k_stride, int64_t 
       continue;
     }
     const void* kr[4];  // keys past nn repeat the last one; their lanes are masked below
-    for (int i = 0; i < 4; ++i) kr[i] = KvRow<kBF16>(k, std::min<int64_t>(4 * g + i, nn - 1), k_stride);
+    for (int i = 0; i < 4; ++i) kr[i] = KvRow<K>(k, std::min<int64_t>(4 * g + i, nn - 1), k_stride);
     for (int64_t i = 4 * g; k_ahead != nullptr && i < std::min<int64_t>(4 * g + 4, n_ahead); ++i) {
-      PrefetchBytes(KvRow<kBF16>(k_ahead, i, k_stride), dk * (kBF16 ? 2 : 4));
+      PrefetchBytes(KvRow<K>(k_ahead, i, k_stride), dk * kKvBytes<K>);
     }
     __m512 a[NS][4];
 #pragma GCC unroll 4
@@ -259,7 +279,7 @@ inline void ScoreGroup(const float* q, const void* k, int64_t k_stride, int64_t 
       const __mmask16 m = ColumnMask(dk - c);
       __m512 kv[4];
 #pragma GCC unroll 4
-      for (int i = 0; i < 4; ++i) kv[i] = LoadKv<kBF16>(kr[i], c, m);
+      for (int i = 0; i < 4; ++i) kv[i] = LoadKv<K>(kr[i], c, m, kscale);
 #pragma GCC unroll 4
       for (int s = 0; s < NS; ++s) {
         const __m512 qv = _mm512_maskz_loadu_ps(m, q + s * dk + c);
@@ -280,9 +300,9 @@ inline void ScoreGroup(const float* q, const void* k, int64_t k_stride, int64_t 
 
 // acc[s][c] += sum over j < nn ascending of e[s][j] * v[j][c], 64 columns per pass.
 // v_ahead (may be null): rows to request ahead, one per key in the first column pass.
-template <int NS, bool kBF16>
-inline void ValueSums(const float (*e)[16], const void* v, int64_t v_stride, int64_t nn,
-                      int64_t dv, const void* v_ahead, int64_t n_ahead, float* acc) {
+template <int NS, Kv K>
+inline void ValueSums(const float (*e)[16], const void* v, int64_t v_stride, __m512 vscale,
+                      int64_t nn, int64_t dv, const void* v_ahead, int64_t n_ahead, float* acc) {
   for (int64_t c0 = 0; c0 < dv; c0 += 64) {
     __mmask16 m[4];
     for (int i = 0; i < 4; ++i) m[i] = ColumnMask(dv - c0 - 16 * i);
@@ -294,12 +314,12 @@ inline void ValueSums(const float (*e)[16], const void* v, int64_t v_stride, int
     }
     for (int64_t j = 0; j < nn; ++j) {
       if (c0 == 0 && v_ahead != nullptr && j < n_ahead) {
-        PrefetchBytes(KvRow<kBF16>(v_ahead, j, v_stride), dv * (kBF16 ? 2 : 4));
+        PrefetchBytes(KvRow<K>(v_ahead, j, v_stride), dv * kKvBytes<K>);
       }
       __m512 vr[4];
-      const void* vj = KvRow<kBF16>(v, j, v_stride);
+      const void* vj = KvRow<K>(v, j, v_stride);
 #pragma GCC unroll 4
-      for (int i = 0; i < 4; ++i) vr[i] = LoadKv<kBF16>(vj, c0 + 16 * i, m[i]);
+      for (int i = 0; i < 4; ++i) vr[i] = LoadKv<K>(vj, c0 + 16 * i, m[i], vscale);
 #pragma GCC unroll 4
       for (int s = 0; s < NS; ++s) {
         const __m512 es = _mm512_set1_ps(e[s][j]);
@@ -317,18 +337,20 @@ inline void ValueSums(const float (*e)[16], const void* v, int64_t v_stride, int
 
 // With `ahead` (the first quad of a call), the caller's next rows are requested: the group
 // starting at j0 requests rows j0.. of the next call, so every row is asked for once.
-template <int NS, bool kBF16>
+template <int NS, Kv K>
 void AttendQuad(const float* q, const AttendKeyRows& rows, bool ahead, int64_t dk, int64_t dv,
                 float scale, float* m, float* l, float* acc) {
   const int64_t n = rows.n;
+  const __m512 kscale = _mm512_set1_ps(256.0f * rows.k_scale);
+  const __m512 vscale = _mm512_set1_ps(256.0f * rows.v_scale);
   for (int64_t j0 = 0; j0 < n; j0 += 16) {
     const int64_t nn = std::min<int64_t>(16, n - j0);
     // The last group also requests whatever next rows are left.
     const int64_t n_ahead = !ahead ? 0 : j0 + 16 >= n ? rows.n_next - j0 : std::min<int64_t>(16, rows.n_next - j0);
-    const void* k_ahead = n_ahead > 0 && rows.k_next ? KvRow<kBF16>(rows.k_next, j0, rows.k_stride) : nullptr;
-    const void* v_ahead = n_ahead > 0 && rows.v_next ? KvRow<kBF16>(rows.v_next, j0, rows.v_stride) : nullptr;
+    const void* k_ahead = n_ahead > 0 && rows.k_next ? KvRow<K>(rows.k_next, j0, rows.k_stride) : nullptr;
+    const void* v_ahead = n_ahead > 0 && rows.v_next ? KvRow<K>(rows.v_next, j0, rows.v_stride) : nullptr;
     __m512 sc[NS];
-    ScoreGroup<NS, kBF16>(q, KvRow<kBF16>(rows.k, j0, rows.k_stride), rows.k_stride, nn, dk, scale,
+    ScoreGroup<NS, K>(q, KvRow<K>(rows.k, j0, rows.k_stride), rows.k_stride, kscale, nn, dk, scale,
                           k_ahead, n_ahead, sc);
     alignas(64) float e[NS][16];  // the weights exp(score - m); 0 past nn
     const __mmask16 valid = TailMask(nn);
@@ -351,12 +373,12 @@ void AttendQuad(const float* q, const AttendKeyRows& rows, bool ahead, int64_t d
       l[s] += _mm512_reduce_add_ps(w);
       _mm512_store_ps(e[s], w);
     }
-    ValueSums<NS, kBF16>(e, KvRow<kBF16>(rows.v, j0, rows.v_stride), rows.v_stride, nn, dv, v_ahead,
+    ValueSums<NS, K>(e, KvRow<K>(rows.v, j0, rows.v_stride), rows.v_stride, vscale, nn, dv, v_ahead,
                          n_ahead, acc);
   }
 }
 
-template <bool kBF16>
+template <Kv K>
 void AttendStates(const float* q, int num_states, const AttendKeyRows& rows, int64_t dk,
                   int64_t dv, float scale, float* m, float* l, float* acc) {
   for (int s = 0; s < num_states; s += 4) {
@@ -364,22 +386,25 @@ void AttendStates(const float* q, int num_states, const AttendKeyRows& rows, int
     float* as = acc + s * dv;
     const bool ahead = s == 0;
     switch (std::min(4, num_states - s)) {
-      case 4: AttendQuad<4, kBF16>(qs, rows, ahead, dk, dv, scale, m + s, l + s, as); break;
-      case 3: AttendQuad<3, kBF16>(qs, rows, ahead, dk, dv, scale, m + s, l + s, as); break;
-      case 2: AttendQuad<2, kBF16>(qs, rows, ahead, dk, dv, scale, m + s, l + s, as); break;
-      default: AttendQuad<1, kBF16>(qs, rows, ahead, dk, dv, scale, m + s, l + s, as); break;
+      case 4: AttendQuad<4, K>(qs, rows, ahead, dk, dv, scale, m + s, l + s, as); break;
+      case 3: AttendQuad<3, K>(qs, rows, ahead, dk, dv, scale, m + s, l + s, as); break;
+      case 2: AttendQuad<2, K>(qs, rows, ahead, dk, dv, scale, m + s, l + s, as); break;
+      default: AttendQuad<1, K>(qs, rows, ahead, dk, dv, scale, m + s, l + s, as); break;
     }
   }
 }
 
 void AttendKeys(const float* q, int num_states, const AttendKeyRows& rows, int64_t dk, int64_t dv,
                 float scale, float* m, float* l, float* acc) {
-  MIMO_CHECK(rows.dtype == DType::kF32 || rows.dtype == DType::kBF16,
-             "attend_keys: unsupported KV dtype %d", static_cast<int>(rows.dtype));
-  if (rows.dtype == DType::kBF16) {
-    AttendStates<true>(q, num_states, rows, dk, dv, scale, m, l, acc);
-  } else {
-    AttendStates<false>(q, num_states, rows, dk, dv, scale, m, l, acc);
+  switch (rows.dtype) {
+    case DType::kBF16:
+      return AttendStates<Kv::kBF16>(q, num_states, rows, dk, dv, scale, m, l, acc);
+    case DType::kF8E4M3:
+      return AttendStates<Kv::kFP8>(q, num_states, rows, dk, dv, scale, m, l, acc);
+    case DType::kF32:
+      return AttendStates<Kv::kF32>(q, num_states, rows, dk, dv, scale, m, l, acc);
+    default:
+      MIMO_ABORT("attend_keys: unsupported KV dtype %d", static_cast<int>(rows.dtype));
   }
 }
 
