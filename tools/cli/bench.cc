@@ -1,4 +1,4 @@
-// `mimo bench membw|kernels|e2e|pool`: measured memory read bandwidth, Linear (GEMV/GEMM) speed
+// `mimo bench membw|kernels|e2e|pool` (attention: bench_attention.cc): measured memory read bandwidth, Linear (GEMV/GEMM) speed
 // per weight dtype with achieved GB/s against that bandwidth, decode against the bandwidth
 // roofline, and the fork-join cost of a ThreadPool region. Results are recorded in
 // docs/PERFORMANCE.md. model, batch, spec, grammar and serve (an HTTP client) live in
@@ -31,6 +31,7 @@ int RunBenchSpec(const Args& a);   // bench_spec.cc
 int RunBenchGrammar(int argc, char** argv);  // bench_grammar.cc
 int RunBenchServe(int argc, char** argv);    // bench_serve.cc
 int RunBenchModel(const Args& a);            // bench_model.cc
+int RunBenchAttention(const Args& a);        // bench_attention.cc
 namespace {
 
 double Now() { return BenchNow(); }
@@ -414,6 +415,16 @@ int RunBench(int argc, char** argv) {
     }
     return RunPool(a);
   }
+  if (sub == "attention") {
+    if (!a.Parse(argc - 1, argv + 1,
+                 {"context", "threads", "heads", "kv-heads", "head-dim", "v-head-dim", "block-size",
+                  "queries", "reps", "backend", "kv-cache-dtype"},
+                 {"json"}, &err)) {
+      std::fprintf(stderr, "bench attention: %s\n", err.c_str());
+      return 2;
+    }
+    return RunBenchAttention(a);
+  }
   if (sub == "kernels") {
     if (!a.Parse(argc - 1, argv + 1,
                  {"threads", "rows", "cols", "reps", "isa", "membw", "working-set-mib", "clock"},
@@ -432,6 +443,9 @@ int RunBench(int argc, char** argv) {
       "       mimo bench model --model DIR [--prompt-len 512] [--gen-len 32] [--batch 1]\n"
       "                        [--threads N] [--json] [--clock wall|cpu] [--probe-mib 1024]\n"
       "                        [KV flags]\n"
+      "       mimo bench attention [--context 32768] [--threads N] [--kv-cache-dtype bf16]\n"
+      "                            [--heads 32] [--kv-heads 4] [--head-dim 192] [--v-head-dim 128]\n"
+      "                            [--block-size 16] [--queries 1] [--reps 20] [--json]\n"
       "       mimo bench e2e --model DIR [--threads N] [--prompt 16] [--tokens 32]\n"
       "                      [--membw GB/s] [--tensor-parallel-size N [--expert-parallel]]\n"
       "       mimo bench pool [--threads 2] [--regions 20000]\n"
@@ -450,8 +464,9 @@ int RunBench(int argc, char** argv) {
 }  // namespace
 
 MIMO_CLI_COMMAND("bench",
-                 "membw|kernels|model|e2e|pool|batch|spec|grammar|serve [--threads N] ... "
-                 "(bandwidth, Linear, prefill/decode vs the machine's limits, decode roofline, "
+                 "membw|kernels|attention|model|e2e|pool|batch|spec|grammar|serve [--threads N] ... "
+                 "(bandwidth, Linear, long-context attention, prefill/decode vs the machine's "
+                 "limits, decode roofline, "
                  "fork-join cost, engine throughput, MTP costs, structured-output masks, an "
                  "OpenAI-compatible server under load)",
                  RunBench);
