@@ -418,7 +418,7 @@ int RunBench(int argc, char** argv) {
   if (sub == "attention") {
     if (!a.Parse(argc - 1, argv + 1,
                  {"context", "threads", "heads", "kv-heads", "head-dim", "v-head-dim", "block-size",
-                  "queries", "reps", "backend", "kv-cache-dtype"},
+                  "queries", "reps", "backend", "kv-cache-dtype", "probe-mib"},
                  {"json"}, &err)) {
       std::fprintf(stderr, "bench attention: %s\n", err.c_str());
       return 2;
@@ -445,7 +445,8 @@ int RunBench(int argc, char** argv) {
       "                        [KV flags]\n"
       "       mimo bench attention [--context 32768] [--threads N] [--kv-cache-dtype bf16]\n"
       "                            [--heads 32] [--kv-heads 4] [--head-dim 192] [--v-head-dim 128]\n"
-      "                            [--block-size 16] [--queries 1] [--reps 20] [--json]\n"
+      "                            [--block-size 16] [--queries 1] [--reps 20] [--probe-mib 1024]\n"
+      "                            [--backend cpu_paged|reference] [--json]\n"
       "       mimo bench e2e --model DIR [--threads N] [--prompt 16] [--tokens 32]\n"
       "                      [--membw GB/s] [--tensor-parallel-size N [--expert-parallel]]\n"
       "       mimo bench pool [--threads 2] [--regions 20000]\n"

@@ -31,6 +31,7 @@ int RunBenchAttention(const Args& a) {
   const int bs = static_cast<int>(a.GetInt("block-size", 16));
   const int queries = static_cast<int>(a.GetInt("queries", 1));
   const int reps = static_cast<int>(a.GetInt("reps", 20));
+  const int64_t probe_mib = a.GetInt("probe-mib", 1024);
   const std::string backend_name = a.Get("backend", "cpu_paged");
   auto dt = ParseKvCacheDType(a.Get("kv-cache-dtype", "bf16"));
   if (!dt.ok()) {
@@ -38,10 +39,10 @@ int RunBenchAttention(const Args& a) {
     return 2;
   }
   if (context < queries || queries <= 0 || threads <= 0 || heads <= 0 || kv_heads <= 0 ||
-      heads % kv_heads != 0 || dk <= 0 || dv <= 0 || bs <= 0 || reps <= 0) {
+      heads % kv_heads != 0 || dk <= 0 || dv <= 0 || bs <= 0 || reps <= 0 || probe_mib <= 0) {
     std::fprintf(stderr,
                  "bench attention: need context >= queries > 0, heads a multiple of kv-heads, and "
-                 "positive dims, block size, threads and reps\n");
+                 "positive dims, block size, threads, reps and probe-mib\n");
     return 2;
   }
   const AttentionBackend* be = BuiltinAttentionBackends().Find(backend_name);
@@ -107,15 +108,15 @@ int RunBenchAttention(const Args& a) {
   // Multiply-adds: every query head against every visible key (q.k and the value sum).
   double flops = 0;
   for (int i = 0; i < queries; ++i) flops += 2.0 * heads * (dk + dv) * (context - queries + 1 + i);
-  const double probe_gbps = MeasureReadBandwidth(pool, kern, size_t{1} << 30, 3, &BenchNow);
+  const double probe_gbps = MeasureReadBandwidth(pool, kern, static_cast<size_t>(probe_mib) << 20, 3, &BenchNow);
   const double peak_gflops = MeasurePeakGflops(pool, kern, 0.2, 3, &BenchNow);
   const double gbps = kv_bytes / (best * 1e-3) / 1e9, gflops = flops / (best * 1e-3) / 1e9;
   if (a.Has("json")) {
     std::printf(
         "{\"backend\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"context\": %d, \"queries\": %d, "
-        "\"kv_cache_dtype\": \"%s\", \"best_ms\": %.4f, \"median_ms\": %.4f, \"kv_bytes\": %.0f, "
-        "\"achieved_gbps\": %.3f, \"measured_read_gbps\": %.3f, \"bandwidth_fraction\": %.4f, "
-        "\"gflops\": %.3f, \"peak_gflops\": %.3f, \"peak_fraction\": %.4f}\n",
+        "\"kv_cache_dtype\": \"%s\", \"best_ms\": %.6g, \"median_ms\": %.6g, \"kv_bytes\": %.0f, "
+        "\"achieved_gbps\": %.6g, \"measured_read_gbps\": %.6g, \"bandwidth_fraction\": %.6g, "
+        "\"gflops\": %.6g, \"peak_gflops\": %.6g, \"peak_fraction\": %.6g}\n",
         be->name(), IsaName(kern.isa), threads, context, queries, KvDTypeName(*dt), best, median,
         kv_bytes, gbps, probe_gbps, gbps / probe_gbps, gflops, peak_gflops, gflops / peak_gflops);
   } else {
