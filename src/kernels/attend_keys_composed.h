@@ -16,7 +16,12 @@ namespace mimo {
 // Keys are taken in groups of this many; each group is one online-softmax update per state.
 inline constexpr int64_t kAttendKeyGroup = 16;
 
-template <auto Convert, auto Dot, auto ExpShift, auto Axpy>
+// dst[i] = decode(e4m3 src[i]) * scale, exact decode, one rounding.   src, dst [n]
+inline void Fp8RowScalar(const uint8_t* src, int64_t n, float scale, float* dst) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = F8E4M3ToF32(src[i]) * scale;
+}
+
+template <auto Convert, auto Dot, auto ExpShift, auto Axpy, auto Fp8Row = &Fp8RowScalar>
 void AttendKeysComposed(const float* q, int num_states, const AttendKeyRows& rows, int64_t dk,
                         int64_t dv, float scale, float* m, float* l, float* acc) {
   const size_t elem = DTypeSize(rows.dtype);
@@ -31,10 +36,8 @@ void AttendKeysComposed(const float* q, int num_states, const AttendKeyRows& row
       const char* kr = static_cast<const char*>(rows.k) + (j0 + j) * rows.k_stride * elem;
       const char* vr = static_cast<const char*>(rows.v) + (j0 + j) * rows.v_stride * elem;
       if (rows.dtype == DType::kF8E4M3) {
-        const auto* kb = reinterpret_cast<const uint8_t*>(kr);
-        const auto* vb = reinterpret_cast<const uint8_t*>(vr);
-        for (int64_t c = 0; c < dk; ++c) kt[j * dk + c] = F8E4M3ToF32(kb[c]) * rows.k_scale;
-        for (int64_t c = 0; c < dv; ++c) vt[j * dv + c] = F8E4M3ToF32(vb[c]) * rows.v_scale;
+        Fp8Row(reinterpret_cast<const uint8_t*>(kr), dk, rows.k_scale, &kt[j * dk]);
+        Fp8Row(reinterpret_cast<const uint8_t*>(vr), dv, rows.v_scale, &vt[j * dv]);
       } else {
         Convert(kr, rows.dtype, dk, &kt[j * dk]);
         Convert(vr, rows.dtype, dv, &vt[j * dv]);

@@ -201,6 +201,30 @@ void AxpyRows(const float* e, const float* v, int64_t n, int64_t d, float* acc) 
   }
 }
 
+// dst[i] = decode(e4m3 src[i]) * scale: the exact e4m3 -> f16 remap of the AVX2 Linear
+// (f16 = 2^-8 * the e4m3 value, NaN codes -> NaN) times 256 * scale (the same rounding as
+// decode * scale); the tail through a zero-padded copy.
+void Fp8Row(const uint8_t* src, int64_t n, float scale, float* dst) {
+  const __m256 s = _mm256_set1_ps(256.0f * scale);
+  auto decode8 = [&](const uint8_t* p) {
+    const __m128i sx = _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    __m128i h = _mm_and_si128(_mm_slli_epi16(sx, 7), _mm_set1_epi16(static_cast<short>(0xbfff)));
+    const __m128i nan = _mm_cmpeq_epi16(
+        _mm_or_si128(sx, _mm_set1_epi16(static_cast<short>(0xff80))), _mm_set1_epi16(-1));
+    h = _mm_blendv_epi8(h, _mm_set1_epi16(0x7e00), nan);
+    return _mm256_mul_ps(_mm256_cvtph_ps(h), s);
+  };
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, decode8(src + i));
+  if (i < n) {
+    uint8_t buf[8] = {};
+    float out[8];
+    for (int64_t k = i; k < n; ++k) buf[k - i] = src[k];
+    _mm256_storeu_ps(out, decode8(buf));
+    for (int64_t k = i; k < n; ++k) dst[k] = out[k - i];
+  }
+}
+
 }  // namespace
 
 bool ProbeInstructions() {
@@ -229,7 +253,7 @@ void FillTable(KernelTable* t) {
   t->dot_rows = &DotRows;
   t->axpy_rows = &AxpyRows;
   t->exp_shifted = &ExpShifted;
-  t->attend_keys = &AttendKeysComposed<&ConvertRow, &DotRows, &ExpShifted, &AxpyRows>;
+  t->attend_keys = &AttendKeysComposed<&ConvertRow, &DotRows, &ExpShifted, &AxpyRows, &Fp8Row>;
   t->read_probe = &ReadProbe;
   t->fma_probe = &FmaProbe;
 }
