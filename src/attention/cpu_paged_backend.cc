@@ -113,7 +113,8 @@ class CpuPagedBackend final : public AttentionBackend {
         for (int hg = 0; hg < head_groups; ++hg) {
           const int hb = hg * g.num_kv_heads / head_groups;
           const int he = (hg + 1) * g.num_kv_heads / head_groups;
-          items.push_back({s, hb, he, 0, sq.num_queries, seg0 + i, partial_floats + i * seg_floats});
+          items.push_back(
+              {s, hb, he, 0, sq.num_queries, seg0 + i, partial_floats + i * seg_floats});
         }
       }
       partial_floats += nseg * seg_floats;
@@ -165,8 +166,8 @@ class CpuPagedBackend final : public AttentionBackend {
 
  private:
   struct Scratch {
-    SoftmaxStates segment;      // [kv heads of the item, rows, group]
-    SoftmaxStates total;        // same; items that merge their own segments
+    SoftmaxStates segment;  // [kv heads of the item, rows, group]
+    SoftmaxStates total;    // same; items that merge their own segments
   };
 
   // First key any query at position p may see.
@@ -183,7 +184,8 @@ class CpuPagedBackend final : public AttentionBackend {
     const int group = g.num_heads / g.num_kv_heads;
     const int rows = w.row_end - w.row_begin;
     const int heads = w.head_end - w.head_begin;
-    const int n_states = heads * rows * group;  // state (h, r, gi) at ((h - hb) * rows + r) * group + gi
+    // State (h, r, gi) is ((h - head_begin) * rows + r) * group + gi.
+    const int n_states = heads * rows * group;
     const int p_first = s.start_pos + w.row_begin;
     const int p_last = s.start_pos + w.row_end - 1;
     const int key_lo = KeyLow(g, p_first);
@@ -222,7 +224,8 @@ class CpuPagedBackend final : public AttentionBackend {
           const int64_t slot = slot0 + (j0 - b * bs);
           keys.k = static_cast<const S*>(kv.k) + L.KIndex(slot, h);
           keys.v = static_cast<const S*>(kv.v) + L.VIndex(slot, h);
-          keys.k_stride = int64_t{L.num_kv_heads} * dk, keys.v_stride = int64_t{L.num_kv_heads} * dv;
+          keys.k_stride = int64_t{L.num_kv_heads} * dk;
+          keys.v_stride = int64_t{L.num_kv_heads} * dv;
           keys.dtype = Tag::kDType;
           if (kv.k_scale != nullptr) keys.k_scale = kv.k_scale[h];  // fp8 only
           if (kv.v_scale != nullptr) keys.v_scale = kv.v_scale[h];

@@ -33,7 +33,8 @@ Tables BuildTables() {
   s.dot_rows = &ref::DotRows;
   s.axpy_rows = &ref::AxpyRows;
   s.exp_shifted = &ref::ExpShifted;
-  s.attend_keys = &AttendKeysComposed<&ref::ConvertRow, &ref::DotRows, &ref::ExpShifted, &ref::AxpyRows>;
+  s.attend_keys =
+      &AttendKeysComposed<&ref::ConvertRow, &ref::DotRows, &ref::ExpShifted, &ref::AxpyRows>;
   s.read_probe = &ref::ReadProbe;
   s.fma_probe = &ref::FmaProbe;
   t.usable[static_cast<int>(Isa::kScalar)] = true;

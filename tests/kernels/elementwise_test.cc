@@ -1,15 +1,14 @@
 // RmsNorm, RoPE, SiluMul and Embedding on every probed ISA against the scalar reference; RoPE also
 // against a float64 formula at positions up to 300000.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
-#include <random>
 #include <cstring>
+#include <random>
 #include <string>
-
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include "core/check.h"
 #include "kernels/dispatch.h"
@@ -229,7 +228,8 @@ TEST(AttentionBlock, ExpShiftedMatchesFloat64OnEveryIsa) {
   }
 }
 
-// `bytes` copied to the end of a mapping followed by an inaccessible page: reading past them faults.
+// `bytes` copied to the end of a mapping followed by an inaccessible page: reading past them
+// faults.
 class GuardedCopy {
  public:
   explicit GuardedCopy(const std::vector<uint8_t>& bytes) {
@@ -263,7 +263,9 @@ class GuardedCopy {
 TEST(AttentionBlock, AttendKeysMatchesFloat64OnEveryIsa) {
   std::mt19937 rng(31);
   const float nan = std::nanf("");
-  struct Shape { int64_t dk, dv; };
+  struct Shape {
+    int64_t dk, dv;
+  };
   for (Shape sh : {Shape{192, 128}, Shape{128, 128}, Shape{67, 35}}) {
     for (DType dt : {DType::kF32, DType::kBF16, DType::kF8E4M3}) {
       for (int S : {1, 3, 4, 5, 8, 16}) {
@@ -280,8 +282,8 @@ TEST(AttentionBlock, AttendKeysMatchesFloat64OnEveryIsa) {
           std::vector<uint8_t> kb(kf.size() * elem), vb(vf.size() * elem);
           // fp8 rows hold value / scale (per-head scales, as the cache keeps them).
           const float k_scale = 3.0f / 448.0f, v_scale = 5.0f / 448.0f;
-          auto store = [&](const std::vector<float>& f, std::vector<uint8_t>* b, std::vector<float>* exact,
-                           float fp8_scale) {
+          auto store = [&](const std::vector<float>& f, std::vector<uint8_t>* b,
+                           std::vector<float>* exact, float fp8_scale) {
             for (size_t i = 0; i < f.size(); ++i) {
               if (dt == DType::kF8E4M3) {
                 // NaN (gaps) stays the NaN code; values round to e4m3.
@@ -309,7 +311,8 @@ TEST(AttentionBlock, AttendKeysMatchesFloat64OnEveryIsa) {
               m0[s] = 0.7f, l0[s] = 1.0f;
               std::fill(acc0.begin() + s * sh.dv, acc0.begin() + (s + 1) * sh.dv, 0.0f);
             } else {  // mid-segment, max above or below this block's scores
-              m0[s] = RandomVector(1, rng, -3.0f, 3.0f)[0], l0[s] = RandomVector(1, rng, 0.5f, 4.0f)[0];
+              m0[s] = RandomVector(1, rng, -3.0f, 3.0f)[0],
+              l0[s] = RandomVector(1, rng, 0.5f, 4.0f)[0];
             }
           }
           std::vector<float> next(64 * 16, 0.0f);  // rows to request ahead: any readable memory
@@ -320,8 +323,8 @@ TEST(AttentionBlock, AttendKeysMatchesFloat64OnEveryIsa) {
             rows.dtype = dt, rows.n = n, rows.k_scale = k_scale, rows.v_scale = v_scale;
             if (n % 2 == 0) rows.k_next = rows.v_next = next.data(), rows.n_next = 2;
             std::vector<float> m = m0, l = l0, acc = acc0;
-            KernelsFor(isa)->attend_keys(q.data(), S, rows, sh.dk, sh.dv, 0.125f, m.data(), l.data(),
-                                         acc.data());
+            KernelsFor(isa)->attend_keys(q.data(), S, rows, sh.dk, sh.dv, 0.125f, m.data(),
+                                         l.data(), acc.data());
             const std::string where = std::string(IsaName(isa)) + " " + std::string(DTypeName(dt)) +
                                       " dk=" + std::to_string(sh.dk) + " S=" + std::to_string(S) +
                                       " n=" + std::to_string(n);
@@ -365,8 +368,8 @@ TEST(AttentionBlock, AttendKeysMatchesFloat64OnEveryIsa) {
             const GuardedCopy bad_kg(bad_kb);
             rows.k = bad_kg.data();
             m = m0, l = l0, acc = acc0;
-            KernelsFor(isa)->attend_keys(q.data(), S, rows, sh.dk, sh.dv, 0.125f, m.data(), l.data(),
-                                         acc.data());
+            KernelsFor(isa)->attend_keys(q.data(), S, rows, sh.dk, sh.dv, 0.125f, m.data(),
+                                         l.data(), acc.data());
             for (int s = 0; s < S; ++s) EXPECT_TRUE(std::isnan(l[s])) << where << " state " << s;
           }
         }

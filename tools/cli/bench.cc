@@ -1,7 +1,7 @@
-// `mimo bench membw|kernels|e2e|pool` (attention: bench_attention.cc): measured memory read bandwidth, Linear (GEMV/GEMM) speed
-// per weight dtype with achieved GB/s against that bandwidth, decode against the bandwidth
-// roofline, and the fork-join cost of a ThreadPool region. Results are recorded in
-// docs/PERFORMANCE.md. model, batch, spec, grammar and serve (an HTTP client) live in
+// `mimo bench membw|kernels|e2e|pool` (attention: bench_attention.cc): measured memory read
+// bandwidth, Linear (GEMV/GEMM) speed per weight dtype with achieved GB/s against that bandwidth,
+// decode against the bandwidth roofline, and the fork-join cost of a ThreadPool region. Results are
+// recorded in docs/PERFORMANCE.md. model, batch, spec, grammar and serve (an HTTP client) live in
 // bench_*.cc.
 #include <time.h>
 
@@ -444,8 +444,9 @@ int RunBench(int argc, char** argv) {
       "                        [--threads N] [--json] [--clock wall|cpu] [--probe-mib 1024]\n"
       "                        [KV flags]\n"
       "       mimo bench attention [--context 32768] [--threads N] [--kv-cache-dtype bf16]\n"
-      "                            [--heads 32] [--kv-heads 4] [--head-dim 192] [--v-head-dim 128]\n"
-      "                            [--block-size 16] [--queries 1] [--reps 20] [--probe-mib 1024]\n"
+      "                            [--heads 32] [--kv-heads 4] [--head-dim 192]\n"
+      "                            [--v-head-dim 128] [--block-size 16] [--queries 1]\n"
+      "                            [--reps 20] [--probe-mib 1024]\n"
       "                            [--backend cpu_paged|reference] [--json]\n"
       "       mimo bench e2e --model DIR [--threads N] [--prompt 16] [--tokens 32]\n"
       "                      [--membw GB/s] [--tensor-parallel-size N [--expert-parallel]]\n"
@@ -464,12 +465,12 @@ int RunBench(int argc, char** argv) {
 
 }  // namespace
 
-MIMO_CLI_COMMAND("bench",
-                 "membw|kernels|attention|model|e2e|pool|batch|spec|grammar|serve [--threads N] ... "
-                 "(bandwidth, Linear, long-context attention, prefill/decode vs the machine's "
-                 "limits, decode roofline, "
-                 "fork-join cost, engine throughput, MTP costs, structured-output masks, an "
-                 "OpenAI-compatible server under load)",
-                 RunBench);
+MIMO_CLI_COMMAND(
+    "bench",
+    "membw|kernels|attention|model|e2e|pool|batch|spec|grammar|serve [--threads N] ... "
+    "(bandwidth, Linear, long-context attention, prefill/decode vs the machine's limits, decode "
+    "roofline, fork-join cost, engine throughput, MTP costs, structured-output masks, an "
+    "OpenAI-compatible server under load)",
+    RunBench);
 
 }  // namespace mimo::cli

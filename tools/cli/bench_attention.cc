@@ -86,7 +86,8 @@ int RunBenchAttention(const Args& a) {
   batch.seqs.push_back({0, queries, context - queries, table.data(), num_blocks});
   batch.num_tokens = queries;
   AttentionGeometry g{heads, kv_heads, dk, dv, 0, 1.0f / std::sqrt(static_cast<float>(dk))};
-  std::vector<float> q(static_cast<size_t>(queries) * heads * dk), out(static_cast<size_t>(queries) * heads * dv);
+  std::vector<float> q(static_cast<size_t>(queries) * heads * dk),
+      out(static_cast<size_t>(queries) * heads * dv);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   for (float& x : q) x = nd(rng);
   std::vector<float> sinks(heads, 0.5f);
@@ -108,7 +109,8 @@ int RunBenchAttention(const Args& a) {
   // Multiply-adds: every query head against every visible key (q.k and the value sum).
   double flops = 0;
   for (int i = 0; i < queries; ++i) flops += 2.0 * heads * (dk + dv) * (context - queries + 1 + i);
-  const double probe_gbps = MeasureReadBandwidth(pool, kern, static_cast<size_t>(probe_mib) << 20, 3, &BenchNow);
+  const double probe_gbps =
+      MeasureReadBandwidth(pool, kern, static_cast<size_t>(probe_mib) << 20, 3, &BenchNow);
   const double peak_gflops = MeasurePeakGflops(pool, kern, 0.2, 3, &BenchNow);
   const double gbps = kv_bytes / (best * 1e-3) / 1e9, gflops = flops / (best * 1e-3) / 1e9;
   if (a.Has("json")) {

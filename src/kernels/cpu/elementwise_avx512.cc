@@ -173,7 +173,6 @@ void ExpShifted(const float* s, int64_t n, float m, float* e) {
   }
 }
 
-
 // ---- attend_keys: the fused online-softmax update (see KernelTable::attend_keys) ----
 // Per group of up to 16 keys and per quad of states: scores by a 4-state x 4-key register tile
 // over the head dim, reduced across lanes by a shuffle tree that leaves the 16 scores of a state
@@ -182,12 +181,11 @@ void ExpShifted(const float* s, int64_t n, float m, float* e) {
 
 // a[i] holds key i's 16 partial sums; the result's quarter i holds key i's 4 partial sums.
 inline __m512 ReduceQuad(const __m512 a[4]) {
-  const __m512 x01 = _mm512_add_ps(_mm512_shuffle_f32x4(a[0], a[1], 0x44),
-                                   _mm512_shuffle_f32x4(a[0], a[1], 0xEE));
-  const __m512 x23 = _mm512_add_ps(_mm512_shuffle_f32x4(a[2], a[3], 0x44),
-                                   _mm512_shuffle_f32x4(a[2], a[3], 0xEE));
-  return _mm512_add_ps(_mm512_shuffle_f32x4(x01, x23, 0x88),
-                       _mm512_shuffle_f32x4(x01, x23, 0xDD));
+  const __m512 x01 =
+      _mm512_add_ps(_mm512_shuffle_f32x4(a[0], a[1], 0x44), _mm512_shuffle_f32x4(a[0], a[1], 0xEE));
+  const __m512 x23 =
+      _mm512_add_ps(_mm512_shuffle_f32x4(a[2], a[3], 0x44), _mm512_shuffle_f32x4(a[2], a[3], 0xEE));
+  return _mm512_add_ps(_mm512_shuffle_f32x4(x01, x23, 0x88), _mm512_shuffle_f32x4(x01, x23, 0xDD));
 }
 
 // t[g] from ReduceQuad of keys 4g..4g+3 -> lane j = full sum of key j.
@@ -207,11 +205,12 @@ inline __mmask16 ColumnMask(int64_t remaining) {
   return remaining >= 16 ? 0xffff : remaining > 0 ? TailMask(remaining) : 0;
 }
 
-// 16 (or the first popcount(m)) elements of a cache row of fp32 or bf16 as fp32.
 // Cache element types attend_keys reads in place.
 enum class Kv { kF32, kBF16, kFP8 };
 template <Kv K>
-constexpr int64_t kKvBytes = K == Kv::kF32 ? 4 : K == Kv::kBF16 ? 2 : 1;
+constexpr int64_t kKvBytes = K == Kv::kF32    ? 4
+                             : K == Kv::kBF16 ? 2
+                                              : 1;
 
 // 16 (or the first popcount(m)) elements of a cache row as fp32. fp8: decode(e4m3) * scale,
 // through the exact f16 remap (f16 bits = 2^-8 * the e4m3 value; NaN codes -> NaN), so
@@ -346,12 +345,16 @@ void AttendQuad(const float* q, const AttendKeyRows& rows, bool ahead, int64_t d
   for (int64_t j0 = 0; j0 < n; j0 += 16) {
     const int64_t nn = std::min<int64_t>(16, n - j0);
     // The last group also requests whatever next rows are left.
-    const int64_t n_ahead = !ahead ? 0 : j0 + 16 >= n ? rows.n_next - j0 : std::min<int64_t>(16, rows.n_next - j0);
-    const void* k_ahead = n_ahead > 0 && rows.k_next ? KvRow<K>(rows.k_next, j0, rows.k_stride) : nullptr;
-    const void* v_ahead = n_ahead > 0 && rows.v_next ? KvRow<K>(rows.v_next, j0, rows.v_stride) : nullptr;
+    const int64_t n_ahead = !ahead         ? 0
+                            : j0 + 16 >= n ? rows.n_next - j0
+                                           : std::min<int64_t>(16, rows.n_next - j0);
+    const void* k_ahead =
+        n_ahead > 0 && rows.k_next ? KvRow<K>(rows.k_next, j0, rows.k_stride) : nullptr;
+    const void* v_ahead =
+        n_ahead > 0 && rows.v_next ? KvRow<K>(rows.v_next, j0, rows.v_stride) : nullptr;
     __m512 sc[NS];
     ScoreGroup<NS, K>(q, KvRow<K>(rows.k, j0, rows.k_stride), rows.k_stride, kscale, nn, dk, scale,
-                          k_ahead, n_ahead, sc);
+                      k_ahead, n_ahead, sc);
     alignas(64) float e[NS][16];  // the weights exp(score - m); 0 past nn
     const __mmask16 valid = TailMask(nn);
     for (int s = 0; s < NS; ++s) {
@@ -374,22 +377,30 @@ void AttendQuad(const float* q, const AttendKeyRows& rows, bool ahead, int64_t d
       _mm512_store_ps(e[s], w);
     }
     ValueSums<NS, K>(e, KvRow<K>(rows.v, j0, rows.v_stride), rows.v_stride, vscale, nn, dv, v_ahead,
-                         n_ahead, acc);
+                     n_ahead, acc);
   }
 }
 
 template <Kv K>
-void AttendStates(const float* q, int num_states, const AttendKeyRows& rows, int64_t dk,
-                  int64_t dv, float scale, float* m, float* l, float* acc) {
+void AttendStates(const float* q, int num_states, const AttendKeyRows& rows, int64_t dk, int64_t dv,
+                  float scale, float* m, float* l, float* acc) {
   for (int s = 0; s < num_states; s += 4) {
     const float* qs = q + s * dk;
     float* as = acc + s * dv;
     const bool ahead = s == 0;
     switch (std::min(4, num_states - s)) {
-      case 4: AttendQuad<4, K>(qs, rows, ahead, dk, dv, scale, m + s, l + s, as); break;
-      case 3: AttendQuad<3, K>(qs, rows, ahead, dk, dv, scale, m + s, l + s, as); break;
-      case 2: AttendQuad<2, K>(qs, rows, ahead, dk, dv, scale, m + s, l + s, as); break;
-      default: AttendQuad<1, K>(qs, rows, ahead, dk, dv, scale, m + s, l + s, as); break;
+      case 4:
+        AttendQuad<4, K>(qs, rows, ahead, dk, dv, scale, m + s, l + s, as);
+        break;
+      case 3:
+        AttendQuad<3, K>(qs, rows, ahead, dk, dv, scale, m + s, l + s, as);
+        break;
+      case 2:
+        AttendQuad<2, K>(qs, rows, ahead, dk, dv, scale, m + s, l + s, as);
+        break;
+      default:
+        AttendQuad<1, K>(qs, rows, ahead, dk, dv, scale, m + s, l + s, as);
+        break;
     }
   }
 }
