@@ -418,8 +418,10 @@ void SmallBatchTile(const float* xp, int64_t t0, const MatrixWeight& w,
   const int64_t bc = W::kBlockScaled ? w.block_cols : cols;
   constexpr int64_t kLine = 64 / sizeof(typename W::T);
   // FP8 running totals (touched once per scale block) live in registers while they fit beside
-  // the accumulators, in L1 otherwise; unscaled weights have one block and need none.
-  constexpr bool kTotalsInRegs = !W::kBlockScaled || R * TT <= 8;
+  // the accumulators, in L1 otherwise; unscaled weights have one block and need none. Rows
+  // decoded ahead (prefill) need no decode temporaries, so 12 totals fit beside 12 accumulators.
+  constexpr int kMaxTotalsInRegs = std::is_same_v<typename W::T, float> ? 12 : 8;
+  constexpr bool kTotalsInRegs = !W::kBlockScaled || R * TT <= kMaxTotalsInRegs;
   const typename W::T* row[R];
   const typename W::T* next[R];
   __m512 total[kTotalsInRegs ? R : 1][kTotalsInRegs ? TT : 1];
@@ -531,13 +533,15 @@ template <class W, int R>
 constexpr std::array<SmallFn<W>, kSmallTokens> kSmall =
     SmallRow<W, R>(std::make_index_sequence<kSmallTokens>());
 
-// Token groups of a small batch: balanced (sizes differ by at most one), at most kSmallTokens.
+// Token groups of a small batch: balanced (sizes differ by at most one), at most max_tokens.
 struct TokenGroups {
-  static constexpr int64_t kMaxGroups = 16;  // covers kSmallBatchMax and a prefill token chunk
+  static constexpr int64_t kMaxGroups = 32;  // covers kSmallBatchMax and a prefill token chunk
   int64_t n = 0, t0[kMaxGroups] = {}, tt[kMaxGroups] = {};
 
-  explicit TokenGroups(int64_t T) {
-    n = (T + kSmallTokens - 1) / kSmallTokens;
+  explicit TokenGroups(int64_t T, int64_t max_tokens = kSmallTokens) {
+    n = (T + max_tokens - 1) / max_tokens;
+    MIMO_CHECK(n <= kMaxGroups, "TokenGroups: %lld tokens in groups of %lld",
+               static_cast<long long>(T), static_cast<long long>(max_tokens));
     for (int64_t g = 0, t = 0; g < n; ++g) {
       t0[g] = t;
       tt[g] = (T - t) / (n - g);
@@ -550,7 +554,8 @@ struct TokenGroups {
 // starts at the result + g * *group_floats.
 float* PackGroups(const float* x, int64_t cols, int64_t bc, const TokenGroups& groups,
                   int64_t* group_floats) {
-  *group_floats = PackedSteps(cols, bc) * kSmallTokens * 16;
+  const int64_t max_tt = *std::max_element(groups.tt, groups.tt + groups.n);
+  *group_floats = PackedSteps(cols, bc) * max_tt * 16;  // packed tightly: the chunk stays in L2
   thread_local std::vector<Vec16> packed;  // [groups, steps, tt] vectors
   packed.resize(groups.n * *group_floats / 16);
   float* xp = packed.data()->v;
@@ -600,21 +605,26 @@ struct Decoded {
 };
 static_assert(sizeof(F8W::T) == 1, "Decoded<true> stands for FP8 block scales only");
 
-// Prefill (T > kSmallBatchMax): per chunk of kTokenChunk tokens, 3 weight rows are decoded once
-// into an L1 scratch and the small-batch tile runs over them for every 8-token group of the
-// chunk, so FP8's decode is paid once per row and chunk instead of once per 8 tokens, and the
+// Prefill (T > kSmallBatchMax): per chunk of kTokenChunk tokens, R weight rows are decoded once
+// into an L1 scratch and the small-batch tile runs over them for every token group of the
+// chunk, so FP8's decode is paid once per row and chunk instead of once per group, and the
 // tile is the one decode uses: every (row, token) reduces exactly as GemvTile (batch invariant).
+// Unscaled weights: 3 rows x 8 tokens. FP8: 4 rows x 3 tokens, so that the 12 per-block running
+// totals stay in registers beside the 12 accumulators (3 x 8 kept 24 totals in L1: a load, an
+// FMA and a store per (row, token) and 128 columns) and each x vector from L2 feeds 4 rows.
 // It replaced a 4-row x 6-token fp32 tile that loaded 10 vectors per 24 FMAs from L2.
 template <class W>
 void PrefillRows(const float* x, int64_t T, const MatrixWeight& w, int64_t r0, int64_t r1,
                  float* y) {
   using D = Decoded<W::kBlockScaled>;
+  constexpr int kR = W::kBlockScaled ? 4 : 3;
+  constexpr int64_t kGroupTokens = W::kBlockScaled ? 3 : kSmallTokens;
   const int64_t cols = w.cols;
   const int64_t bc = W::kBlockScaled ? w.block_cols : cols;
-  thread_local std::vector<float> scratch;  // [3, cols] decoded rows
-  scratch.resize(3 * cols);
+  thread_local std::vector<float> scratch;  // [kR, cols] decoded rows
+  scratch.resize(kR * cols);
   for (int64_t tc = 0; tc < T; tc += kTokenChunk) {
-    const TokenGroups groups(std::min(kTokenChunk, T - tc));
+    const TokenGroups groups(std::min(kTokenChunk, T - tc), kGroupTokens);
     int64_t group_floats = 0;
     const float* xp = PackGroups(x + tc * cols, cols, bc, groups, &group_floats);
     float* yc = y + tc * w.rows;  // [chunk tokens, rows]
@@ -627,7 +637,7 @@ void PrefillRows(const float* x, int64_t T, const MatrixWeight& w, int64_t r0, i
       }
     };
     int64_t r = r0;
-    for (; r + 3 <= r1; r += 3) run(std::integral_constant<int, 3>(), r);
+    for (; r + kR <= r1; r += kR) run(std::integral_constant<int, kR>(), r);
     for (; r < r1; ++r) run(std::integral_constant<int, 1>(), r);
   }
 }
