@@ -8,6 +8,7 @@
 #include "core/check.h"
 #include "kernels/attend_keys_composed.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/e4m3_avx2.h"
 
 namespace mimo::avx2 {
 namespace {
@@ -201,19 +202,12 @@ void AxpyRows(const float* e, const float* v, int64_t n, int64_t d, float* acc) 
   }
 }
 
-// dst[i] = decode(e4m3 src[i]) * scale: the exact e4m3 -> f16 remap of the AVX2 Linear
-// (f16 = 2^-8 * the e4m3 value, NaN codes -> NaN) times 256 * scale (the same rounding as
-// decode * scale); the tail through a zero-padded copy.
+// dst[i] = decode(e4m3 src[i]) * scale: the exact remap (e4m3_avx2.h, 2^-8 * the value, NaN
+// codes -> NaN) times 256 * scale (the same rounding as decode * scale); the tail through a
+// zero-padded copy.
 void Fp8Row(const uint8_t* src, int64_t n, float scale, float* dst) {
   const __m256 s = _mm256_set1_ps(256.0f * scale);
-  auto decode8 = [&](const uint8_t* p) {
-    const __m128i sx = _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-    __m128i h = _mm_and_si128(_mm_slli_epi16(sx, 7), _mm_set1_epi16(static_cast<short>(0xbfff)));
-    const __m128i nan = _mm_cmpeq_epi16(
-        _mm_or_si128(sx, _mm_set1_epi16(static_cast<short>(0xff80))), _mm_set1_epi16(-1));
-    h = _mm_blendv_epi8(h, _mm_set1_epi16(0x7e00), nan);
-    return _mm256_mul_ps(_mm256_cvtph_ps(h), s);
-  };
+  auto decode8 = [&](const uint8_t* p) { return _mm256_mul_ps(E4M3x8ToUnits(p), s); };
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, decode8(src + i));
   if (i < n) {

@@ -11,6 +11,7 @@
 
 #include "core/check.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/e4m3_avx512.h"
 
 namespace mimo::avx512 {
 namespace {
@@ -213,7 +214,7 @@ constexpr int64_t kKvBytes = K == Kv::kF32    ? 4
                                               : 1;
 
 // 16 (or the first popcount(m)) elements of a cache row as fp32. fp8: decode(e4m3) * scale,
-// through the exact f16 remap (f16 bits = 2^-8 * the e4m3 value; NaN codes -> NaN), so
+// through the exact f16 remap (e4m3_avx512.h: 2^-8 * the e4m3 value; NaN codes -> NaN), so
 // `scale256` is 256 * the head's scale (a power-of-two product: the same rounding as
 // decode * scale).
 template <Kv K>
@@ -222,14 +223,8 @@ inline __m512 LoadKv(const void* row, int64_t c, __mmask16 m, __m512 scale256) {
     const __m256i h = _mm256_maskz_loadu_epi16(m, static_cast<const uint16_t*>(row) + c);
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
   } else if constexpr (K == Kv::kFP8) {
-    const __m128i b = _mm_maskz_loadu_epi8(m, static_cast<const uint8_t*>(row) + c);
-    const __m256i f16 = _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(b), 7),
-                                         _mm256_set1_epi16(static_cast<short>(0xbfff)));
-    const __mmask16 nan =
-        _mm_cmpeq_epi8_mask(_mm_or_si128(b, _mm_set1_epi8(static_cast<char>(0x80))),
-                            _mm_set1_epi8(static_cast<char>(0xff)));
     return _mm512_mul_ps(
-        _mm512_cvtph_ps(_mm256_mask_mov_epi16(f16, nan, _mm256_set1_epi16(0x7e00))), scale256);
+        E4M3x16ToUnits(_mm_maskz_loadu_epi8(m, static_cast<const uint8_t*>(row) + c)), scale256);
   } else {
     (void)scale256;
     return _mm512_maskz_loadu_ps(m, static_cast<const float*>(row) + c);

@@ -10,13 +10,14 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <cstring>
 #include <array>
+#include <cstring>
 #include <utility>
 #include <vector>
 
 #include "core/check.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/e4m3_avx2.h"
 
 namespace mimo::avx2 {
 namespace {
@@ -60,24 +61,12 @@ struct F16W {
   }
 };
 
-// e4m3 -> f16 bit remap: the f16 with the same sign, exponent field e (bias 15 instead of 7) and
-// mantissa has exactly 2^-8 times the e4m3 value, subnormals included (vcvtph2ps handles f16
-// subnormals exactly, no denormal-input penalty). The NaN codes (S.1111.111) become an f16 NaN.
+// e4m3 through the exact f16 remap (e4m3_avx2.h): 2^-8 * the value, NaN codes -> NaN.
 struct F8W {
   using T = uint8_t;
   static constexpr bool kBlockScaled = true;
   static constexpr float kScaleFactor = 256.0f;
-  static __m256 Load(const T* p) {
-    // Sign-extended b shifted left by 7 holds b in bits 14..7 and its sign in bit 15 as well;
-    // clearing bit 14 leaves the f16 bit pattern.
-    const __m128i sx = _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-    __m128i h = _mm_and_si128(_mm_slli_epi16(sx, 7), _mm_set1_epi16(static_cast<short>(0xbfff)));
-    // NaN codes (b & 0x7f == 0x7f) are exactly those with sx | 0xff80 == 0xffff.
-    const __m128i nan = _mm_cmpeq_epi16(
-        _mm_or_si128(sx, _mm_set1_epi16(static_cast<short>(0xff80))), _mm_set1_epi16(-1));
-    h = _mm_blendv_epi8(h, _mm_set1_epi16(0x7e00), nan);
-    return _mm256_cvtph_ps(h);
-  }
+  static __m256 Load(const T* p) { return E4M3x8ToUnits(p); }
 };
 
 // Lanes [0, n) set, n in [1, 8), for _mm256_maskload_ps / _mm256_maskstore_ps.

@@ -12,14 +12,15 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <cstring>
 #include <array>
+#include <cstring>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "core/check.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/e4m3_avx512.h"
 
 namespace mimo::avx512 {
 namespace {
@@ -68,33 +69,21 @@ struct F16W {
   }
 };
 
-// e4m3 -> f16 bit remap (see linear_avx2.cc): value = 2^-8 * e4m3 value, exact incl. subnormals;
-// NaN codes patched to an f16 NaN.
+// e4m3 through the exact f16 remap (e4m3_avx512.h): 2^-8 * the value, NaN codes -> NaN.
 struct F8W {
   using T = uint8_t;
   static constexpr bool kNanCodes = true;  // S.1111.111 is NaN
   static constexpr bool kBlockScaled = true;
   static constexpr float kScaleFactor = 256.0f;
-  // Sign-extended b shifted left by 7 holds b in bits 14..7 and its sign in bit 15 as well;
-  // clearing bit 14 leaves exactly the f16 bit pattern.
-  static __m256i ToF16(__m128i b) {
-    return _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(b), 7),
-                            _mm256_set1_epi16(static_cast<short>(0xbfff)));
-  }
-  // Codes with b | 0x80 == 0xff (NaN) become an f16 quiet NaN.
-  static __m512 Widen(__m128i b) {
-    const __mmask16 nan =
-        _mm_cmpeq_epi8_mask(_mm_or_si128(b, _mm_set1_epi8(static_cast<char>(0x80))),
-                            _mm_set1_epi8(static_cast<char>(0xff)));
-    return _mm512_cvtph_ps(_mm256_mask_mov_epi16(ToF16(b), nan, _mm256_set1_epi16(0x7e00)));
-  }
   static __m512 Load(const T* p) {
-    return Widen(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return E4M3x16ToUnits(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }
-  static __m512 LoadMasked(const T* p, __mmask16 m) { return Widen(_mm_maskz_loadu_epi8(m, p)); }
+  static __m512 LoadMasked(const T* p, __mmask16 m) {
+    return E4M3x16ToUnits(_mm_maskz_loadu_epi8(m, p));
+  }
   // Only for bytes known to hold no NaN code.
   static __m512 LoadNoNan(const T* p) {
-    return _mm512_cvtph_ps(ToF16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+    return _mm512_cvtph_ps(E4M3ToF16Bits(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
   }
   // Bit k set if byte k of the 64 at p is a NaN code.
   static __mmask64 LineNanMask(const T* p) {
