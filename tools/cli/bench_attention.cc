@@ -1,7 +1,8 @@
 // `mimo bench attention`: one layer's decode attention over a long paged context, against the
 // machine's read bandwidth and FMA peak probed in the same run. The cache is a shuffled block
 // table over pools allocated as the engine allocates them (core/Tensor), filled with values
-// drawn like real K/V; the default shape is a MiMo-V2-Flash full-attention layer at 32k keys.
+// drawn like real K/V through the engine's cache write; the default shape is a MiMo-V2-Flash
+// full-attention layer at 32k keys.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -17,6 +18,7 @@
 #include "core/tensor.h"
 #include "core/thread_pool.h"
 #include "kernels/dispatch.h"
+#include "kv/kv_cache_write.h"
 #include "kv/paged_kv_attention.h"
 
 namespace mimo::cli {
@@ -57,30 +59,29 @@ int RunBenchAttention(const Args& a) {
   PagedKvLayout L{num_blocks, bs, kv_heads, dk, dv, *dt};
   Tensor k_pool(*dt, {L.k_elements()}), v_pool(*dt, {L.v_elements()});  // as the engine's pools
   std::vector<float> k_scale(kv_heads, 4.0f / 448.0f), v_scale(kv_heads, 4.0f / 448.0f);
-  // Values like real K/V (normal, unit scale), written in parallel: first touch spreads pages.
-  auto fill = [&](Tensor& t, uint32_t seed) {
-    const int64_t n = t.numel();
-    pool.ParallelFor(n, [&](int64_t b, int64_t e, int) {
-      std::mt19937 rng(seed + static_cast<uint32_t>(b));
-      std::normal_distribution<float> nd(0.0f, 1.0f);
-      for (int64_t i = b; i < e; ++i) {
-        const float x = nd(rng);
-        if (*dt == DType::kF32) {
-          t.as<float>()[i] = x;
-        } else if (*dt == DType::kBF16) {
-          t.as<uint16_t>()[i] = F32ToBF16(x);
-        } else {
-          t.as<uint8_t>()[i] = F32ToF8E4M3(x / k_scale[0]);
-        }
-      }
-    });
-  };
-  fill(k_pool, 1);
-  fill(v_pool, 7);
   std::vector<int32_t> table(num_blocks);
   std::iota(table.begin(), table.end(), 0);
   std::mt19937 rng(3);
   std::shuffle(table.begin(), table.end(), rng);  // blocks anywhere in the pool, as after churn
+  // Values like real K/V (normal, unit scale), stored by the engine's own cache write, a chunk
+  // of tokens at a time through the block table.
+  {
+    const KvCacheWriteTarget dst{L, k_pool.data(), v_pool.data(), k_scale.data(), v_scale.data()};
+    constexpr int kChunk = 1024;
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> kc(static_cast<size_t>(kChunk) * kv_heads * dk);
+    std::vector<float> vc(static_cast<size_t>(kChunk) * kv_heads * dv);
+    std::vector<int64_t> slots(kChunk);
+    for (int t0 = 0; t0 < context; t0 += kChunk) {
+      const int n = std::min(kChunk, context - t0);
+      for (float& x : kc) x = nd(rng);
+      for (float& x : vc) x = nd(rng);
+      for (int i = 0; i < n; ++i) {
+        slots[i] = int64_t{table[(t0 + i) / bs]} * bs + (t0 + i) % bs;
+      }
+      WriteKvCache(dst, kc.data(), vc.data(), slots.data(), n);
+    }
+  }
   PagedKvView view{L, k_pool.data(), v_pool.data(), k_scale.data(), v_scale.data()};
   AttentionBatch batch;
   batch.seqs.push_back({0, queries, context - queries, table.data(), num_blocks});
