@@ -84,6 +84,21 @@ StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(std::string_view json_t
   return t;
 }
 
+// The id tables are indexed by id, so a file that names a few tokens with huge ids would make them
+// gigabytes. Real vocabularies are dense (Qwen/MiMo: ids 0..151642, added tokens right after); a
+// gap of up to kMaxUnusedIds ids is accepted.
+constexpr size_t kMaxUnusedIds = size_t{1} << 16;
+
+static Status CheckIdSpace(const char* where, int32_t max_id, size_t defined) {
+  if (max_id >= 0 && static_cast<size_t>(max_id) + 1 > defined + kMaxUnusedIds) {
+    return InvalidArgument(
+        "tokenizer.json: %s id %d leaves more than %zu ids unused (%zu tokens defined); token "
+        "ids must be nearly dense",
+        where, max_id, kMaxUnusedIds, defined);
+  }
+  return Status::Ok();
+}
+
 Status Tokenizer::LoadModel(const void* json) {
   const Json& root = *static_cast<const Json*>(json);
   auto mit = root.find("model");
@@ -121,6 +136,7 @@ Status Tokenizer::LoadModel(const void* json) {
     }
     max_id = std::max(max_id, it.value().get<int32_t>());
   }
+  MIMO_RETURN_IF_ERROR(CheckIdSpace("model.vocab", max_id, vit->size()));
   id_to_token_.assign(max_id + 1, "");
   id_to_bytes_.assign(max_id + 1, "");
   known_.assign(max_id + 1, 0);
@@ -228,6 +244,7 @@ Status Tokenizer::LoadAddedTokens(const void* json) {
     t.lstrip = GetBool(a, "lstrip", false);
     t.rstrip = GetBool(a, "rstrip", false);
     if (t.id >= vocab_size()) {
+      MIMO_RETURN_IF_ERROR(CheckIdSpace("added_tokens", t.id, token_to_id_.size() + 1));
       id_to_token_.resize(t.id + 1);
       id_to_bytes_.resize(t.id + 1);
       known_.resize(t.id + 1, 0);

@@ -164,6 +164,27 @@ TEST(BpeTest, LoadErrorsNameTheProblem) {
   j.erase("model");
   EXPECT_FALSE(Tokenizer::FromJson(j.dump()).ok());
 
+  // A token id far past the others would size the id tables by it (found by the fuzzer: one
+  // vocab entry with id 1.6e9 asked for 48 GiB).
+  j = nlohmann::json::parse(TinyTokenizerJson(HelloSpec(false)));
+  j["model"]["vocab"]["far"] = 2000000000;
+  auto far = Tokenizer::FromJson(j.dump());
+  ASSERT_FALSE(far.ok());
+  EXPECT_NE(far.status().message().find("model.vocab id 2000000000"), std::string::npos)
+      << far.status().message();
+  j = nlohmann::json::parse(TinyTokenizerJson(HelloSpec(false)));
+  j["added_tokens"].push_back({{"id", 70000 + 300}, {"content", "<far>"}});
+  auto far_added = Tokenizer::FromJson(j.dump());
+  ASSERT_FALSE(far_added.ok());
+  EXPECT_NE(far_added.status().message().find("added_tokens id 70300"), std::string::npos)
+      << far_added.status().message();
+  // A gap a real vocabulary could have is accepted.
+  j = nlohmann::json::parse(TinyTokenizerJson(HelloSpec(false)));
+  j["added_tokens"].push_back({{"id", 60000}, {"content", "<gap>"}});
+  auto gap = Tokenizer::FromJson(j.dump());
+  ASSERT_TRUE(gap.ok()) << gap.status().message();
+  EXPECT_EQ((*gap)->Encode("<gap>", true), Ids{60000});
+
   auto missing = Tokenizer::FromFile("/nonexistent/tokenizer.json");
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
