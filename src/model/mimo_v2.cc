@@ -9,6 +9,7 @@
 
 #include "core/check.h"
 #include "core/denormals.h"
+#include "core/scratch.h"
 #include "kernels/kernels.h"
 #include "model/moe.h"
 
@@ -195,18 +196,18 @@ void MimoV2Model::Attention(ExecContext& ctx, int kv_layer, const LayerConfig& l
   const int64_t T = batch.num_tokens;
   const int nh = lc.num_attention_heads, nkv = lc.num_key_value_heads;
   const int dqk = lc.head_dim, dv = lc.v_head_dim;
-  std::vector<float> q(T * nh * dqk);    // [T, nh, dqk]
-  std::vector<float> k(T * nkv * dqk);   // [T, nkv, dqk]
-  std::vector<float> v(T * nkv * dv);    // [T, nkv, dv]
-  std::vector<float> attn(T * nh * dv);  // [T, nh, dv]
-  const LinearJob qkv[3] = {
-      {h, T, &w.q_proj, q.data()}, {h, T, &w.k_proj, k.data()}, {h, T, &w.v_proj, v.data()}};
+  ScratchFrame frame;
+  float* q = frame.Floats(T * nh * dqk);    // [T, nh, dqk]
+  float* k = frame.Floats(T * nkv * dqk);   // [T, nkv, dqk]
+  float* v = frame.Floats(T * nkv * dv);    // [T, nkv, dv]
+  float* attn = frame.Floats(T * nh * dv);  // [T, nh, dv]
+  const LinearJob qkv[3] = {{h, T, &w.q_proj, q}, {h, T, &w.k_proj, k}, {h, T, &w.v_proj, v}};
   LinearMany(ctx, qkv, 3);  // one fork-join region for the three projections
-  RopeNeox(q.data(), T, nh, dqk, lc.rotary_dim, lc.rope_theta, positions);
-  RopeNeox(k.data(), T, nkv, dqk, lc.rotary_dim, lc.rope_theta, positions);
+  RopeNeox(q, T, nh, dqk, lc.rotary_dim, lc.rope_theta, positions);
+  RopeNeox(k, T, nkv, dqk, lc.rotary_dim, lc.rope_theta, positions);
   const float value_scale = config().attention_value_scale;
   if (value_scale != 1.0f) {
-    for (float& x : v) x *= value_scale;
+    for (int64_t i = 0; i < T * nkv * dv; ++i) v[i] *= value_scale;
   }
   AttentionGeometry g;
   g.num_heads = nh;
@@ -215,15 +216,14 @@ void MimoV2Model::Attention(ExecContext& ctx, int kv_layer, const LayerConfig& l
   g.v_head_dim = dv;
   g.sliding_window = lc.attention == AttentionKind::kSlidingWindow ? lc.sliding_window : 0;
   g.scale = 1.0f / std::sqrt(static_cast<float>(dqk));
-  kv.Forward(ctx, kv_layer, g, batch, q.data(), k.data(), v.data(),
-             w.sinks.empty() ? nullptr : w.sinks.data(), attn.data());
+  kv.Forward(ctx, kv_layer, g, batch, q, k, v, w.sinks.empty() ? nullptr : w.sinks.data(), attn);
   if (!tp_.active()) {
-    Linear(ctx, attn.data(), T, w.o_proj, out);
+    Linear(ctx, attn, T, w.o_proj, out);
     return;
   }
   // Every rank's heads (rank order is head order), then this rank's o_proj rows.
   std::vector<float> all(T * w.o_proj.cols);  // [T, all heads * dv]
-  GatherColumns(*tp_.comm, attn.data(), T, std::vector<int>(tp_.slice.size, nh * dv), all.data(),
+  GatherColumns(*tp_.comm, attn, T, std::vector<int>(tp_.slice.size, nh * dv), all.data(),
                 "attention heads");
   SplitLinear(ctx, all.data(), T, w.o_proj, config().hidden_size, out, "o_proj");
 }
@@ -234,16 +234,18 @@ int MimoV2Model::DecoderLayer(ExecContext& ctx, int kv_layer, const LayerConfig&
                               const int32_t* positions, float* x, KvAttention& kv) {
   const ModelConfig& cfg = config();
   const int64_t T = batch.num_tokens, H = cfg.hidden_size;
-  std::vector<float> h(T * H), y(T * H);  // [T, H] normed input / sublayer output
-  RmsNorm(x, T, H, w.input_layernorm, cfg.layernorm_epsilon, h.data());       // input_layernorm
-  Attention(ctx, kv_layer, lc, w.attn, batch, positions, h.data(), y.data(), kv);  // self_attn
+  ScratchFrame frame;
+  float* h = frame.Floats(T * H);                                    // [T, H] normed input
+  float* y = frame.Floats(T * H);                                    // [T, H] sublayer output
+  RmsNorm(x, T, H, w.input_layernorm, cfg.layernorm_epsilon, h);     // input_layernorm
+  Attention(ctx, kv_layer, lc, w.attn, batch, positions, h, y, kv);  // self_attn
   for (int64_t i = 0; i < T * H; ++i) x[i] += y[i];                            // residual
-  RmsNorm(x, T, H, w.post_attention_layernorm, cfg.layernorm_epsilon, h.data());  // post norm
+  RmsNorm(x, T, H, w.post_attention_layernorm, cfg.layernorm_epsilon, h);      // post norm
   int experts = 0;
   if (lc.ffn == FfnKind::kMoe) {
-    experts = MoeForward(ctx, cfg, w.moe, h.data(), T, y.data(), tp_);  // §2.4 MoE
+    experts = MoeForward(ctx, cfg, w.moe, h, T, y, tp_);  // §2.4 MoE
   } else {
-    MlpForward(ctx, w.mlp, h.data(), T, y.data(), tp_);  // §2.4 dense
+    MlpForward(ctx, w.mlp, h, T, y, tp_);  // §2.4 dense
   }
   for (int64_t i = 0; i < T * H; ++i) x[i] += y[i];  // residual
   return experts;
@@ -275,14 +277,14 @@ void MimoV2Model::Forward(ExecContext& ctx, const StepBatch& batch, const int32_
   const ModelConfig& cfg = config();
   const int64_t T = batch.num_tokens, H = cfg.hidden_size;
   const std::vector<int32_t> positions = StepPositions(batch);
-  std::vector<float> x(T * H);  // [T, H] residual stream
-  Embedding(w_.embed_tokens, tokens, T, x.data());  // §2.1, no scaling
+  ScratchFrame frame;
+  float* x = frame.Floats(T * H);            // [T, H] residual stream
+  Embedding(w_.embed_tokens, tokens, T, x);  // §2.1, no scaling
   stats_ = ForwardStats{};
   stats_.weight_bytes = static_cast<double>(T) * H * DTypeSize(w_.embed_tokens.dtype);
   for (int l = 0; l < cfg.num_hidden_layers; ++l) {
     const LayerWeights& w = w_.layers[l];
-    const int experts =
-        DecoderLayer(ctx, l, layers_[l], w, batch, positions.data(), x.data(), kv);
+    const int experts = DecoderLayer(ctx, l, layers_[l], w, batch, positions.data(), x, kv);
     double b = 2.0 * H * DTypeSize(w.input_layernorm.dtype) + MatrixBytes(w.attn.q_proj) +
                MatrixBytes(w.attn.k_proj) + MatrixBytes(w.attn.v_proj) + MatrixBytes(w.attn.o_proj);
     if (cfg.layers[l].ffn == FfnKind::kMoe) {
@@ -299,9 +301,9 @@ void MimoV2Model::Forward(ExecContext& ctx, const StepBatch& batch, const int32_
     }
     stats_.weight_bytes += b;
   }
-  if (out.prenorm_hidden) std::copy(x.begin(), x.end(), out.prenorm_hidden);
+  if (out.prenorm_hidden) std::copy(x, x + T * H, out.prenorm_hidden);
   if (out.logits) {
-    LmHead(ctx, x.data(), T, out.logit_rows, out.logits);
+    LmHead(ctx, x, T, out.logit_rows, out.logits);
     stats_.weight_bytes += MatrixBytes(w_.lm_head);
   }
 }

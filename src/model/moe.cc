@@ -7,6 +7,7 @@
 #include <limits>
 #include <vector>
 
+#include "core/scratch.h"
 #include "kernels/kernels.h"
 
 namespace mimo {
@@ -61,10 +62,11 @@ namespace {
 // silu(gate(h)) * up(h) over this rank's intermediate rows.   act [T, gate rows]
 void GateUp(ExecContext& ctx, const MlpWeights& w, const float* h, int64_t T, float* act) {
   const int64_t inter = w.gate_proj.rows;
-  std::vector<float> up(T * inter);  // [T, intermediate rows]
-  const LinearJob gate_up[2] = {{h, T, &w.gate_proj, act}, {h, T, &w.up_proj, up.data()}};
+  ScratchFrame frame;
+  float* up = frame.Floats(T * inter);  // [T, intermediate rows]
+  const LinearJob gate_up[2] = {{h, T, &w.gate_proj, act}, {h, T, &w.up_proj, up}};
   LinearMany(ctx, gate_up, 2);  // one fork-join region for both
-  SiluMul(act, up.data(), act, T * inter);
+  SiluMul(act, up, act, T * inter);
 }
 }  // namespace
 
@@ -173,16 +175,17 @@ int MoeTensorParallel(ExecContext& ctx, const ModelConfig& cfg, const MoeWeights
 void MlpForward(ExecContext& ctx, const MlpWeights& w, const float* h, int64_t T, float* out,
                 const TpContext& tp) {
   const int64_t inter = w.gate_proj.rows;
-  std::vector<float> gate(T * inter);  // [T, intermediate]
-  GateUp(ctx, w, h, T, gate.data());
+  ScratchFrame frame;
+  float* gate = frame.Floats(T * inter);  // [T, intermediate]
+  GateUp(ctx, w, h, T, gate);
   if (!tp.active()) {
-    Linear(ctx, gate.data(), T, w.down_proj, out);
+    Linear(ctx, gate, T, w.down_proj, out);
     return;
   }
   const int n = tp.slice.size;
   const int64_t full_inter = w.down_proj.cols, H = w.gate_proj.cols;
   std::vector<float> act(T * full_inter), y(T * w.down_proj.rows);
-  GatherColumns(*tp.comm, gate.data(), T, SplitCounts(full_inter, n), act.data(), "mlp act");
+  GatherColumns(*tp.comm, gate, T, SplitCounts(full_inter, n), act.data(), "mlp act");
   Linear(ctx, act.data(), T, w.down_proj, y.data());
   GatherColumns(*tp.comm, y.data(), T, SplitCounts(H, n), out, "mlp down");
 }
@@ -205,40 +208,39 @@ int FusedExperts(ExecContext& ctx, const MoeWeights& w, const Routed& routed, co
   for (int64_t e = 0; e < E && inter == 0; ++e) {
     if (!routed[e].empty()) inter = w.experts[e].gate_proj.rows;
   }
-  std::vector<float> xin(n * H), yout(n * H);         // [n, H]
-  std::vector<float> gate(n * inter), up(n * inter);  // [n, inter]
+  ScratchFrame frame;
+  float* xin = frame.Floats(n * H);       // [n, H]
+  float* yout = frame.Floats(n * H);      // [n, H]
+  float* gate = frame.Floats(n * inter);  // [n, inter]
+  float* up = frame.Floats(n * inter);    // [n, inter]
   std::vector<LinearJob> jobs;
   for (int64_t e = 0; e < E; ++e) {
     const int64_t m = static_cast<int64_t>(routed[e].size());
     if (m == 0) continue;
     MIMO_CHECK(w.experts[e].gate_proj.rows == inter, "MoE: experts of different sizes");
-    GatherRows(h, H, routed[e], xin.data() + first[e] * H);
-    jobs.push_back(
-        {xin.data() + first[e] * H, m, &w.experts[e].gate_proj, gate.data() + first[e] * inter});
-    jobs.push_back(
-        {xin.data() + first[e] * H, m, &w.experts[e].up_proj, up.data() + first[e] * inter});
+    GatherRows(h, H, routed[e], xin + first[e] * H);
+    jobs.push_back({xin + first[e] * H, m, &w.experts[e].gate_proj, gate + first[e] * inter});
+    jobs.push_back({xin + first[e] * H, m, &w.experts[e].up_proj, up + first[e] * inter});
   }
   LinearMany(ctx, jobs.data(), static_cast<int>(jobs.size()));
   for (int64_t e = 0; e < E; ++e) {  // per expert, as MlpForward (the same vector/tail split)
     const int64_t len = (first[e + 1] - first[e]) * inter;
     if (len > 0) {
-      SiluMul(gate.data() + first[e] * inter, up.data() + first[e] * inter,
-              gate.data() + first[e] * inter, len);
+      SiluMul(gate + first[e] * inter, up + first[e] * inter, gate + first[e] * inter, len);
     }
   }
   jobs.clear();
   for (int64_t e = 0; e < E; ++e) {
     const int64_t m = static_cast<int64_t>(routed[e].size());
     if (m == 0) continue;
-    jobs.push_back(
-        {gate.data() + first[e] * inter, m, &w.experts[e].down_proj, yout.data() + first[e] * H});
+    jobs.push_back({gate + first[e] * inter, m, &w.experts[e].down_proj, yout + first[e] * H});
   }
   LinearMany(ctx, jobs.data(), static_cast<int>(jobs.size()));
   int used = 0;
   for (int64_t e = 0; e < E; ++e) {
     if (routed[e].empty()) continue;
     ++used;
-    ScatterAdd(routed[e], yout.data() + first[e] * H, H, out);
+    ScatterAdd(routed[e], yout + first[e] * H, H, out);
   }
   return used;
 }
@@ -248,11 +250,12 @@ int FusedExperts(ExecContext& ctx, const MoeWeights& w, const Routed& routed, co
 int MoeForward(ExecContext& ctx, const ModelConfig& cfg, const MoeWeights& w, const float* h,
                int64_t T, float* out, const TpContext& tp) {
   const int64_t H = cfg.hidden_size, E = cfg.n_routed_experts, K = cfg.num_experts_per_tok;
-  std::vector<float> logits(T * E);  // [T, E]
-  Linear(ctx, h, T, w.gate, logits.data());
-  std::vector<int32_t> experts(T * K);  // [T, K]
-  std::vector<float> weights(T * K);    // [T, K]
-  MoeRoute(cfg, logits.data(), w.score_bias.data(), T, experts.data(), weights.data());
+  ScratchFrame frame;
+  float* logits = frame.Floats(T * E);             // [T, E]
+  int32_t* experts = frame.Alloc<int32_t>(T * K);  // [T, K]
+  float* weights = frame.Floats(T * K);            // [T, K]
+  Linear(ctx, h, T, w.gate, logits);
+  MoeRoute(cfg, logits, w.score_bias.data(), T, experts, weights);
 
   // Group (token, weight) pairs by expert.
   std::vector<std::vector<std::pair<int64_t, float>>> routed(E);
@@ -267,18 +270,18 @@ int MoeForward(ExecContext& ctx, const ModelConfig& cfg, const MoeWeights& w, co
   int64_t routed_rows = 0;
   for (const auto& list : routed) routed_rows += static_cast<int64_t>(list.size());
   if (routed_rows <= kMaxFusedRoutedRows) return FusedExperts(ctx, w, routed, h, H, out);
-  std::vector<float> xin, yout;  // [n, H] gathered inputs / expert outputs
   int used = 0;
   for (int64_t e = 0; e < E; ++e) {
     const auto& list = routed[e];
     if (list.empty()) continue;
     ++used;
     const int64_t n = static_cast<int64_t>(list.size());
-    xin.resize(n * H);
-    yout.resize(n * H);
-    GatherRows(h, H, list, xin.data());
-    MlpForward(ctx, w.experts[e], xin.data(), n, yout.data());
-    ScatterAdd(list, yout.data(), H, out);
+    ScratchFrame expert;
+    float* xin = expert.Floats(n * H);   // [n, H] gathered inputs
+    float* yout = expert.Floats(n * H);  // [n, H] expert outputs
+    GatherRows(h, H, list, xin);
+    MlpForward(ctx, w.experts[e], xin, n, yout);
+    ScatterAdd(list, yout, H, out);
   }
   return used;
 }
