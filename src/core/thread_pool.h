@@ -46,9 +46,18 @@ class ThreadPool {
   std::atomic<bool> stop_{false};
 };
 
+// How a step of more than KernelTable::kBf16MinTokens tokens multiplies activations by weights.
+// kExact: fp32 activations, the same arithmetic as decode (batch invariant, the default).
+// kBf16: activations rounded to bf16 for the prompt GEMMs where the CPU has AVX512_BF16 (twice
+// the multiplies per instruction); a logit differs from exact by ~1e-3 of the row's largest
+// (tests/python/test_bf16_prefill.py). Not batch invariant: a token's output then depends on
+// whether it ran in a step of more than 16 tokens.
+enum class PrefillPrecision : uint8_t { kExact, kBf16 };
+
 // Everything compute needs, passed by reference (never a global).
 struct ExecContext {
   ThreadPool* pool = nullptr;
+  PrefillPrecision prefill_precision = PrefillPrecision::kExact;
 };
 
 }  // namespace mimo

@@ -13,6 +13,7 @@ struct CpuFeatures {
   bool cpuid_avx512f = false, cpuid_avx512bw = false, cpuid_avx512vl = false,
        cpuid_avx512dq = false;
   bool cpuid_amx_tile = false;
+  bool cpuid_avx512bf16 = false;  // leaf 7 subleaf 1: vdpbf16ps, vcvtne2ps2bf16
   // OS state-saving enabled in XCR0 (ymm, zmm/opmask, tile data).
   bool os_ymm = false, os_zmm = false, os_amx = false;
   // Linux permission request for AMX tile data (arch_prctl ARCH_REQ_XCOMP_PERM) succeeded.
@@ -20,12 +21,15 @@ struct CpuFeatures {
   // A probe sequence of the ISA executed without SIGILL (AVX2/AVX-512 only attempted when CPUID
   // claims them; AMX always attempted, for the report only).
   bool ran_avx2 = false, ran_avx512 = false, ran_amx = false;
+  bool ran_avx512bf16 = false;  // attempted only where AVX-512 is usable and CPUID claims it
 
   bool avx2_usable() const { return cpuid_avx2 && cpuid_fma && cpuid_f16c && ran_avx2; }
   bool avx512_usable() const {
     return cpuid_avx512f && cpuid_avx512bw && cpuid_avx512vl && cpuid_avx512dq && cpuid_f16c &&
            cpuid_fma && ran_avx512;
   }
+  // The opt-in bf16 prefill kernels (ExecContext::prefill_precision).
+  bool avx512bf16_usable() const { return avx512_usable() && cpuid_avx512bf16 && ran_avx512bf16; }
 };
 
 // Probed once (thread-safe), then cached.

@@ -47,6 +47,10 @@ Tables BuildTables() {
   }
   if (f.avx512_usable()) {
     avx512::FillTable(&t.table[static_cast<int>(Isa::kAvx512)]);
+    if (f.avx512bf16_usable()) {
+      t.table[static_cast<int>(Isa::kAvx512)].linear_rows_bf16 = &avx512::LinearRowsBf16;
+      t.table[static_cast<int>(Isa::kAvx512)].bf16_dot_probe = &avx512::Bf16DotProbe;
+    }
     t.usable[static_cast<int>(Isa::kAvx512)] = true;
     t.best = Isa::kAvx512;
   }

@@ -42,6 +42,13 @@ struct KernelTable {
   // y[t, r] = sum_c x[t, c] * W[r, c] for r in [row_begin, row_end).   x [T, w.cols], y [T, w.rows]
   void (*linear_rows)(const float* x, int64_t T, const MatrixWeight& w, int64_t row_begin,
                       int64_t row_end, float* y) = nullptr;
+  // linear_rows with x rounded to bf16 (round to nearest even) and products summed in fp32, two
+  // columns per instruction (AVX512_BF16 vdpbf16ps); BF16 and F8E4M3 weights (others: the exact
+  // linear_rows). For prompt chunks only (T > kBf16MinTokens) and only when asked for
+  // (ExecContext::prefill_precision); null where the ISA or the probe lacks AVX512_BF16.
+  void (*linear_rows_bf16)(const float* x, int64_t T, const MatrixWeight& w, int64_t row_begin,
+                           int64_t row_end, float* y) = nullptr;
+  static constexpr int64_t kBf16MinTokens = 16;
   // See RmsNorm in kernels.h.
   void (*rms_norm)(const float* x, int64_t T, int64_t dim, const TensorView& weight, float eps,
                    float* out) = nullptr;
@@ -77,6 +84,8 @@ struct KernelTable {
   // iters rounds of independent fp32 FMAs of the width the Linear T > 1 tiles use (result added
   // to *sink); returns the floating-point operations executed (2 per FMA lane).
   double (*fma_probe)(int64_t iters, float* sink) = nullptr;
+  // The same for vdpbf16ps, the instruction of linear_rows_bf16 (null with it).
+  double (*bf16_dot_probe)(int64_t iters, float* sink) = nullptr;
 };
 
 // The level MIMO_ISA=env_value asks for, clamped to best_probed; nullptr/empty/unknown -> best.

@@ -58,18 +58,32 @@ void CheckMatrixWeight(const MatrixWeight& w) {
 
 }  // namespace
 
+namespace {
+using RowsFn = void (*)(const float*, int64_t, const MatrixWeight&, int64_t, int64_t, float*);
+// The table entry a step of T tokens runs: the bf16 prompt kernel only when the context asks for
+// it, the step is a prompt chunk and the CPU has one.
+RowsFn RowsFor(const KernelTable& k, const ExecContext& ctx, int64_t T) {
+  if (ctx.prefill_precision == PrefillPrecision::kBf16 && T > KernelTable::kBf16MinTokens &&
+      k.linear_rows_bf16 != nullptr) {
+    return k.linear_rows_bf16;
+  }
+  return k.linear_rows;
+}
+}  // namespace
+
 void LinearOn(const KernelTable& k, ExecContext& ctx, const float* x, int64_t T,
               const MatrixWeight& w, float* y) {
   CheckMatrixWeight(w);
   if (T <= 0) return;
   const int64_t groups = (w.rows + kRowGranule - 1) / kRowGranule;
+  const RowsFn rows = RowsFor(k, ctx, T);
   if (ctx.pool == nullptr || ctx.pool->num_threads() == 1 || groups == 1 ||
       w.rows * w.cols * T < kMinParallelWork) {
-    k.linear_rows(x, T, w, 0, w.rows, y);
+    rows(x, T, w, 0, w.rows, y);
     return;
   }
   ctx.pool->ParallelFor(groups, [&](int64_t g0, int64_t g1, int) {
-    k.linear_rows(x, T, w, g0 * kRowGranule, std::min(g1 * kRowGranule, w.rows), y);
+    rows(x, T, w, g0 * kRowGranule, std::min(g1 * kRowGranule, w.rows), y);
   });
 }
 
@@ -92,7 +106,7 @@ void LinearManyOn(const KernelTable& k, ExecContext& ctx, const LinearJob* jobs,
   if (threads == 1 || total < kMinParallelWork || total_rows <= kRowGranule) {
     for (int j = 0; j < num_jobs; ++j) {
       if (jobs[j].T > 0)
-        k.linear_rows(jobs[j].x, jobs[j].T, *jobs[j].w, 0, jobs[j].w->rows, jobs[j].y);
+        RowsFor(k, ctx, jobs[j].T)(jobs[j].x, jobs[j].T, *jobs[j].w, 0, jobs[j].w->rows, jobs[j].y);
     }
     return;
   }
@@ -121,7 +135,7 @@ void LinearManyOn(const KernelTable& k, ExecContext& ctx, const LinearJob* jobs,
     for (int j = 0; j < num_jobs && row0 < g1; ++j) {
       const LinearJob& job = jobs[j];
       const int64_t rb = std::max<int64_t>(g0 - row0, 0), re = std::min(g1 - row0, job.w->rows);
-      if (rb < re && job.T > 0) k.linear_rows(job.x, job.T, *job.w, rb, re, job.y);
+      if (rb < re && job.T > 0) RowsFor(k, ctx, job.T)(job.x, job.T, *job.w, rb, re, job.y);
       row0 += job.w->rows;
     }
   });

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <optional>
 #include <string>
 
@@ -451,6 +452,80 @@ TEST(Linear, ManyJobsInOneRegionMatchSeparateCalls) {
             ASSERT_EQ(F32ToBits(want[j][i]), F32ToBits(got[j][i]))
                 << IsaName(isa) << " threads=" << threads << " jobs=" << n << " job " << j
                 << " i=" << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace mimo
+
+namespace mimo {
+namespace {
+
+// fp32 -> bf16 -> fp32, round to nearest even (no NaN in these inputs).
+float RoundToBf16(float f) {
+  const uint32_t b = F32ToBits(f);
+  const uint32_t rounded = (b + 0x7fffu + ((b >> 16) & 1u)) & 0xffff0000u;
+  float out;
+  std::memcpy(&out, &rounded, sizeof(out));
+  return out;
+}
+
+// The opt-in bf16 prompt kernel (ExecContext::prefill_precision = kBf16): its only rounding
+// beyond the exact path's is x's to bf16. Oracle: the scalar reference on x rounded by hand, to
+// summation order (1e-5 of sum |x w|); against the exact result it stays within x's rounding
+// (2^-8 of sum |x w|). Steps of <= 16 tokens and other weight dtypes keep the exact kernels, and
+// the default context never takes the bf16 path.
+TEST(Linear, Bf16PromptKernelRoundsOnlyTheActivations) {
+  const KernelTable* k = KernelsFor(Isa::kAvx512);
+  if (k == nullptr || k->linear_rows_bf16 == nullptr) {
+    GTEST_SKIP() << "no AVX512_BF16 on this CPU (the exact kernels serve bf16 requests)";
+  }
+  std::mt19937 rng(77);
+  ThreadPool pool(2);
+  ExecContext bf16{&pool, PrefillPrecision::kBf16};
+  ExecContext exact{&pool};
+  for (DType dt : {DType::kBF16, DType::kF8E4M3, DType::kF32}) {
+    for (int64_t cols : {7, 70, 129, 300, 1000}) {
+      for (int64_t block_cols : {128, 50}) {
+        if (dt != DType::kF8E4M3 && block_cols != 128) continue;
+        for (int64_t rows : {1, 6, 37}) {
+          OwnedWeight ow = MakeWeight(dt, rows, cols, rng, block_cols);
+          for (int64_t T : {16, 17, 20, 100, 203}) {
+            const std::vector<float> x = RandomVector(T * cols, rng);  // [T, cols]
+            std::vector<float> xr(x);
+            for (float& v : xr) v = RoundToBf16(v);
+            const Expected want_exact = Reference(x.data(), T, ow.w);
+            const Expected want_rounded = Reference(xr.data(), T, ow.w);
+            std::vector<float> got(T * rows, NAN), got_exact(T * rows, NAN);
+            LinearOn(*k, bf16, x.data(), T, ow.w, got.data());
+            LinearOn(*k, exact, x.data(), T, ow.w, got_exact.data());
+            const std::string what = std::string(DTypeName(dt)) + " [" + std::to_string(rows) +
+                                     "x" + std::to_string(cols) + "] block " +
+                                     std::to_string(block_cols) + " T=" + std::to_string(T);
+            const bool rounds = dt != DType::kF32 && T > KernelTable::kBf16MinTokens;
+            if (!rounds) {  // exact kernels: bit for bit the default context's result
+              EXPECT_EQ(0, std::memcmp(got.data(), got_exact.data(), got.size() * sizeof(float)))
+                  << what;
+              continue;
+            }
+            ExpectLinearClose(T, rows, got.data(), want_rounded, what + " vs rounded x");
+            int differs = 0, failures = 0;
+            for (int64_t i = 0; i < T * rows; ++i) {
+              differs += got[i] != got_exact[i];
+              const double err = std::fabs(double{got[i]} - want_exact.y[i]);
+              if (!(err <= (std::ldexp(1.0, -8) + 1e-5) * want_exact.mag[i] + 1e-30) &&
+                  failures++ < 5) {
+                ADD_FAILURE() << what << " i=" << i << ": " << got[i] << " vs exact "
+                              << want_exact.y[i] << " (sum|xw| " << want_exact.mag[i] << ")";
+              }
+            }
+            if (cols >= 70) {
+              EXPECT_GT(differs, 0) << what << ": the bf16 path did not run";
+            }
           }
         }
       }

@@ -112,7 +112,7 @@ int RunBenchAttention(const Args& a) {
   for (int i = 0; i < queries; ++i) flops += 2.0 * heads * (dk + dv) * (context - queries + 1 + i);
   const double probe_gbps =
       MeasureReadBandwidth(pool, kern, static_cast<size_t>(probe_mib) << 20, 3, &BenchNow);
-  const double peak_gflops = MeasurePeakGflops(pool, kern, 0.2, 3, &BenchNow);
+  const double peak_gflops = MeasurePeakGflops(pool, kern.fma_probe, 0.2, 3, &BenchNow);
   const double gbps = kv_bytes / (best * 1e-3) / 1e9, gflops = flops / (best * 1e-3) / 1e9;
   if (a.Has("json")) {
     std::printf(

@@ -95,7 +95,7 @@ int RunBenchModel(const Args& a) {
     return 2;
   }
   LoadedModel lm;
-  if (!LoadModelOrReport("bench model", a.Get("model"), threads, &lm)) return 1;
+  if (!LoadModelOrReport("bench model", a.Get("model"), threads, &lm, &a)) return 1;
   MimoV2Model& model = *lm.model;
   const ModelConfig& cfg = model.config();
   {
@@ -111,11 +111,17 @@ int RunBenchModel(const Args& a) {
   if (!kv) return 1;
   const KernelTable& k = ActiveKernels();
   Result r;
-  std::fprintf(stderr, "bench model: probing read bandwidth (%lld MiB) and FMA peak (%s)\n",
-               static_cast<long long>(probe_mib), IsaName(k.isa));
+  // The prompt's GEMMs run vdpbf16ps under --prefill-precision bf16 (where the CPU has it): its
+  // peak is the limit then, not the fp32 FMA's.
+  const bool bf16 = lm.ctx.prefill_precision == PrefillPrecision::kBf16 &&
+                    k.linear_rows_bf16 != nullptr && k.bf16_dot_probe != nullptr;
+  const char* peak_name = bf16 ? "vdpbf16ps" : "FMA";
+  std::fprintf(stderr, "bench model: probing read bandwidth (%lld MiB) and %s peak (%s)\n",
+               static_cast<long long>(probe_mib), peak_name, IsaName(k.isa));
   r.read_gbps =
       MeasureReadBandwidth(*lm.pool, k, static_cast<size_t>(probe_mib) << 20, 5, &BenchNow);
-  r.peak_gflops = MeasurePeakGflops(*lm.pool, k, 0.2, 3, &BenchNow);
+  r.peak_gflops =
+      MeasurePeakGflops(*lm.pool, bf16 ? k.bf16_dot_probe : k.fma_probe, 0.2, 3, &BenchNow);
 
   // Prefill: every sequence's prompt in one step (B chunks), logits of each last row.
   std::vector<int32_t> ids(static_cast<size_t>(batch) * prompt);
@@ -171,23 +177,26 @@ int RunBenchModel(const Args& a) {
   if (json) {
     std::printf(
         "{\"isa\": \"%s\", \"threads\": %d, \"clock\": \"%s\", \"batch\": %d, \"prompt_len\": %d, "
-        "\"gen_len\": %d, \"kv_cache_dtype\": \"%s\", \"prefill_tok_s\": %.6g, "
+        "\"gen_len\": %d, \"kv_cache_dtype\": \"%s\", \"prefill_precision\": \"%s\", "
+        "\"peak_instruction\": \"%s\", \"prefill_tok_s\": %.6g, "
         "\"decode_tok_s\": %.6g, \"active_bytes_per_token\": %.0f, "
         "\"weight_bytes_per_token\": %.0f, \"kv_bytes_per_token\": %.0f, "
         "\"achieved_gbps\": %.6g, \"measured_read_gbps\": %.6g, \"roofline_fraction\": %.6g, "
         "\"roofline_tok_s\": %.6g, \"prefill_gflops\": %.6g, \"peak_gflops\": %.6g, "
         "\"peak_fraction\": %.6g}\n",
         IsaName(k.isa), threads, BenchClockIsCpu() ? "cpu" : "wall", batch, prompt, gen,
-        std::string(DTypeName(kv_opts.kv_dtype)).c_str(), prefill_tps, decode_tps, bytes,
+        std::string(DTypeName(kv_opts.kv_dtype)).c_str(), bf16 ? "bf16" : "exact", peak_name,
+        prefill_tps, decode_tps, bytes,
         r.weight_bytes, r.kv_bytes, achieved, r.read_gbps, roofline, r.read_gbps * 1e9 / bytes,
         prefill_gflops, r.peak_gflops, compute);
   } else {
     std::printf("model: %s; isa %s; %d threads; %s clock; batch %d\n", a.Get("model").c_str(),
                 IsaName(k.isa), threads, BenchClockIsCpu() ? "cpu" : "wall", batch);
     std::printf(
-        "prefill: %d tokens %.1f tok/s, %.1f GFLOP/s = %.0f%% of the %.1f GFLOP/s FMA peak "
+        "prefill (%s): %d tokens %.1f tok/s, %.1f GFLOP/s = %.0f%% of the %.1f GFLOP/s %s peak "
         "(%s, all threads, same run)\n",
-        batch * prompt, prefill_tps, prefill_gflops, 100 * compute, r.peak_gflops, IsaName(k.isa));
+        bf16 ? "bf16 activations" : "exact", batch * prompt, prefill_tps, prefill_gflops,
+        100 * compute, r.peak_gflops, peak_name, IsaName(k.isa));
     std::printf(
         "decode: %.2f tok/s; %.1f MB/token (weights %.1f MB of the chosen experts + KV "
         "%.2f MB) -> %.2f GB/s = %.0f%% of the %.2f GB/s read bandwidth (same run; "

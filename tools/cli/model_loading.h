@@ -12,6 +12,7 @@
 #include "core/thread_pool.h"
 #include "dist/communicator.h"
 #include "engine/tp_follower.h"
+#include "kernels/dispatch.h"
 #include "kv/paged_kv_attention.h"
 #include "model/mimo_v2.h"
 
@@ -68,10 +69,33 @@ inline bool TensorParallelOrReport(const char* cmd, const Args* a, TensorParalle
   return true;
 }
 
+// --prefill-precision exact|bf16 (ExecContext::prefill_precision; exact when absent). False: error
+// printed. bf16 on a CPU without AVX512_BF16 runs exact, with a note.
+inline bool PrefillPrecisionFromArgs(const char* cmd, const Args& a, ExecContext* ctx) {
+  const std::string p = a.Get("prefill-precision", "exact");
+  if (p == "exact") {
+    ctx->prefill_precision = PrefillPrecision::kExact;
+  } else if (p == "bf16") {
+    ctx->prefill_precision = PrefillPrecision::kBf16;
+    if (ActiveKernels().linear_rows_bf16 == nullptr) {
+      std::fprintf(stderr,
+                   "mimo %s: note: --prefill-precision bf16 needs AVX512_BF16, which the %s "
+                   "kernels here lack; prompts run exact\n",
+                   cmd, IsaName(ActiveKernels().isa));
+    }
+  } else {
+    std::fprintf(stderr, "mimo %s: error: --prefill-precision must be exact or bf16, got '%s'\n",
+                 cmd, p.c_str());
+    return false;
+  }
+  return true;
+}
+
 // Loads the model (this rank's slices under tensor parallelism). A follower rank (1..N-1) does
 // not return: it follows rank 0's steps and exits when rank 0 is done.
 inline bool LoadModelOrReport(const char* cmd, const std::string& dir, int threads,
                               LoadedModel* out, const Args* a = nullptr) {
+  if (a && !PrefillPrecisionFromArgs(cmd, *a, &out->ctx)) return false;
   TensorParallelOptions tp;
   if (!TensorParallelOrReport(cmd, a, &tp)) return false;
   auto m = MimoV2Model::Load(dir, tp);
@@ -92,10 +116,11 @@ inline bool LoadModelOrReport(const char* cmd, const std::string& dir, int threa
   return true;
 }
 
-// Flags every model-running command accepts for its KV cache, and for tensor/expert parallelism.
+// Flags every model-running command accepts for its KV cache, for tensor/expert parallelism, and
+// --prefill-precision.
 inline std::vector<std::string> KvCacheKeys() {
-  return {"attention-backend", "block-size",           "kv-cache-dtype",    "kv-cache-memory",
-          "num-kv-blocks",     "tensor-parallel-size", "collective-timeout"};
+  return {"attention-backend",    "block-size",         "kv-cache-dtype",   "kv-cache-memory",
+          "num-kv-blocks",        "tensor-parallel-size", "collective-timeout", "prefill-precision"};
 }
 inline std::vector<std::string> KvCacheFlags() {
   return {"strict-attention-backend", "expert-parallel"};

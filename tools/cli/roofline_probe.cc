@@ -66,7 +66,7 @@ double MeasureReadBandwidth(ThreadPool& pool, const KernelTable& k, size_t bytes
   return best;
 }
 
-double MeasurePeakGflops(ThreadPool& pool, const KernelTable& k, double seconds, int reps,
+double MeasurePeakGflops(ThreadPool& pool, PeakProbe probe, double seconds, int reps,
                          double (*now)()) {
   const int parts = pool.num_threads();
   std::vector<float> sink(parts * 16, 0.0f);  // one cache line per thread
@@ -74,7 +74,7 @@ double MeasurePeakGflops(ThreadPool& pool, const KernelTable& k, double seconds,
   int64_t iters = 1 << 16;
   for (;;) {
     const double t0 = now();
-    k.fma_probe(iters, &sink[0]);
+    probe(iters, &sink[0]);
     const double dt = now() - t0;
     if (dt > seconds / 8 || iters > (int64_t{1} << 34)) {
       iters = static_cast<int64_t>(iters * seconds / std::max(dt, 1e-9));
@@ -87,7 +87,7 @@ double MeasurePeakGflops(ThreadPool& pool, const KernelTable& k, double seconds,
     std::vector<double> flops(parts, 0.0);
     const double t0 = now();
     pool.ParallelFor(parts, [&](int64_t b, int64_t e, int tid) {
-      for (int64_t i = b; i < e; ++i) flops[tid] += k.fma_probe(iters, &sink[tid * 16]);
+      for (int64_t i = b; i < e; ++i) flops[tid] += probe(iters, &sink[tid * 16]);
     });
     const double dt = now() - t0;
     double total = 0;

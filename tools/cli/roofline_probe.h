@@ -26,7 +26,9 @@ double MeasureReadBandwidth(ThreadPool& pool, const KernelTable& k, size_t bytes
                             double (*now)());
 
 // Best of `reps` rounds of ~`seconds` of independent FMAs on every thread, in GFLOP/s.
-double MeasurePeakGflops(ThreadPool& pool, const KernelTable& k, double seconds, int reps,
+// probe: KernelTable::fma_probe, or bf16_dot_probe for the bf16 prompt kernels.
+using PeakProbe = double (*)(int64_t iters, float* sink);
+double MeasurePeakGflops(ThreadPool& pool, PeakProbe probe, double seconds, int reps,
                          double (*now)());
 
 }  // namespace mimo::cli

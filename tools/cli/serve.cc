@@ -42,7 +42,8 @@ int RunServe(int argc, char** argv) {
                  "mimo serve: %s\nusage: mimo serve --model DIR [--host 127.0.0.1] [--port 8000] "
                  "[--served-model-name NAME] [--api-key KEY] [--max-model-len N] [--max-num-seqs N] "
                  "[--max-num-batched-tokens N] [--kv-cache-dtype f32|bf16|fp8] [--kv-cache-memory B] "
-                 "[--chat-template FILE] [--threads N] [--no-warmup] [--no-webui]\n",
+                 "[--chat-template FILE] [--threads N] [--prefill-precision exact|bf16] [--no-warmup] "
+                 "[--no-webui]\n",
                  err.empty() ? "missing --model" : err.c_str());
     return 2;
   }

@@ -23,6 +23,12 @@ void LinearRows(const float* x, int64_t T, const MatrixWeight& w, int64_t row_be
 
 namespace avx512 {
 bool ProbeInstructions();
+// Executes vcvtne2ps2bf16 and vdpbf16ps (AVX512_BF16); returns true (or faults with SIGILL).
+bool ProbeBf16();
+// KernelTable::linear_rows_bf16 / bf16_dot_probe; only after ProbeBf16 passed.
+void LinearRowsBf16(const float* x, int64_t T, const MatrixWeight& w, int64_t row_begin,
+                    int64_t row_end, float* y);
+double Bf16DotProbe(int64_t iters, float* sink);
 // Roofline probes (KernelTable::read_probe / fma_probe), roofline_probe_*.cc.
 uint64_t ReadProbe(const void* p, size_t bytes);
 double FmaProbe(int64_t iters, float* sink);

@@ -639,6 +639,176 @@ void LinearRowsTyped(const float* x, int64_t T, const MatrixWeight& w, int64_t r
   PrefillRows<W>(x, T, w, r0, r1, y);
 }
 
+// ---- Opt-in bf16 prompt GEMM (AVX512_BF16; KernelTable::linear_rows_bf16) ------------------
+// x is rounded to bf16 (round to nearest even) as it is packed. The weights are exact in bf16:
+// BF16 as stored, and an FP8 weight's raw units (2^-8 x the e4m3 value) keep 4 significant bits.
+// A product of two bf16 values is exact in fp32 and vdpbf16ps adds two per lane into an fp32
+// accumulator: twice the multiplies of an fp32 FMA per instruction, half the bytes of x. So x's
+// rounding (relative <= 2^-8, bf16 keeping 8 significant bits) is the only one beyond the exact path's, besides summation order.
+// Layout: each block (FP8's scale block, else the whole row) is cut into 32-column steps, the
+// last zero-padded, for x and the decoded rows alike, so lane i of a step pairs columns 2i and
+// 2i + 1 of both and the inner loop needs no masks. Tile shapes, token groups and per-block scale
+// totals are PrefillRows'.
+#define MIMO_TARGET_BF16 __attribute__((target("avx512bf16")))
+
+int64_t Bf16Steps(int64_t cols, int64_t bc) {
+  int64_t steps = 0;
+  for (int64_t cb = 0; cb < cols; cb += bc) steps += (std::min(bc, cols - cb) + 31) / 32;
+  return steps;
+}
+
+// Lanes [0, n) of 16 (none for n <= 0).
+inline __mmask16 HalfMask(int64_t n) { return n >= 16 ? 0xffff : n <= 0 ? 0 : TailMask(n); }
+
+// 32 fp32 values as bf16, lo's 16 first.
+MIMO_TARGET_BF16 inline __m512i PackBf16(__m512 lo, __m512 hi) {
+  return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo));
+}
+
+// Tokens [t0, t0 + tt) of x as bf16 in step order.   xp [steps, tt, 32]
+MIMO_TARGET_BF16 void PackTokensBf16(const float* x, int64_t cols, int64_t bc, int64_t t0,
+                                     int64_t tt, uint16_t* xp) {
+  for (int64_t cb = 0; cb < cols; cb += bc) {
+    const int64_t ce = std::min(cb + bc, cols);
+    for (int64_t c = cb; c < ce; c += 32) {
+      const __mmask16 lo = HalfMask(ce - c), hi = HalfMask(ce - c - 16);
+      for (int64_t t = 0; t < tt; ++t, xp += 32) {
+        const float* src = x + (t0 + t) * cols + c;
+        _mm512_storeu_si512(xp, PackBf16(_mm512_maskz_loadu_ps(lo, src),
+                                         _mm512_maskz_loadu_ps(hi, src + 16)));
+      }
+    }
+  }
+}
+
+// Row r of w in raw units (DecodeRowRaw's values, exact in bf16), in step order.   dst [steps, 32]
+template <class W>
+MIMO_TARGET_BF16 void DecodeRowBf16(const MatrixWeight& w, int64_t r, uint16_t* dst) {
+  const auto* row = static_cast<const typename W::T*>(w.data) + r * w.cols;
+  const int64_t cols = w.cols, bc = W::kBlockScaled ? w.block_cols : cols;
+  for (int64_t cb = 0; cb < cols; cb += bc) {
+    const int64_t ce = std::min(cb + bc, cols);
+    for (int64_t c = cb; c < ce; c += 32, dst += 32) {
+      if (c + 32 <= ce) {
+        _mm512_storeu_si512(dst, PackBf16(W::Load(row + c), W::Load(row + c + 16)));
+      } else {
+        _mm512_storeu_si512(dst, PackBf16(W::LoadMasked(row + c, HalfMask(ce - c)),
+                                          W::LoadMasked(row + c + 16, HalfMask(ce - c - 16))));
+      }
+    }
+  }
+}
+
+// y[t0 + t, r0 + i] for i < R, t < TT: rows decoded by DecodeRowBf16 (row i at wd + i * stride),
+// x packed by PackTokensBf16 for these TT tokens. Per block: acc = sum of the steps' pair
+// products, then total += acc * block scale (FP8) or total += acc; one reduce at the end.
+template <int R, int TT, bool kScaled>
+MIMO_TARGET_BF16 void Bf16Tile(const uint16_t* xp, int64_t t0, const uint16_t* wd, int64_t stride,
+                               const MatrixWeight& w, int64_t r0, float scale_factor, float* y) {
+  const int64_t cols = w.cols, bc = kScaled ? w.block_cols : cols;
+  [[maybe_unused]] const float* scales[R];  // [R][scale_cols] (FP8)
+  __m512 total[R][TT];
+#pragma GCC unroll 16
+  for (int i = 0; i < R; ++i) {
+    if constexpr (kScaled) scales[i] = w.scale_inv + w.ScaleRow(r0 + i) * w.scale_cols;
+#pragma GCC unroll 16
+    for (int t = 0; t < TT; ++t) total[i][t] = _mm512_setzero_ps();
+  }
+  int64_t s = 0;  // step index
+  for (int64_t cb = 0, j = 0; cb < cols; cb += bc, ++j) {
+    const int64_t block_end = s + (std::min(bc, cols - cb) + 31) / 32;
+    __m512 acc[R][TT];
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i)
+#pragma GCC unroll 16
+      for (int t = 0; t < TT; ++t) acc[i][t] = _mm512_setzero_ps();
+    for (; s < block_end; ++s) {
+      __m512bh wv[R];
+#pragma GCC unroll 16
+      for (int i = 0; i < R; ++i) {
+        wv[i] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(wd + i * stride + s * 32));
+      }
+#pragma GCC unroll 16
+      for (int t = 0; t < TT; ++t) {
+        __m512i xv = _mm512_loadu_si512(xp + (s * TT + t) * 32);
+        asm("" : "+v"(xv));  // one load per token vector (see SmallBatchTile)
+#pragma GCC unroll 16
+        for (int i = 0; i < R; ++i) {
+          acc[i][t] = _mm512_dpbf16_ps(acc[i][t], wv[i], reinterpret_cast<__m512bh>(xv));
+        }
+      }
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i) {
+#pragma GCC unroll 16
+      for (int t = 0; t < TT; ++t) {
+        if constexpr (kScaled) {
+          total[i][t] =
+              _mm512_fmadd_ps(acc[i][t], _mm512_set1_ps(scales[i][j] * scale_factor), total[i][t]);
+        } else {
+          total[i][t] = _mm512_add_ps(total[i][t], acc[i][t]);
+        }
+      }
+    }
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < R; ++i) {
+#pragma GCC unroll 16
+    for (int t = 0; t < TT; ++t) y[(t0 + t) * w.rows + r0 + i] = _mm512_reduce_add_ps(total[i][t]);
+  }
+}
+
+using Bf16Fn = void (*)(const uint16_t*, int64_t, const uint16_t*, int64_t, const MatrixWeight&,
+                        int64_t, float, float*);
+template <int R, bool kScaled, size_t... I>
+constexpr std::array<Bf16Fn, sizeof...(I)> Bf16Row(std::index_sequence<I...>) {
+  return {&Bf16Tile<R, static_cast<int>(I) + 1, kScaled>...};
+}
+// [TT - 1] for R rows
+template <int R, bool kScaled>
+constexpr std::array<Bf16Fn, kSmallTokens> kBf16Tiles =
+    Bf16Row<R, kScaled>(std::make_index_sequence<kSmallTokens>());
+
+// PrefillRows with the bf16 tile: per kTokenChunk tokens, every token group packed as bf16 once,
+// then per R rows the rows decoded once into an L1 scratch and the tile run over every group.
+template <class W>
+MIMO_TARGET_BF16 void PrefillRowsBf16(const float* x, int64_t T, const MatrixWeight& w,
+                                      int64_t r0, int64_t r1, float* y) {
+  constexpr bool kScaled = W::kBlockScaled;
+  constexpr int kR = kScaled ? 4 : 3;
+  constexpr int64_t kGroupTokens = kScaled ? 3 : kSmallTokens;
+  const int64_t cols = w.cols, bc = kScaled ? w.block_cols : cols;
+  const int64_t stride = Bf16Steps(cols, bc) * 32;  // bf16 elements per decoded row
+  thread_local std::vector<uint16_t> rows;          // [kR, stride]
+  thread_local std::vector<uint16_t> packed;        // [groups, steps, tt, 32]
+  rows.resize(kR * stride);
+  for (int64_t tc = 0; tc < T; tc += kTokenChunk) {
+    const TokenGroups groups(std::min(kTokenChunk, T - tc), kGroupTokens);
+    const int64_t group_elems = stride * *std::max_element(groups.tt, groups.tt + groups.n);
+    packed.resize(groups.n * group_elems);
+    for (int64_t g = 0; g < groups.n; ++g) {
+      PackTokensBf16(x + tc * cols, cols, bc, groups.t0[g], groups.tt[g],
+                     packed.data() + g * group_elems);
+    }
+    float* yc = y + tc * w.rows;  // [chunk tokens, rows]
+    int64_t r = r0;
+    for (; r + kR <= r1; r += kR) {
+      for (int i = 0; i < kR; ++i) DecodeRowBf16<W>(w, r + i, rows.data() + i * stride);
+      for (int64_t g = 0; g < groups.n; ++g) {
+        kBf16Tiles<kR, kScaled>[groups.tt[g] - 1](packed.data() + g * group_elems, groups.t0[g],
+                                                  rows.data(), stride, w, r, W::kScaleFactor, yc);
+      }
+    }
+    for (; r < r1; ++r) {
+      DecodeRowBf16<W>(w, r, rows.data());
+      for (int64_t g = 0; g < groups.n; ++g) {
+        kBf16Tiles<1, kScaled>[groups.tt[g] - 1](packed.data() + g * group_elems, groups.t0[g],
+                                                 rows.data(), stride, w, r, W::kScaleFactor, yc);
+      }
+    }
+  }
+}
+
 // ---- MXFP4 (spec section 4) ----------------------------------------------------------------
 // Codes are decoded to their exact fp32 values by a 16-entry vpermps lookup; the block's E8M0
 // exponent is its scale, applied to the 32-column block's partial sum with one FMA, as FP8's
@@ -781,6 +951,25 @@ void LinearRows(const float* x, int64_t T, const MatrixWeight& w, int64_t row_be
     default:
       MIMO_ABORT("avx512::LinearRows: unsupported dtype %d", static_cast<int>(w.dtype));
   }
+}
+
+MIMO_TARGET_BF16 void LinearRowsBf16(const float* x, int64_t T, const MatrixWeight& w,
+                                     int64_t row_begin, int64_t row_end, float* y) {
+  switch (w.dtype) {
+    case DType::kBF16:
+      return PrefillRowsBf16<BF16W>(x, T, w, row_begin, row_end, y);
+    case DType::kF8E4M3:
+      return PrefillRowsBf16<F8W>(x, T, w, row_begin, row_end, y);
+    default:  // F32/F16/MXFP4 weights: the exact kernels
+      return LinearRows(x, T, w, row_begin, row_end, y);
+  }
+}
+
+MIMO_TARGET_BF16 bool ProbeBf16() {
+  volatile float in[2] = {1.5f, 2.0f};
+  const __m512bh p = _mm512_cvtne2ps_pbh(_mm512_set1_ps(in[0]), _mm512_set1_ps(in[1]));
+  // Lanes 0-7 pair two 2.0s (8), lanes 8-15 two 1.5s (4.5).
+  return _mm512_reduce_add_ps(_mm512_dpbf16_ps(_mm512_setzero_ps(), p, p)) == 100.0f;
 }
 
 }  // namespace mimo::avx512

@@ -44,4 +44,23 @@ double FmaProbe(int64_t iters, float* sink) {
   return 2.0 * 16 * kAcc * static_cast<double>(iters);
 }
 
+// FmaProbe for vdpbf16ps (AVX512_BF16), the instruction of the opt-in bf16 prompt tile: 32
+// multiplies and 32 adds per instruction. Only after ProbeBf16 passed.
+__attribute__((target("avx512bf16"))) double Bf16DotProbe(int64_t iters, float* sink) {
+  constexpr int kAcc = 16;
+  __m512 acc[kAcc];
+  const __m512bh a = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1e-3f), _mm512_set1_ps(-1e-3f));
+  const __m512bh b = _mm512_cvtne2ps_pbh(_mm512_set1_ps(0.5f), _mm512_set1_ps(0.25f));
+#pragma GCC unroll 16
+  for (int k = 0; k < kAcc; ++k) acc[k] = _mm512_set1_ps(static_cast<float>(k));
+  for (int64_t i = 0; i < iters; ++i) {
+#pragma GCC unroll 16
+    for (int k = 0; k < kAcc; ++k) acc[k] = _mm512_dpbf16_ps(acc[k], a, b);
+  }
+#pragma GCC unroll 16
+  for (int k = 1; k < kAcc; ++k) acc[0] = _mm512_add_ps(acc[0], acc[k]);
+  *sink += _mm512_reduce_add_ps(acc[0]);
+  return 2.0 * 32 * kAcc * static_cast<double>(iters);
+}
+
 }  // namespace mimo::avx512
