@@ -1,0 +1,82 @@
+"""--prefill-precision bf16, the opt-in bf16 prompt GEMM (AVX512_BF16 vdpbf16ps; exact is the
+default): its error against the exact path, documented on the shipped trained nano models (BF16 and
+FP8 weights). A row's relative error is max |bf16 - exact| / max |exact| over its vocabulary
+columns, every position of the held-out conversations run as one prompt step.
+
+The performance issue accepts such kernels at argmax agreement >= 99% and max relative error
+<= 1e-2. Measured here: argmax agreement 99.56% (BF16) / 99.66% (FP8), met; relative error median
+1.6e-3 / 1.8e-3, 99th percentile 0.046 / 0.075, max 0.31 / 0.35, with 3.5% / 5.7% of the positions
+above 1e-2: NOT met, which is why the mode is opt-in. The large errors are the body's, not the
+rounding of one GEMM: with only lm_head in bf16 the max is 3.8e-3; keeping either the attention
+projections or the MLPs exact leaves it at 0.28 / 0.46 (the trained toy amplifies small changes of
+its hidden state, as test_paged_kv_logits measures for bf16 KV). The bounds below are ~1.2x the
+measurement, so a kernel that rounds more (or wrongly) fails. Decode steps (one token) stay exact
+bit for bit. Random-weight fixtures are not used: their MoE routing flips under any perturbation."""
+import json
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+from test_paged_kv_logits import REPO, nano_conversations, run_logits
+
+MIN_ARGMAX_AGREEMENT = 0.99  # the issue's bar
+# Relative error bounds per model, ~1.2x the measurement: (median, 99th percentile, max).
+REL_ERR = {"mimo-v2-nano": (0.0020, 0.055, 0.37), "mimo-v2-nano-fp8": (0.0022, 0.090, 0.43)}
+
+
+def model_dir(name):
+    d = os.path.join(REPO, "models", name)
+    assert os.path.isdir(d), f"{d} missing: run scripts/setup.sh"
+    return d
+
+
+@pytest.mark.parametrize("name", ["mimo-v2-nano", "mimo-v2-nano-fp8"])
+def test_bf16_prompt_gemm_error_on_trained_model(mimo_bin, tmp_path, name):
+    model = model_dir(name)
+    seqs, masks = nano_conversations()
+    with open(os.path.join(model, "nano_used_tokens.json")) as f:
+        cols = json.load(f)["output_ids"]
+    ids = tmp_path / "ids.txt"
+    ids.write_text(";".join(",".join(map(str, x)) for x in seqs))
+    colf = tmp_path / "cols.txt"
+    colf.write_text(",".join(map(str, cols)))
+    common = ("--columns", "@" + str(colf), "--mode", "prefill")  # every prompt in one step
+    exact, _ = run_logits(mimo_bin, model, "@" + str(ids), tmp_path / "exact.bin", *common)
+    bf16, err = run_logits(mimo_bin, model, "@" + str(ids), tmp_path / "bf16.bin", *common,
+                           "--prefill-precision", "bf16")
+    if "needs AVX512_BF16" in err:
+        pytest.skip("this CPU has no AVX512_BF16: --prefill-precision bf16 runs exact")
+    exact, bf16 = exact.reshape(-1, len(cols)), bf16.reshape(-1, len(cols))
+    mask = np.array(sum(masks, []), dtype=bool)
+    assert exact.shape[0] == len(mask) > 4000
+    assert not np.array_equal(bf16, exact), "the bf16 kernels did not run"
+
+    rel = np.abs(bf16 - exact).max(axis=-1) / np.abs(exact).max(axis=-1)
+    same = bf16.argmax(-1) == exact.argmax(-1)
+    print(f"{name} bf16 prompt GEMM: relative logit error max {rel.max():.2e}, q99 "
+          f"{np.quantile(rel, 0.99):.2e}, median {np.median(rel):.2e}, above 1e-2 at "
+          f"{(rel > 1e-2).mean():.2%}; argmax agreement {same.mean():.2%} of {len(same)} "
+          f"positions, {same[mask].mean():.2%} of the {mask.sum()} assistant positions")
+    assert same.mean() >= MIN_ARGMAX_AGREEMENT
+    med, q99, worst = REL_ERR[name]
+    assert np.median(rel) <= med
+    assert np.quantile(rel, 0.99) <= q99
+    assert rel.max() <= worst, f"max relative logit error {rel.max():.3g} at {rel.argmax()}"
+
+    # One sequence in decode mode: steps of one token take the exact kernels in either mode.
+    one = ",".join(map(str, seqs[0]))
+    dec = ("--columns", "@" + str(colf), "--mode", "decode")
+    want, _ = run_logits(mimo_bin, model, one, tmp_path / "d_exact.bin", *dec)
+    got, _ = run_logits(mimo_bin, model, one, tmp_path / "d_bf16.bin", *dec,
+                        "--prefill-precision", "bf16")
+    np.testing.assert_array_equal(got, want)
+
+
+def test_unknown_precision_is_rejected(mimo_bin, tmp_path):
+    p = subprocess.run([mimo_bin, "logits", "--model", model_dir("mimo-v2-nano"), "--ids", "1,2",
+                        "--out", str(tmp_path / "x.bin"), "--prefill-precision", "fp16"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0
+    assert "--prefill-precision must be exact or bf16, got 'fp16'" in p.stderr
