@@ -138,8 +138,8 @@ std::string CpuFeatureReport() {
                 YesNo(f.avx512_usable()), YesNo(f.cpuid_avx512f), YesNo(f.cpuid_avx512bw),
                 YesNo(f.cpuid_avx512vl), YesNo(f.cpuid_avx512dq), YesNo(f.cpuid_avx512bf16),
                 YesNo(f.os_zmm), Ran(f.cpuid_avx512bf16 && f.ran_avx512, f.ran_avx512bf16),
-                YesNo(f.avx512bf16_usable()), YesNo(f.cpuid_amx_tile),
-                YesNo(f.os_amx), f.ran_amx ? "yes" : "SIGILL", YesNo(f.amx_permission));
+                YesNo(f.avx512bf16_usable()), YesNo(f.cpuid_amx_tile), YesNo(f.os_amx),
+                f.ran_amx ? "yes" : "SIGILL", YesNo(f.amx_permission));
   return buf;
 }
 

@@ -186,9 +186,8 @@ int RunBenchModel(const Args& a) {
         "\"peak_fraction\": %.6g}\n",
         IsaName(k.isa), threads, BenchClockIsCpu() ? "cpu" : "wall", batch, prompt, gen,
         std::string(DTypeName(kv_opts.kv_dtype)).c_str(), bf16 ? "bf16" : "exact", peak_name,
-        prefill_tps, decode_tps, bytes,
-        r.weight_bytes, r.kv_bytes, achieved, r.read_gbps, roofline, r.read_gbps * 1e9 / bytes,
-        prefill_gflops, r.peak_gflops, compute);
+        prefill_tps, decode_tps, bytes, r.weight_bytes, r.kv_bytes, achieved, r.read_gbps, roofline,
+        r.read_gbps * 1e9 / bytes, prefill_gflops, r.peak_gflops, compute);
   } else {
     std::printf("model: %s; isa %s; %d threads; %s clock; batch %d\n", a.Get("model").c_str(),
                 IsaName(k.isa), threads, BenchClockIsCpu() ? "cpu" : "wall", batch);

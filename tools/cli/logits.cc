@@ -98,12 +98,13 @@ int RunLogits(int argc, char** argv) {
   flags.push_back("prefix-cache");
   if (!a.Parse(argc, argv, keys, flags, &err) || !a.Has("model") || !a.Has("ids") ||
       !a.Has("out")) {
-    std::fprintf(stderr,
-                 "mimo logits: %s\nusage: mimo logits --model DIR --ids 1,2,3[;4,5]|@FILE --out FILE "
-                 "[--mode prefill|decode] [--chunk-size N] [--threads N] [--attention-backend NAME] "
-                 "[--block-size N] [--kv-cache-dtype f32|bf16|fp8] [--prefix-cache] [--columns IDS|@FILE] "
-                 "[--prefill-precision exact|bf16]\n",
-                 err.empty() ? "missing --model, --ids or --out" : err.c_str());
+    std::fprintf(
+        stderr,
+        "mimo logits: %s\nusage: mimo logits --model DIR --ids 1,2,3[;4,5]|@FILE --out FILE "
+        "[--mode prefill|decode] [--chunk-size N] [--threads N] [--attention-backend NAME] "
+        "[--block-size N] [--kv-cache-dtype f32|bf16|fp8] [--prefix-cache] [--columns IDS|@FILE] "
+        "[--prefill-precision exact|bf16]\n",
+        err.empty() ? "missing --model, --ids or --out" : err.c_str());
     return 2;
   }
   const std::string mode = a.Get("mode", "prefill");
@@ -233,11 +234,12 @@ int RunLogits(int argc, char** argv) {
 }
 
 }  // namespace
-MIMO_CLI_COMMAND("logits",
-                 "--model DIR --ids 1,2,3[;4,5]|@FILE --out FILE [--mode prefill|decode] "
-                 "[--chunk-size N] [--attention-backend NAME] [--block-size N] "
-                 "[--kv-cache-dtype f32|bf16|fp8] [--prefix-cache] [--mtp-layer I] [--columns IDS|@FILE] "
-                 "[--threads N] [--tensor-parallel-size N [--expert-parallel]] "
-                 "[--prefill-precision exact|bf16]",
-                 RunLogits);
+MIMO_CLI_COMMAND(
+    "logits",
+    "--model DIR --ids 1,2,3[;4,5]|@FILE --out FILE [--mode prefill|decode] "
+    "[--chunk-size N] [--attention-backend NAME] [--block-size N] "
+    "[--kv-cache-dtype f32|bf16|fp8] [--prefix-cache] [--mtp-layer I] [--columns IDS|@FILE] "
+    "[--threads N] [--tensor-parallel-size N [--expert-parallel]] "
+    "[--prefill-precision exact|bf16]",
+    RunLogits);
 }  // namespace mimo::cli

@@ -119,8 +119,8 @@ inline bool LoadModelOrReport(const char* cmd, const std::string& dir, int threa
 // Flags every model-running command accepts for its KV cache, for tensor/expert parallelism, and
 // --prefill-precision.
 inline std::vector<std::string> KvCacheKeys() {
-  return {"attention-backend",    "block-size",         "kv-cache-dtype",   "kv-cache-memory",
-          "num-kv-blocks",        "tensor-parallel-size", "collective-timeout", "prefill-precision"};
+  return {"attention-backend", "block-size",           "kv-cache-dtype",     "kv-cache-memory",
+          "num-kv-blocks",     "tensor-parallel-size", "collective-timeout", "prefill-precision"};
 }
 inline std::vector<std::string> KvCacheFlags() {
   return {"strict-attention-backend", "expert-parallel"};

@@ -38,13 +38,14 @@ int RunServe(int argc, char** argv) {
   flags.push_back("no-warmup");
   flags.push_back("no-webui");
   if (!a.Parse(argc, argv, keys, flags, &err) || !a.Has("model")) {
-    std::fprintf(stderr,
-                 "mimo serve: %s\nusage: mimo serve --model DIR [--host 127.0.0.1] [--port 8000] "
-                 "[--served-model-name NAME] [--api-key KEY] [--max-model-len N] [--max-num-seqs N] "
-                 "[--max-num-batched-tokens N] [--kv-cache-dtype f32|bf16|fp8] [--kv-cache-memory B] "
-                 "[--chat-template FILE] [--threads N] [--prefill-precision exact|bf16] [--no-warmup] "
-                 "[--no-webui]\n",
-                 err.empty() ? "missing --model" : err.c_str());
+    std::fprintf(
+        stderr,
+        "mimo serve: %s\nusage: mimo serve --model DIR [--host 127.0.0.1] [--port 8000] "
+        "[--served-model-name NAME] [--api-key KEY] [--max-model-len N] [--max-num-seqs N] "
+        "[--max-num-batched-tokens N] [--kv-cache-dtype f32|bf16|fp8] [--kv-cache-memory B] "
+        "[--chat-template FILE] [--threads N] [--prefill-precision exact|bf16] [--no-warmup] "
+        "[--no-webui]\n",
+        err.empty() ? "missing --model" : err.c_str());
     return 2;
   }
   // Signals are taken by one thread with sigwait; every other thread inherits the mask.

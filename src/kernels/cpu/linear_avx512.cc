@@ -644,11 +644,11 @@ void LinearRowsTyped(const float* x, int64_t T, const MatrixWeight& w, int64_t r
 // BF16 as stored, and an FP8 weight's raw units (2^-8 x the e4m3 value) keep 4 significant bits.
 // A product of two bf16 values is exact in fp32 and vdpbf16ps adds two per lane into an fp32
 // accumulator: twice the multiplies of an fp32 FMA per instruction, half the bytes of x. So x's
-// rounding (relative <= 2^-8, bf16 keeping 8 significant bits) is the only one beyond the exact path's, besides summation order.
-// Layout: each block (FP8's scale block, else the whole row) is cut into 32-column steps, the
-// last zero-padded, for x and the decoded rows alike, so lane i of a step pairs columns 2i and
-// 2i + 1 of both and the inner loop needs no masks. Tile shapes, token groups and per-block scale
-// totals are PrefillRows'.
+// rounding (relative <= 2^-8, bf16 keeping 8 significant bits) is the only one beyond the exact
+// path's, besides summation order. Layout: each block (FP8's scale block, else the whole row) is
+// cut into 32-column steps, the last zero-padded, for x and the decoded rows alike, so lane i of a
+// step pairs columns 2i and 2i + 1 of both and the inner loop needs no masks. Tile shapes, token
+// groups and per-block scale totals are PrefillRows'.
 #define MIMO_TARGET_BF16 __attribute__((target("avx512bf16")))
 
 int64_t Bf16Steps(int64_t cols, int64_t bc) {
@@ -674,8 +674,8 @@ MIMO_TARGET_BF16 void PackTokensBf16(const float* x, int64_t cols, int64_t bc, i
       const __mmask16 lo = HalfMask(ce - c), hi = HalfMask(ce - c - 16);
       for (int64_t t = 0; t < tt; ++t, xp += 32) {
         const float* src = x + (t0 + t) * cols + c;
-        _mm512_storeu_si512(xp, PackBf16(_mm512_maskz_loadu_ps(lo, src),
-                                         _mm512_maskz_loadu_ps(hi, src + 16)));
+        _mm512_storeu_si512(
+            xp, PackBf16(_mm512_maskz_loadu_ps(lo, src), _mm512_maskz_loadu_ps(hi, src + 16)));
       }
     }
   }
@@ -772,8 +772,8 @@ constexpr std::array<Bf16Fn, kSmallTokens> kBf16Tiles =
 // PrefillRows with the bf16 tile: per kTokenChunk tokens, every token group packed as bf16 once,
 // then per R rows the rows decoded once into an L1 scratch and the tile run over every group.
 template <class W>
-MIMO_TARGET_BF16 void PrefillRowsBf16(const float* x, int64_t T, const MatrixWeight& w,
-                                      int64_t r0, int64_t r1, float* y) {
+MIMO_TARGET_BF16 void PrefillRowsBf16(const float* x, int64_t T, const MatrixWeight& w, int64_t r0,
+                                      int64_t r1, float* y) {
   constexpr bool kScaled = W::kBlockScaled;
   constexpr int kR = kScaled ? 4 : 3;
   constexpr int64_t kGroupTokens = kScaled ? 3 : kSmallTokens;
