@@ -50,7 +50,7 @@ class ThreadPool {
 // kExact: fp32 activations, the same arithmetic as decode (batch invariant, the default).
 // kBf16: activations rounded to bf16 for the prompt GEMMs where the CPU has AVX512_BF16 (twice
 // the multiplies per instruction). On the trained nano model the argmax is kept at 99.6% of the
-// positions and a logit row moves by a median 1.6e-3 of its largest value, but by up to 0.3 at a
+// positions and a logit row moves by a median 1.5e-3 of its largest value, but by up to 0.3 at a
 // few percent of positions (tests/python/test_bf16_prefill.py): opt-in. Not batch invariant: a
 // token's output then depends on whether it ran in a step of more than 16 tokens.
 enum class PrefillPrecision : uint8_t { kExact, kBf16 };

@@ -4,8 +4,8 @@ FP8 weights). A row's relative error is max |bf16 - exact| / max |exact| over it
 columns, every position of the held-out conversations run as one prompt step.
 
 The performance issue accepts such kernels at argmax agreement >= 99% and max relative error
-<= 1e-2. Measured here: argmax agreement 99.56% (BF16) / 99.66% (FP8), met; relative error median
-1.6e-3 / 1.8e-3, 99th percentile 0.046 / 0.075, max 0.31 / 0.35, with 3.5% / 5.7% of the positions
+<= 1e-2. Measured here: argmax agreement 99.56% (BF16) / 99.68% (FP8), met; relative error median
+1.6e-3 / 1.5e-3, 99th percentile 0.046 / 0.050, max 0.31 / 0.30, with 3.5% / 3.3% of the positions
 above 1e-2: NOT met, which is why the mode is opt-in. The large errors are the body's, not the
 rounding of one GEMM: with only lm_head in bf16 the max is 3.8e-3; keeping either the attention
 projections or the MLPs exact leaves it at 0.28 / 0.46 (the trained toy amplifies small changes of
@@ -23,7 +23,7 @@ from test_paged_kv_logits import REPO, nano_conversations, run_logits
 
 MIN_ARGMAX_AGREEMENT = 0.99  # the issue's bar
 # Relative error bounds per model, ~1.2x the measurement: (median, 99th percentile, max).
-REL_ERR = {"mimo-v2-nano": (0.0020, 0.055, 0.37), "mimo-v2-nano-fp8": (0.0022, 0.090, 0.43)}
+REL_ERR = {"mimo-v2-nano": (0.0020, 0.055, 0.37), "mimo-v2-nano-fp8": (0.0019, 0.061, 0.36)}
 
 
 def model_dir(name):
