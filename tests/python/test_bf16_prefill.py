@@ -12,14 +12,13 @@ projections or the MLPs exact leaves it at 0.28 / 0.46 (the trained toy amplifie
 its hidden state, as test_paged_kv_logits measures for bf16 KV). The bounds below are ~1.2x the
 measurement, so a kernel that rounds more (or wrongly) fails. Decode steps (one token) stay exact
 bit for bit. Random-weight fixtures are not used: their MoE routing flips under any perturbation."""
-import json
 import os
 import subprocess
 
 import numpy as np
 import pytest
 
-from test_paged_kv_logits import REPO, nano_conversations, run_logits
+from test_paged_kv_logits import REPO, nano_conversations, nano_logits_spec, run_logits
 
 MIN_ARGMAX_AGREEMENT = 0.99  # the issue's bar
 # Relative error bounds per model, ~1.2x the measurement: (median, 99th percentile, max).
@@ -36,19 +35,14 @@ def model_dir(name):
 def test_bf16_prompt_gemm_error_on_trained_model(mimo_bin, tmp_path, name):
     model = model_dir(name)
     seqs, masks = nano_conversations()
-    with open(os.path.join(model, "nano_used_tokens.json")) as f:
-        cols = json.load(f)["output_ids"]
-    ids = tmp_path / "ids.txt"
-    ids.write_text(";".join(",".join(map(str, x)) for x in seqs))
-    colf = tmp_path / "cols.txt"
-    colf.write_text(",".join(map(str, cols)))
-    common = ("--columns", "@" + str(colf), "--mode", "prefill")  # every prompt in one step
-    exact, _ = run_logits(mimo_bin, model, "@" + str(ids), tmp_path / "exact.bin", *common)
-    bf16, err = run_logits(mimo_bin, model, "@" + str(ids), tmp_path / "bf16.bin", *common,
+    ids, columns, ncols = nano_logits_spec(tmp_path, model, seqs)
+    common = (*columns, "--mode", "prefill")  # every prompt in one step
+    exact, _ = run_logits(mimo_bin, model, ids, tmp_path / "exact.bin", *common)
+    bf16, err = run_logits(mimo_bin, model, ids, tmp_path / "bf16.bin", *common,
                            "--prefill-precision", "bf16")
     if "needs AVX512_BF16" in err:
         pytest.skip("this CPU has no AVX512_BF16: --prefill-precision bf16 runs exact")
-    exact, bf16 = exact.reshape(-1, len(cols)), bf16.reshape(-1, len(cols))
+    exact, bf16 = exact.reshape(-1, ncols), bf16.reshape(-1, ncols)
     mask = np.array(sum(masks, []), dtype=bool)
     assert exact.shape[0] == len(mask) > 4000
     assert not np.array_equal(bf16, exact), "the bf16 kernels did not run"
@@ -67,7 +61,7 @@ def test_bf16_prompt_gemm_error_on_trained_model(mimo_bin, tmp_path, name):
 
     # One sequence in decode mode: steps of one token take the exact kernels in either mode.
     one = ",".join(map(str, seqs[0]))
-    dec = ("--columns", "@" + str(colf), "--mode", "decode")
+    dec = (*columns, "--mode", "decode")
     want, _ = run_logits(mimo_bin, model, one, tmp_path / "d_exact.bin", *dec)
     got, _ = run_logits(mimo_bin, model, one, tmp_path / "d_bf16.bin", *dec,
                         "--prefill-precision", "bf16")

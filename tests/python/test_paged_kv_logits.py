@@ -77,6 +77,18 @@ def nano_conversations():
     return seqs, masks
 
 
+def nano_logits_spec(tmp_path, model, seqs):
+    """Files for `mimo logits` over seqs, restricted to the vocabulary columns the nano model
+    writes: (the --ids argument, ("--columns", FILE), number of columns)."""
+    with open(os.path.join(model, "nano_used_tokens.json")) as f:
+        cols = json.load(f)["output_ids"]
+    ids = tmp_path / "ids.txt"
+    ids.write_text(";".join(",".join(map(str, x)) for x in seqs))
+    colf = tmp_path / "cols.txt"
+    colf.write_text(",".join(map(str, cols)))
+    return "@" + str(ids), ("--columns", "@" + str(colf)), len(cols)
+
+
 _nano_cache = {}
 
 
@@ -86,15 +98,10 @@ def nano_logits(mimo_bin, tmp_path, kv_dtype):
     assert os.path.isdir(NANO), f"{NANO} missing: run scripts/setup.sh"
     if "f32" not in _nano_cache:
         seqs, masks = nano_conversations()
-        with open(os.path.join(NANO, "nano_used_tokens.json")) as f:
-            cols = json.load(f)["output_ids"]
-        ids = tmp_path / "ids.txt"
-        ids.write_text(";".join(",".join(map(str, x)) for x in seqs))
-        colf = tmp_path / "cols.txt"
-        colf.write_text(",".join(map(str, cols)))
-        spec = ("@" + str(ids), "--columns", "@" + str(colf))
+        ids, columns, ncols = nano_logits_spec(tmp_path, NANO, seqs)
+        spec = (ids, *columns)
         want, _ = run_logits(mimo_bin, NANO, spec[0], tmp_path / "f32.bin", *spec[1:], "--mode", "decode")
-        _nano_cache.update(spec=spec, f32=want.reshape(-1, len(cols)),
+        _nano_cache.update(spec=spec, f32=want.reshape(-1, ncols),
                            mask=np.array(sum(masks, []), dtype=bool))
     spec, want = _nano_cache["spec"], _nano_cache["f32"]
     if kv_dtype not in _nano_cache:
