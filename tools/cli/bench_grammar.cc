@@ -88,6 +88,7 @@ GrammarTiming TimeGrammar(const std::string& name, std::shared_ptr<const Grammar
 bool DecodeMsPerToken(const Args& a, int threads, int tokens, double* wall_ms) {
   LoadedModel lm;
   if (!LoadModelOrReport("bench grammar", a.Get("model"), threads, &lm)) return false;
+  if (!PrefillPrecisionFromArgs("bench grammar", a, &lm.ctx)) return false;
   const int prompt = 16;
   const ModelConfig& cfg = lm.model->config();
   const int warmup = 8;  // untimed decode tokens first: the page faults of the mmap'd experts

@@ -102,7 +102,8 @@ int GrammarWalk(int argc, char** argv) {
   const int max_tokens = static_cast<int>(a.GetInt("max-tokens", 4096));
   if (a.Has("sample-model")) {
     if (!LoadModelOrReport("grammar-walk", a.Get("sample-model"),
-                           static_cast<int>(a.GetInt("threads", 1)), &lm))
+                           static_cast<int>(a.GetInt("threads", 1)), &lm) ||
+        !PrefillPrecisionFromArgs("grammar-walk", a, &lm.ctx))
       return 1;
     kv = MakeKvCacheOrReport("grammar-walk", a, *lm.model, 1, max_tokens + 8, 8);
     if (!kv) return 1;
