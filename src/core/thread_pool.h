@@ -49,7 +49,7 @@ class ThreadPool {
 // How a step of more than KernelTable::kBf16MinTokens tokens multiplies activations by weights.
 // kExact: fp32 activations, the same arithmetic as decode (batch invariant, the default).
 // kBf16: activations rounded to bf16 for the prompt GEMMs where the CPU has AVX512_BF16 (twice
-// the multiplies per instruction). On the trained nano model the argmax is kept at 99.6% of the
+// the multiplies per instruction). On the trained nano model the argmax is kept at 99.5% of the
 // positions and a logit row moves by a median 1.5e-3 of its largest value, but by up to 0.3 at a
 // few percent of positions (tests/python/test_bf16_prefill.py): opt-in. Not batch invariant: a
 // token's output then depends on whether it ran in a step of more than 16 tokens.

@@ -1,10 +1,10 @@
 """--prefill-precision bf16, the opt-in bf16 prompt GEMM (AVX512_BF16 vdpbf16ps; exact is the
 default): its error against the exact path, documented on the shipped trained nano models (BF16 and
 FP8 weights). A row's relative error is max |bf16 - exact| / max |exact| over its vocabulary
-columns, every position of the held-out conversations run as one prompt step.
+columns, every position of the held-out conversations prefilled in 32-token chunks.
 
 The performance issue accepts such kernels at argmax agreement >= 99% and max relative error
-<= 1e-2. Measured here: argmax agreement 99.56% (BF16) / 99.68% (FP8), met; relative error median
+<= 1e-2. Measured here: argmax agreement 99.53% (BF16) / 99.62% (FP8), met; relative error median
 1.6e-3 / 1.5e-3, 99th percentile 0.046 / 0.050, max 0.31 / 0.30, with 3.5% / 3.3% of the positions
 above 1e-2: NOT met, which is why the mode is opt-in. The large errors are the body's, not the
 rounding of one GEMM: with only lm_head in bf16 the max is 3.8e-3; keeping either the attention
@@ -36,7 +36,9 @@ def test_bf16_prompt_gemm_error_on_trained_model(mimo_bin, tmp_path, name):
     model = model_dir(name)
     seqs, masks = nano_conversations()
     ids, columns, ncols = nano_logits_spec(tmp_path, model, seqs)
-    common = (*columns, "--mode", "prefill")  # every prompt in one step
+    # All sequences prefilled together in 32-token chunks: steps of up to ~1000 tokens (more than
+    # 16: the bf16 kernels) whose [tokens, vocab] logits stay well under 1 GB.
+    common = (*columns, "--mode", "prefill", "--chunk-size", "32")
     exact, _ = run_logits(mimo_bin, model, ids, tmp_path / "exact.bin", *common)
     bf16, err = run_logits(mimo_bin, model, ids, tmp_path / "bf16.bin", *common,
                            "--prefill-precision", "bf16")

@@ -7,9 +7,10 @@ FP8-layout counts, and the KV plan. Reading the weights would fault in hundreds 
 requires a small resident set instead."""
 import json
 import os
-import resource
 import struct
 import subprocess
+import tempfile
+import threading
 import time
 
 import pytest
@@ -113,14 +114,25 @@ def full_size_dir(tmp_path_factory):
 
 
 def run_inspect(mimo_bin, d):
-    """(inspect's JSON, seconds, the largest resident set of any waited-for child in KiB, which
-    includes this inspect process)."""
+    """(inspect's JSON, seconds, the inspect process's own largest resident set in KiB). The
+    resident set is that child's (os.wait4), not RUSAGE_CHILDREN's maximum over every child this
+    pytest process has waited for, which an earlier test's large run would set."""
     t0 = time.time()
-    p = subprocess.run([mimo_bin, "inspect", "--model", d, "--json", "--max-context", str(CTX)],
-                       capture_output=True, text=True, timeout=120)
-    assert p.returncode == 0, p.stderr
-    rss_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return json.loads(p.stdout), time.time() - t0, rss_kib
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        p = subprocess.Popen([mimo_bin, "inspect", "--model", d, "--json", "--max-context",
+                              str(CTX)], stdout=out, stderr=err)
+        killer = threading.Timer(120, p.kill)
+        killer.start()
+        try:
+            _, status, usage = os.wait4(p.pid, 0)
+        finally:
+            killer.cancel()
+        p.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read().decode(), err.read().decode()
+    assert p.returncode == 0, stderr
+    return json.loads(stdout), time.time() - t0, usage.ru_maxrss
 
 
 @pytest.mark.parametrize("name", list(CASES))
