@@ -46,8 +46,6 @@ void* ScratchArena::Allocate(size_t n) {
   }
   void* p = blocks_[current_].mem.get() + offset_;
   offset_ += n;
-  live_ += n;
-  high_water_ = std::max(high_water_, live_);
   return p;
 }
 
@@ -55,14 +53,13 @@ void ScratchArena::Release(Mark m) {
   current_ = m.block;
   offset_ = m.offset;
   if (depth_ != 0 || blocks_.size() <= 1) return;
-  // The outermost frame ended with more than one block: replace them by one block that holds
-  // everything the step had live at once, so the next step fits without growing.
-  const size_t want = std::max(RoundUp(high_water_), capacity());
+  // The outermost frame ended with more than one block: replace them by one block of their total
+  // size, which holds everything the step had live at once, so the next step fits without growing.
+  const size_t total = capacity();
   blocks_.clear();
-  blocks_.push_back(NewBlock(want));
+  blocks_.push_back(NewBlock(total));
   current_ = 0;
   offset_ = 0;
-  high_water_ = 0;
 }
 
 }  // namespace mimo

@@ -49,21 +49,15 @@ class ScratchArena {
   std::vector<Block> blocks_;
   size_t current_ = 0, offset_ = 0;  // next free byte: blocks_[current_] + offset_
   int depth_ = 0;                    // open frames
-  size_t high_water_ = 0;            // most bytes live at once since the last merge
-  size_t live_ = 0;
 };
 
 // A scope of the calling thread's arena: everything allocated through it (or through frames
 // opened inside it) is released when it ends.
 class ScratchFrame {
  public:
-  ScratchFrame()
-      : arena_(ScratchArena::ForThisThread()), mark_(arena_.mark()), live_(arena_.live_) {
-    ++arena_.depth_;
-  }
+  ScratchFrame() : arena_(ScratchArena::ForThisThread()), mark_(arena_.mark()) { ++arena_.depth_; }
   ~ScratchFrame() {
     --arena_.depth_;
-    arena_.live_ = live_;
     arena_.Release(mark_);
   }
   ScratchFrame(const ScratchFrame&) = delete;
@@ -78,7 +72,6 @@ class ScratchFrame {
  private:
   ScratchArena& arena_;
   ScratchArena::Mark mark_;
-  size_t live_;
 };
 
 }  // namespace mimo

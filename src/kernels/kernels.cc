@@ -56,9 +56,6 @@ void CheckMatrixWeight(const MatrixWeight& w) {
   }
 }
 
-}  // namespace
-
-namespace {
 using RowsFn = void (*)(const float*, int64_t, const MatrixWeight&, int64_t, int64_t, float*);
 // The table entry a step of T tokens runs: the bf16 prompt kernel only when the context asks for
 // it, the step is a prompt chunk and the CPU has one.
