@@ -214,6 +214,66 @@ StatusOr<std::string> ChatTemplate::Render(const nlohmann::ordered_json& message
   return template_.Render(vars);
 }
 
+StatusOr<std::string> ChatTemplate::RenderContinuing(
+    const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+    const nlohmann::ordered_json& extra_kwargs) const {
+  if (!messages.is_array() || messages.empty()) {
+    return InvalidArgument("messages must be a non-empty JSON array");
+  }
+  const nlohmann::ordered_json& last = messages.back();
+  if (!last.is_object() || !last.contains("role") || last["role"] != "assistant") {
+    return InvalidArgument("only a final assistant message can be continued");
+  }
+  const bool plain =
+      (!last.contains("reasoning_content") || last["reasoning_content"].is_null() ||
+       last["reasoning_content"] == "") &&
+      (!last.contains("tool_calls") || last["tool_calls"].is_null() || last["tool_calls"].empty());
+  if (plain) {
+    std::string text;
+    if (last.contains("content") && last["content"].is_string()) {
+      text = last["content"].get<std::string>();
+    } else if (last.contains("content") && last["content"].is_array()) {
+      for (const auto& part : last["content"]) {
+        if (part.is_object() && part.contains("text") && part["text"].is_string()) {
+          text += part["text"].get<std::string>();
+        }
+      }
+    }
+    nlohmann::ordered_json head = messages;
+    head.erase(head.size() - 1);
+    MIMO_ASSIGN_OR_RETURN(std::string prompt, Render(head, tools, true, extra_kwargs));
+    static const std::string kThink = "<think>";
+    const bool in_think = prompt.size() >= kThink.size() &&
+                          prompt.compare(prompt.size() - kThink.size(), kThink.size(), kThink) == 0;
+    if (!in_think) return prompt + text;
+  }
+  // A marker no tokenizer or template produces: control characters around a fixed word.
+  static const std::string kMarker = "\x1e\x1fmimo-continue\x1f\x1e";
+  nlohmann::ordered_json marked = messages;
+  nlohmann::ordered_json& content = marked.back()["content"];
+  if (content.is_array()) {
+    if (!content.empty() && content.back().is_object() && content.back().contains("text") &&
+        content.back()["text"].is_string()) {
+      content.back()["text"] = content.back()["text"].get<std::string>() + kMarker;
+    } else {
+      content.push_back({{"type", "text"}, {"text", kMarker}});
+    }
+  } else if (content.is_string()) {
+    content = content.get<std::string>() + kMarker;
+  } else {
+    content = kMarker;  // null or absent: an empty prefill
+  }
+  MIMO_ASSIGN_OR_RETURN(std::string text, Render(marked, tools, false, extra_kwargs));
+  const size_t at = text.rfind(kMarker);
+  if (at == std::string::npos) {
+    return InvalidArgument(
+        "the chat template does not render the final assistant message's content, so it cannot "
+        "be continued");
+  }
+  text.resize(at);
+  return text;
+}
+
 bool ChatTemplate::ThinksByDefault() const {
   const nlohmann::ordered_json probe =
       nlohmann::ordered_json::array({{{"role", "user"}, {"content", "probe"}}});

@@ -35,6 +35,24 @@ class ChatTemplate {
                                const nlohmann::ordered_json& tools, bool add_generation_prompt,
                                const nlohmann::ordered_json& extra_kwargs) const;
 
+  // Continues the final message instead of opening a new turn (vLLM's and transformers'
+  // `continue_final_message`, Anthropic's assistant prefill), so the model writes on from it. The
+  // final message must be an assistant message.
+  // - Plain text (no reasoning_content, no tool_calls): the rest of the conversation with its
+  //   generation prompt, then the text - the prompt the model would have been answering had it
+  //   written the text itself. Where a template opens an assistant turn differently in its
+  //   generation prompt than in history (MiMo with thinking off puts the empty `<think></think>`
+  //   in the generation prompt only), this differs from transformers, whose cut of the history
+  //   rendering would drop the empty think block and put the model mid-answer in thinking mode.
+  // - Otherwise, or where the generation prompt ends inside an open `<think>` (think-prefill
+  //   templates, which would turn the text into reasoning): transformers' cut, found by rendering
+  //   the history with a marker after the content (whatever the template does to the content,
+  //   e.g. splitting off `<think>...</think>`, still happens); a template that does not render the
+  //   content at the end of its turn is an error.
+  StatusOr<std::string> RenderContinuing(const nlohmann::ordered_json& messages,
+                                         const nlohmann::ordered_json& tools,
+                                         const nlohmann::ordered_json& extra_kwargs) const;
+
   // Image, audio and video content parts ({"type": "image_url", ...}, "input_audio", "video",
   // ...; also a part holding such a key, as the MiMo-V2.5 template tests) are an error naming
   // messages[i].content[j]: the engine runs the language model alone, and a template would

@@ -116,6 +116,22 @@ def render(template_text, messages, tools=None, add_generation_prompt=True, kwar
         add_generation_prompt=add_generation_prompt, **context)
 
 
+def render_continuing(template_text, messages, tools=None, kwargs=None, special_tokens=None):
+    """transformers' apply_chat_template(continue_final_message=True): render without a generation
+    prompt, then cut right after the last occurrence of the final message's (stripped) text, or
+    after its unstripped length when the template kept the message's trailing spacing."""
+    final = messages[-1]["content"]
+    if isinstance(final, list):
+        final = next(b["text"] for b in reversed(final) if "text" in b)
+    text = render(template_text, messages, tools, False, kwargs, special_tokens)
+    if final.strip() not in text:
+        raise ValueError("the final message does not appear in the rendered chat")
+    at = text.rindex(final.strip())
+    if text[at:at + len(final.lstrip())] == final:
+        return text[:at + len(final.lstrip())]
+    return text[:at + len(final.strip())]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--template", help="a .jinja file")

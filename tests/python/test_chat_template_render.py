@@ -242,3 +242,67 @@ def test_engine_snippets_match_jinja2(tmp_path):
                             f"{got.stderr.decode(errors='replace')}")
     assert not failures, "\n".join(failures)
     assert errors_seen >= 10  # the error cases are part of the corpus
+
+
+# Assistant prefills to continue (`mimo render --continue-final-message`, the server's
+# continue_final_message and Anthropic's assistant prefill): the final assistant message is left
+# open. Two independent references: a plain-text prefill is the rest of the conversation rendered
+# with its generation prompt (jinja2) followed by the text; a prefill with reasoning, or one
+# after a generation prompt that opens `<think>`, is transformers' continue_final_message
+# (render_reference.render_continuing), which mimo's marker-based cut equals where the prefill
+# does not end in whitespace the template trims (these do not).
+PREFILL_CASES = [
+    ("plain", [{"role": "user", "content": "Name a colour."},
+               {"role": "assistant", "content": "The colour is"}]),
+    ("json-brace", [{"role": "system", "content": "Answer in JSON."},
+                    {"role": "user", "content": "Give me a city."},
+                    {"role": "assistant", "content": "{\"city\":"}]),
+    ("with-reasoning", [{"role": "user", "content": "2+2?"},
+                        {"role": "assistant", "reasoning_content": "Add them.",
+                         "content": "It is"}]),
+    ("after-tool", [{"role": "user", "content": "Weather?"},
+                    {"role": "assistant", "content": "",
+                     "tool_calls": [{"type": "function", "id": "c1", "function": {
+                         "name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}}]},
+                    {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
+                    {"role": "assistant", "content": "In Oslo it is"}]),
+    ("content-parts", [{"role": "user", "content": "Hi"},
+                       {"role": "assistant", "content": [{"type": "text", "text": "Hello,"}]}]),
+]
+
+
+@pytest.mark.parametrize("template", TEMPLATES, ids=[t[0] for t in TEMPLATES])
+@pytest.mark.parametrize("case", PREFILL_CASES, ids=[c[0] for c in PREFILL_CASES])
+@pytest.mark.parametrize("thinking", [False, True])
+def test_continue_final_message_matches_transformers(template, case, thinking, tmp_path):
+    tid, text, special, template_args = template
+    name, messages = case
+    kwargs = {"enable_thinking": thinking}
+    final = messages[-1]
+    head = ref.render(text, messages[:-1], None, True, kwargs, special)
+    if "reasoning_content" in final or head.endswith("<think>"):
+        expected = ref.render_continuing(text, messages, None, kwargs, special)
+    else:
+        content = final["content"]
+        expected = head + (content if isinstance(content, str) else content[-1]["text"])
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(messages))
+    got = subprocess.run([MIMO_BIN, "render", *template_args, "--messages", str(path), "--kwargs",
+                          json.dumps(kwargs), "--continue-final-message"],
+                         capture_output=True, timeout=60)
+    assert got.returncode == 0, got.stderr.decode(errors="replace")
+    assert got.stdout.decode("utf-8") == expected
+    # Continuing is never a new turn: the text ends with the prefill itself.
+    final = messages[-1]["content"]
+    final = final if isinstance(final, str) else final[-1]["text"]
+    assert expected.endswith(final)
+
+
+def test_continue_final_message_refuses_a_user_turn(tmp_path):
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps([{"role": "user", "content": "Hi"}]))
+    tpl = os.path.join(TEMPLATE_DIR, "mimo-v2.5.jinja")
+    got = subprocess.run([MIMO_BIN, "render", "--chat-template", tpl, "--messages", str(path),
+                          "--continue-final-message"], capture_output=True, timeout=60)
+    assert got.returncode != 0 and not got.stdout
+    assert b"final assistant message" in got.stderr

@@ -34,7 +34,8 @@ int RunRender(int argc, char** argv) {
   Args args;
   std::string error;
   if (!args.Parse(argc, argv, {"model", "messages", "tools", "kwargs", "chat-template"},
-                  {"no-generation-prompt", "raw-tool-arguments"}, &error)) {
+                  {"no-generation-prompt", "raw-tool-arguments", "continue-final-message"},
+                  &error)) {
     return Fail(error);
   }
   if (!args.Has("messages")) return Fail("--messages FILE is required");
@@ -90,7 +91,10 @@ int RunRender(int argc, char** argv) {
     Status st = ChatTemplate::ParseToolCallArguments(&messages);
     if (!st.ok()) return Fail(st.message());
   }
-  auto text = tmpl->Render(messages, tools, !args.Has("no-generation-prompt"), kwargs);
+  // --continue-final-message: the final assistant message is left open (an assistant prefill).
+  auto text = args.Has("continue-final-message")
+                  ? tmpl->RenderContinuing(messages, tools, kwargs)
+                  : tmpl->Render(messages, tools, !args.Has("no-generation-prompt"), kwargs);
   if (!text.ok()) return Fail(text.status().message());
   std::fwrite(text->data(), 1, text->size(), stdout);
   return 0;
@@ -100,7 +104,8 @@ int RunRender(int argc, char** argv) {
 
 MIMO_CLI_COMMAND("render",
                  "--model DIR --messages M.json [--tools T.json] [--kwargs JSON] "
-                 "[--no-generation-prompt] [--chat-template FILE] [--raw-tool-arguments]",
+                 "[--no-generation-prompt | --continue-final-message] [--chat-template FILE] "
+                 "[--raw-tool-arguments]",
                  RunRender);
 
 }  // namespace mimo::cli
