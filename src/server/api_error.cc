@@ -8,8 +8,30 @@ namespace mimo {
 nlohmann::ordered_json ApiError::OpenAiJson() const {
   nlohmann::ordered_json e = {{"message", message}, {"type", type}};
   e["param"] = param.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(param);
-  e["code"] = code.empty() ? nlohmann::ordered_json(status) : nlohmann::ordered_json(code);
+  e["code"] = CodeOrDefault();
   return {{"error", e}};
+}
+
+std::string ApiError::CodeOrDefault() const {
+  if (!code.empty()) return code;
+  switch (status) {
+    case 400:
+      return param.empty() ? "invalid_request" : "invalid_value";
+    case 401:
+      return "invalid_api_key";
+    case 404:
+      return "not_found";
+    case 405:
+      return "method_not_allowed";
+    case 413:
+      return "request_too_large";
+    case 429:
+      return "rate_limit_exceeded";
+    case 503:
+      return "service_unavailable";
+    default:
+      return status >= 500 ? "internal_error" : "invalid_request";
+  }
 }
 
 nlohmann::ordered_json ApiError::AnthropicJson() const {
@@ -26,6 +48,22 @@ ApiError BadRequest(std::string message, std::string param) {
   ApiError e;
   e.message = std::move(message);
   e.param = std::move(param);
+  return e;
+}
+
+ApiError NotFound(std::string message) {
+  ApiError e;
+  e.status = 404;
+  e.type = "not_found_error";
+  e.message = std::move(message);
+  return e;
+}
+
+ApiError ServiceUnavailable(std::string message) {
+  ApiError e;
+  e.status = 503;
+  e.type = "service_unavailable";
+  e.message = std::move(message);
   return e;
 }
 
@@ -47,6 +85,10 @@ ApiError FromStatus(const Status& s, const std::string& prompt_param) {
   if (e.param.empty() &&
       (e.message.rfind("the prompt", 0) == 0 || e.message.rfind("prompt ", 0) == 0)) {
     e.param = prompt_param;
+  }
+  // The prompt does not fit the context at all.
+  if (e.message.find("the context length (max_model_len)") != std::string::npos) {
+    e.code = "context_length_exceeded";
   }
   if (s.code() == StatusCode::kResourceExhausted) {
     e.status = 429;

@@ -10,20 +10,28 @@
 
 namespace mimo {
 
+using OJson = nlohmann::ordered_json;
+
 struct ApiError {
   int status = 400;
   std::string type = "invalid_request_error";  // OpenAI: invalid_request_error, not_found_error...
   std::string message;
   std::string param;  // the offending field, when there is one
+  // OpenAI's machine-readable code (model_not_found, context_length_exceeded, invalid_api_key,
+  // ...); empty: one derived from the status (CodeOrDefault).
   std::string code;
 
-  // {"error": {"message", "type", "param", "code"}} (OpenAI).
+  std::string CodeOrDefault() const;
+
+  // {"error": {"message", "type", "param", "code"}} (OpenAI; code always a string).
   nlohmann::ordered_json OpenAiJson() const;
   // {"type": "error", "error": {"type", "message"}} (Anthropic).
   nlohmann::ordered_json AnthropicJson() const;
 };
 
 ApiError BadRequest(std::string message, std::string param = "");
+ApiError NotFound(std::string message);
+ApiError ServiceUnavailable(std::string message);
 // Engine Submit errors: InvalidArgument -> 400, ResourceExhausted -> 429, else 500. The engine's
 // messages start with the field they are about ("max_tokens 300 plus ...", "stop: ..."), which
 // becomes `param`; a prompt error names `prompt_param` ("messages" for chat, "prompt").

@@ -4,22 +4,70 @@
 
 #include <httplib.h>
 
+#include <chrono>
+#include <cstdio>
 #include <ctime>
+#include <random>
 
 #include "core/log.h"
+#include "core/sha256.h"
+#include "server/response_store.h"
 #include "server/web_ui.h"
 #include "tokenizer/utf8.h"
 
 namespace mimo {
+namespace {
+
+// The access-log record of the request the current HTTP thread serves (cpp-httplib runs a
+// request's routing, handler, content provider and logger on one thread).
+struct AccessRecord {
+  std::chrono::steady_clock::time_point start;
+  int prompt_tokens = -1;
+  int output_tokens = -1;
+};
+thread_local AccessRecord t_access;
+
+bool StartsWith(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+
+// "Bearer KEY" with the scheme in any case (RFC 7235: schemes are case-insensitive).
+std::string BearerToken(const std::string& header) {
+  if (header.size() < 7) return "";
+  std::string scheme = header.substr(0, 7);
+  for (char& c : scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return scheme == "bearer " ? header.substr(7) : "";
+}
+
+}  // namespace
 
 std::string DumpJson(const OJson& j) {
   return j.dump(-1, ' ', false, OJson::error_handler_t::replace);
 }
 
+std::string RandomId(const char* prefix) {
+  static thread_local std::mt19937_64 rng(std::random_device{}());
+  static const char kAlnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  std::string s = prefix;
+  for (int i = 0; i < 24; ++i) s += kAlnum[rng() % 62];
+  return s;
+}
+
+void NoteRequestTokens(int prompt_tokens, int output_tokens) {
+  t_access.prompt_tokens = prompt_tokens;
+  t_access.output_tokens = output_tokens;
+}
+
 ApiServer::ApiServer(ServerOptions options)
     : opts_(std::move(options)),
       http_(std::make_unique<httplib::Server>()),
-      metrics_(std::make_unique<ServerMetrics>(opts_.served_model_name)) {}
+      metrics_(std::make_unique<ServerMetrics>(opts_.served_model_name)),
+      responses_(std::make_unique<ResponseStore>(opts_.responses_store_entries,
+                                                 opts_.responses_store_bytes)) {
+  signing_key_ = opts_.signing_key;
+  if (signing_key_.empty()) {
+    std::random_device rd;
+    for (int i = 0; i < 32; ++i) signing_key_ += static_cast<char>(rd() & 0xff);
+  }
+}
 
 ApiServer::~ApiServer() { Stop(); }
 
@@ -50,13 +98,15 @@ bool ApiServer::Admit(const httplib::Request& req, httplib::Response& res, Proto
     return false;
   }
   if (!opts_.api_key.empty()) {
-    const std::string bearer = req.get_header_value("Authorization");
+    const std::string auth = req.get_header_value("Authorization");
     const std::string x_key = req.get_header_value("x-api-key");
-    if (bearer != "Bearer " + opts_.api_key && x_key != opts_.api_key) {
+    const bool ok = ConstantTimeEquals(BearerToken(auth), opts_.api_key) ||
+                    ConstantTimeEquals(x_key, opts_.api_key);
+    if (!ok) {
       e.status = 401;
       e.type = "authentication_error";
       e.code = "invalid_api_key";
-      e.message = bearer.empty() && x_key.empty()
+      e.message = auth.empty() && x_key.empty()
                       ? "missing API key: send 'Authorization: Bearer KEY' (or 'x-api-key: KEY')"
                       : "incorrect API key";
       SendError(res, e, p);
@@ -64,6 +114,10 @@ bool ApiServer::Admit(const httplib::Request& req, httplib::Response& res, Proto
     }
   }
   if (body) {
+    if (req.body.find_first_not_of(" \t\r\n") == std::string::npos) {
+      SendError(res, BadRequest("the request body is empty: send a JSON object"), p);
+      return false;
+    }
     *body = OJson::parse(req.body, nullptr, /*allow_exceptions=*/false);
     if (body->is_discarded()) {
       SendError(res, BadRequest("the request body is not valid JSON"), p);
@@ -77,24 +131,58 @@ bool ApiServer::Admit(const httplib::Request& req, httplib::Response& res, Proto
   return true;
 }
 
+ApiServer::Protocol ApiServer::ProtocolOf(const std::string& path) {
+  return StartsWith(path, "/v1/messages") ? Protocol::kAnthropic : Protocol::kOpenAi;
+}
+
+// The served model in OpenAI's shape, or in Anthropic's for Anthropic clients (they send an
+// anthropic-version header).
+static OJson ModelJson(const httplib::Request& req, const std::string& name, int max_model_len) {
+  const int64_t now = static_cast<int64_t>(std::time(nullptr));
+  if (req.has_header("anthropic-version")) {
+    char created[32];
+    const std::time_t t = now;
+    std::strftime(created, sizeof(created), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+    return {{"type", "model"}, {"id", name}, {"display_name", name}, {"created_at", created}};
+  }
+  return {{"id", name},     {"object", "model"},
+          {"created", now}, {"owned_by", "mimo.cpp"},
+          {"root", name},   {"max_model_len", max_model_len}};
+}
+
 void ApiServer::HandleModels(const httplib::Request& req, httplib::Response& res) {
   if (!Admit(req, res, Protocol::kOpenAi, nullptr)) return;
-  const OJson m = {{"id", opts_.served_model_name},
-                   {"object", "model"},
-                   {"created", static_cast<int64_t>(std::time(nullptr))},
-                   {"owned_by", "mimo.cpp"},
-                   {"root", opts_.served_model_name},
-                   {"max_model_len", model_.defaults.max_model_len}};
+  const OJson m = ModelJson(req, opts_.served_model_name, model_.defaults.max_model_len);
+  if (req.has_header("anthropic-version")) {
+    return SendJson(res, {{"data", OJson::array({m})},
+                          {"has_more", false},
+                          {"first_id", opts_.served_model_name},
+                          {"last_id", opts_.served_model_name}});
+  }
   SendJson(res, {{"object", "list"}, {"data", OJson::array({m})}});
 }
 
+void ApiServer::HandleModel(const httplib::Request& req, httplib::Response& res) {
+  if (!Admit(req, res, Protocol::kOpenAi, nullptr)) return;
+  const std::string id = req.matches.size() > 1 ? std::string(req.matches[1]) : "";
+  if (id != opts_.served_model_name) {
+    ApiError e = NotFound("The model `" + id + "` does not exist; this server serves `" +
+                          opts_.served_model_name + "`.");
+    e.code = "model_not_found";
+    e.param = "model";
+    return SendError(res, e, Protocol::kOpenAi);
+  }
+  SendJson(res, ModelJson(req, opts_.served_model_name, model_.defaults.max_model_len));
+}
+
 // vLLM's /tokenize: {"prompt": text} or {"messages": [...], "add_generation_prompt",
-// "chat_template_kwargs", "tools"} -> {"count", "max_model_len", "tokens"}.
+// "continue_final_message", "chat_template_kwargs", "tools"} -> {"count", "max_model_len",
+// "tokens"}.
 void ApiServer::HandleTokenize(const httplib::Request& req, httplib::Response& res) {
   OJson body;
   if (!Admit(req, res, Protocol::kOpenAi, &body)) return;
   if (auto e = CheckModel(body, model_.defaults)) return SendError(res, *e, Protocol::kOpenAi);
-  for (const char* k : {"add_generation_prompt", "return_token_strs"}) {
+  for (const char* k : {"add_generation_prompt", "return_token_strs", "continue_final_message"}) {
     if (body.contains(k) && !body[k].is_boolean()) {
       return SendError(res, BadRequest(std::string("'") + k + "' must be a boolean", k),
                        Protocol::kOpenAi);
@@ -103,12 +191,11 @@ void ApiServer::HandleTokenize(const httplib::Request& req, httplib::Response& r
   std::string text;
   if (body.contains("messages")) {
     ChatRequest cr;
-    OJson b = body;
-    if (auto e = ParseChatRequest(b, model_.defaults, &cr)) return SendError(res, *e, Protocol::kOpenAi);
-    const bool gen_prompt = body.value("add_generation_prompt", true);
-    auto r = model_.chat_template->Render(cr.messages, cr.tools, gen_prompt, cr.template_kwargs);
-    if (!r.ok()) return SendError(res, BadRequest(r.status().message(), "messages"), Protocol::kOpenAi);
-    text = *r;
+    if (auto e = ParseChatRequest(body, model_.defaults, &cr))
+      return SendError(res, *e, Protocol::kOpenAi);
+    ChatTurn turn = std::move(cr.turn);
+    turn.add_generation_prompt = body.value("add_generation_prompt", true);
+    if (auto e = RenderTurn(&turn, &text)) return SendError(res, *e, Protocol::kOpenAi);
   } else if (body.contains("prompt") && body["prompt"].is_string()) {
     text = body["prompt"];
   } else {
@@ -123,6 +210,7 @@ void ApiServer::HandleTokenize(const httplib::Request& req, httplib::Response& r
   OJson out = {{"count", ids.size()}, {"max_model_len", model_.defaults.max_model_len},
                {"tokens", ids}};
   out["token_strs"] = body.value("return_token_strs", false) ? strs : OJson(nullptr);
+  NoteRequestTokens(static_cast<int>(ids.size()), 0);
   SendJson(res, out);
 }
 
@@ -152,6 +240,24 @@ void ApiServer::Route() {
   s.set_payload_max_length(size_t{64} << 20);
   s.set_read_timeout(30, 0);
   s.set_write_timeout(30, 0);
+  s.set_pre_routing_handler([](const httplib::Request&, httplib::Response&) {
+    t_access = AccessRecord{std::chrono::steady_clock::now()};
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+  // One line per request once it is answered (for a stream: once it ended).
+  s.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    if (!opts_.log_requests) return;
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_access.start)
+            .count();
+    std::string tokens;
+    if (t_access.prompt_tokens >= 0) {
+      tokens = " prompt_tokens=" + std::to_string(t_access.prompt_tokens) +
+               " output_tokens=" + std::to_string(t_access.output_tokens);
+    }
+    std::fprintf(stderr, "mimo serve: %s %s %d%s %.0f ms\n", req.method.c_str(), req.path.c_str(),
+                 res.status, tokens.c_str(), ms);
+  });
   // Handlers catch everything: a request must never take the server down.
   s.set_exception_handler([](const httplib::Request& req, httplib::Response& res,
                              std::exception_ptr ep) {
@@ -166,7 +272,7 @@ void ApiServer::Route() {
     e.status = 500;
     e.type = "internal_server_error";
     e.message = what;
-    SendError(res, e, req.path == "/v1/messages" ? Protocol::kAnthropic : Protocol::kOpenAi);
+    SendError(res, e, ProtocolOf(req.path));
   });
   s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     if (!ready_.load()) return SendJson(res, {{"status", "loading"}}, 503);
@@ -178,25 +284,44 @@ void ApiServer::Route() {
     if (ready_.load()) st = model_.engine->Stats();
     res.set_content(metrics_->Render(st), "text/plain; version=0.0.4; charset=utf-8");
   });
-  s.Get("/v1/models", [this](const httplib::Request& q, httplib::Response& r) { HandleModels(q, r); });
-  s.Post("/v1/chat/completions",
-         [this](const httplib::Request& q, httplib::Response& r) { HandleChat(q, r); });
-  s.Post("/v1/completions",
-         [this](const httplib::Request& q, httplib::Response& r) { HandleCompletion(q, r); });
-  s.Post("/v1/messages",
-         [this](const httplib::Request& q, httplib::Response& r) { HandleMessages(q, r); });
-  s.Post("/tokenize", [this](const httplib::Request& q, httplib::Response& r) { HandleTokenize(q, r); });
-  s.Post("/detokenize",
-         [this](const httplib::Request& q, httplib::Response& r) { HandleDetokenize(q, r); });
+  using Req = httplib::Request;
+  using Res = httplib::Response;
+  s.Get("/v1/models", [this](const Req& q, Res& r) { HandleModels(q, r); });
+  s.Get(R"(/v1/models/(.+))", [this](const Req& q, Res& r) { HandleModel(q, r); });
+  s.Post("/v1/chat/completions", [this](const Req& q, Res& r) { HandleChat(q, r); });
+  s.Post("/v1/completions", [this](const Req& q, Res& r) { HandleCompletion(q, r); });
+  s.Post("/v1/messages", [this](const Req& q, Res& r) { HandleMessages(q, r); });
+  s.Post("/v1/messages/count_tokens", [this](const Req& q, Res& r) { HandleCountTokens(q, r); });
+  s.Post("/v1/responses", [this](const Req& q, Res& r) { HandleResponses(q, r); });
+  s.Get(R"(/v1/responses/([^/]+))", [this](const Req& q, Res& r) { HandleGetResponse(q, r); });
+  s.Delete(R"(/v1/responses/([^/]+))",
+           [this](const Req& q, Res& r) { HandleDeleteResponse(q, r); });
+  s.Get(R"(/v1/responses/([^/]+)/input_items)",
+        [this](const Req& q, Res& r) { HandleResponseInputItems(q, r); });
+  s.Post("/tokenize", [this](const Req& q, Res& r) { HandleTokenize(q, r); });
+  s.Post("/detokenize", [this](const Req& q, Res& r) { HandleDetokenize(q, r); });
   if (opts_.web_ui) RegisterWebUi(s);
+  // Whatever the HTTP layer itself refuses (no route, a malformed or oversized request) still
+  // gets an error object, in the shape of the protocol the path belongs to.
   s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (res.status == 404 && res.body.empty()) {
-      ApiError e;
-      e.status = 404;
+    if (!res.body.empty()) return;
+    ApiError e;
+    e.status = res.status;
+    if (res.status == 404) {
       e.type = "not_found_error";
       e.message = "no route " + req.method + " " + req.path;
-      SendError(res, e, Protocol::kOpenAi);
+    } else if (res.status == 413) {
+      e.type = "invalid_request_error";
+      e.message = "the request body is too large";
+    } else if (res.status >= 500) {
+      e.type = "internal_server_error";
+      e.message = "the server could not answer this request";
+    } else if (req.method == "POST" && !req.has_header("Content-Length")) {
+      e.message = "the request has no body: send a JSON object (with a Content-Length)";
+    } else {
+      e.message = "malformed HTTP request";
     }
+    SendError(res, e, ProtocolOf(req.path));
   });
 }
 

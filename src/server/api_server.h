@@ -1,6 +1,6 @@
-// The HTTP API of `mimo serve`: OpenAI (/v1/chat/completions, /v1/completions, /v1/models),
-// Anthropic (/v1/messages), /health, /metrics, /tokenize, /detokenize, and the chat page at /
-// (server/web_ui.h). Built on cpp-httplib.
+// The HTTP API of `mimo serve`: OpenAI (/v1/chat/completions, /v1/completions, /v1/responses,
+// /v1/models), Anthropic (/v1/messages, /v1/messages/count_tokens), /health, /metrics,
+// /tokenize, /detokenize, and the chat page at / (server/web_ui.h). Built on cpp-httplib.
 // HTTP threads parse JSON, render the chat template, tokenize, detokenize and parse model output;
 // only the engine thread touches the model (through Engine::Submit / Cancel). Handlers never
 // throw: every failure becomes an error object with the right HTTP status.
@@ -17,6 +17,7 @@
 #include "chat/chat_template.h"
 #include "engine/engine.h"
 #include "grammar/grammar_cache.h"
+#include "server/chat_turn.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
 #include "tokenizer/bpe.h"
@@ -36,6 +37,18 @@ struct ServerOptions {
   std::string served_model_name = "mimo";
   int http_threads = 256;     // each streaming client holds one while it streams
   bool web_ui = true;         // GET / serves the built-in chat page (server/web_ui.h)
+  // A max_tokens larger than the room the prompt leaves in the context is a 400 (else it is
+  // lowered to that room, and the output ends with finish reason "length" there).
+  bool strict_max_tokens = false;
+  bool log_requests = true;  // one access-log line per request on stderr
+  // Key of the signatures on thinking blocks and reasoning items (HMAC-SHA256); empty: a random
+  // one per process, so a signature from before a restart no longer verifies.
+  std::string signing_key;
+  // Streams write a keep-alive (Anthropic's ping event, an SSE comment elsewhere) after this many
+  // seconds without output, e.g. while a long prompt is processed.
+  double sse_ping_seconds = 5;
+  size_t responses_store_entries = 1024;             // stored Responses API responses, at most
+  size_t responses_store_bytes = size_t{256} << 20;  // ... and their bytes
 };
 
 // What a ready server serves with. Owned by the caller; must outlive the server.
@@ -47,9 +60,12 @@ struct ServingModel {
   ServerDefaults defaults;
   GrammarCache* grammars = nullptr;  // structured outputs (null: refused with a 400)
   GrammarOptions grammar_options;
+  int32_t think_start_id = -1;  // <think>
   int32_t think_end_id = -1;  // </think>: a reasoning request's constraint starts after it
   int32_t tool_call_id = -1;  // <tool_call>: tool_choice auto constrains a call once it opens
 };
+
+class ResponseStore;
 
 class ApiServer {
  public:
@@ -74,7 +90,13 @@ class ApiServer {
   void HandleChat(const httplib::Request& req, httplib::Response& res);
   void HandleCompletion(const httplib::Request& req, httplib::Response& res);
   void HandleMessages(const httplib::Request& req, httplib::Response& res);
+  void HandleCountTokens(const httplib::Request& req, httplib::Response& res);
+  void HandleResponses(const httplib::Request& req, httplib::Response& res);
+  void HandleGetResponse(const httplib::Request& req, httplib::Response& res);
+  void HandleDeleteResponse(const httplib::Request& req, httplib::Response& res);
+  void HandleResponseInputItems(const httplib::Request& req, httplib::Response& res);
   void HandleModels(const httplib::Request& req, httplib::Response& res);
+  void HandleModel(const httplib::Request& req, httplib::Response& res);
   void HandleTokenize(const httplib::Request& req, httplib::Response& res);
   void HandleDetokenize(const httplib::Request& req, httplib::Response& res);
 
@@ -82,6 +104,8 @@ class ApiServer {
   enum class Protocol { kOpenAi, kAnthropic };
   // Ready, not draining, authorised, body is a JSON object: else answers the error and false.
   bool Admit(const httplib::Request& req, httplib::Response& res, Protocol p, OJson* body);
+  // The protocol whose error shape a path answers in (/v1/messages... is Anthropic's).
+  static Protocol ProtocolOf(const std::string& path);
   static void SendError(httplib::Response& res, const ApiError& e, Protocol p);
   static void SendJson(httplib::Response& res, const OJson& j, int status = 200);
   const ServingModel& model() const { return model_; }
@@ -95,12 +119,26 @@ class ApiServer {
                                                ConstraintFactory* out) const;
   std::atomic<int>& in_flight() { return in_flight_; }
 
+  // Renders the turn's prompt (thinking resolved against the template's default) into *prompt.
+  std::optional<ApiError> RenderTurn(ChatTurn* turn, std::string* prompt) const;
+  // RenderTurn, then tokenize into turn->gen.prompt_ids, fit max_tokens into the context, build
+  // the output constraint and the parser options.
+  std::optional<ApiError> PrepareTurn(ChatTurn* turn, PreparedTurn* out) const;
+  // Signatures of text this server generated (thinking blocks, reasoning items): base64 of an
+  // HMAC-SHA256 under the server's key, bound to `kind`.
+  std::string Sign(std::string_view kind, std::string_view text) const;
+  bool Verify(std::string_view kind, std::string_view text, std::string_view signature) const;
+  const ServerOptions& options() const { return opts_; }
+  ResponseStore& responses() { return *responses_; }
+
  private:
   void Route();
 
   ServerOptions opts_;
   std::unique_ptr<httplib::Server> http_;
   std::unique_ptr<ServerMetrics> metrics_;
+  std::unique_ptr<ResponseStore> responses_;
+  std::string signing_key_;
   std::thread listener_;
   int port_ = 0;
   ServingModel model_;
@@ -111,5 +149,11 @@ class ApiServer {
 
 // JSON text safe for the wire: invalid UTF-8 in strings (partial tokens) becomes U+FFFD.
 std::string DumpJson(const OJson& j);
+
+// Random ids: prefix + 24 alphanumerics (chatcmpl-, msg_, resp_, call_, ...).
+std::string RandomId(const char* prefix);
+
+// For the access log: the token counts of the request this HTTP thread is serving.
+void NoteRequestTokens(int prompt_tokens, int output_tokens);
 
 }  // namespace mimo

@@ -27,24 +27,38 @@ std::string SseEvent(const std::string& name, const std::string& json) {
 }
 
 void RespondStreaming(httplib::Response& res, std::shared_ptr<GenerationSession> session,
-                      EventWriter on_event, TailWriter tail, std::atomic<int>* in_flight) {
+                      StreamWriters writers, std::atomic<int>* in_flight) {
   auto guard = std::make_shared<InFlightGuard>(in_flight);
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
+  auto w = std::make_shared<StreamWriters>(std::move(writers));
   res.set_chunked_content_provider(
-      "text/event-stream",
-      [session, on_event, tail, guard](size_t, httplib::DataSink& sink) {
-        auto write = [&](const std::string& s) { return s.empty() || sink.write(s.data(), s.size()); };
-        auto alive = [&] { return sink.is_writable(); };
+      "text/event-stream", [session, w, guard](size_t, httplib::DataSink& sink) {
+        using Clock = std::chrono::steady_clock;
+        auto last = Clock::now();
+        auto write = [&](const std::string& s) {
+          if (s.empty()) return true;
+          last = Clock::now();
+          return sink.write(s.data(), s.size());
+        };
+        const auto keepalive = std::chrono::duration<double>(w->keepalive_seconds);
+        auto alive = [&] {
+          if (w->keepalive.empty() || Clock::now() - last < keepalive) return sink.is_writable();
+          return write(w->keepalive);
+        };
+        if (!write(w->head)) {
+          session->CancelAll();
+          return false;
+        }
         while (!session->done()) {
           RequestOutput ev;
           if (!session->Next(&ev, alive)) return false;
-          if (!write(on_event(ev))) {
+          if (!write(w->on_event(ev))) {
             session->CancelAll();
             return false;
           }
         }
-        if (!write(tail())) return false;
+        if (!write(w->tail())) return false;
         sink.done();
         return true;
       });

@@ -22,8 +22,21 @@ using EventWriter = std::function<std::string(const RequestOutput&)>;
 // Text to write at the end.
 using TailWriter = std::function<std::string()>;
 
+struct StreamWriters {
+  // Written as soon as the response starts, before the prompt is processed (Anthropic's
+  // message_start, the Responses API's response.created), so a client sees the request admitted.
+  std::string head;
+  EventWriter on_event;
+  TailWriter tail;
+  // Written whenever nothing else was for `keepalive_seconds` (Anthropic's ping event, an SSE
+  // comment), so clients and proxies with idle timeouts wait through a long prompt; also how a
+  // client that went away is noticed while nothing is generated.
+  std::string keepalive = ": keepalive\n\n";
+  double keepalive_seconds = 5;
+};
+
 void RespondStreaming(httplib::Response& res, std::shared_ptr<GenerationSession> session,
-                      EventWriter on_event, TailWriter tail, std::atomic<int>* in_flight);
+                      StreamWriters writers, std::atomic<int>* in_flight);
 
 void RespondWhenDone(httplib::Response& res, std::shared_ptr<GenerationSession> session,
                      EventWriter on_event, TailWriter body, std::atomic<int>* in_flight);

@@ -122,6 +122,13 @@ inline bool MakeEngineOrReport(const char* cmd, const Args& a, bool need_tokeniz
   o.scheduler.max_num_seqs = static_cast<int>(a.GetInt("max-num-seqs", default_max_num_seqs));
   o.scheduler.max_num_batched_tokens = static_cast<int>(a.GetInt("max-num-batched-tokens", 512));
   o.max_model_len = static_cast<int>(a.GetInt("max-model-len", 0));
+  const int max_pos = rt->lm.model->config().max_position_embeddings;
+  if (max_pos > 0 && o.max_model_len > max_pos) {
+    std::fprintf(stderr,
+                 "mimo %s: warning: --max-model-len %d exceeds the model's "
+                 "max_position_embeddings %d: positions past it were never trained\n",
+                 cmd, o.max_model_len, max_pos);
+  }
   o.max_waiting = static_cast<int>(a.GetInt("max-waiting", 1024));
   o.eos_token_ids = ModelEosIds(rt->lm.model->config(), rt->gen, rt->tok.get());
   if (a.Has("speculative")) {

@@ -31,12 +31,23 @@ std::string BaseName(std::string path) {
 int RunServe(int argc, char** argv) {
   Args a;
   std::string err;
-  std::vector<std::string> keys = {"model", "host", "port", "served-model-name", "api-key",
-                                   "chat-template", "drain-timeout", "grammar-max-string-length"};
+  std::vector<std::string> keys = {"model",
+                                   "host",
+                                   "port",
+                                   "served-model-name",
+                                   "api-key",
+                                   "chat-template",
+                                   "drain-timeout",
+                                   "grammar-max-string-length",
+                                   "signature-key",
+                                   "responses-store-size",
+                                   "sse-ping-interval"};
   for (auto& k : EngineKeys()) keys.push_back(k);
   std::vector<std::string> flags = EngineFlags();
   flags.push_back("no-warmup");
   flags.push_back("no-webui");
+  flags.push_back("strict-max-tokens");
+  flags.push_back("disable-log-requests");
   if (!a.Parse(argc, argv, keys, flags, &err) || !a.Has("model")) {
     std::fprintf(
         stderr,
@@ -44,7 +55,8 @@ int RunServe(int argc, char** argv) {
         "[--served-model-name NAME] [--api-key KEY] [--max-model-len N] [--max-num-seqs N] "
         "[--max-num-batched-tokens N] [--kv-cache-dtype f32|bf16|fp8] [--kv-cache-memory B] "
         "[--chat-template FILE] [--threads N] [--prefill-precision exact|bf16] [--no-warmup] "
-        "[--no-webui]\n",
+        "[--no-webui] [--strict-max-tokens] [--disable-log-requests] [--signature-key KEY] "
+        "[--responses-store-size N] [--sse-ping-interval S]\n",
         err.empty() ? "missing --model" : err.c_str());
     return 2;
   }
@@ -87,6 +99,18 @@ int RunServe(int argc, char** argv) {
   so.api_key = a.Get("api-key");
   so.served_model_name = a.Get("served-model-name", BaseName(dir));
   so.web_ui = !a.Has("no-webui");
+  so.strict_max_tokens = a.Has("strict-max-tokens");
+  so.log_requests = !a.Has("disable-log-requests");
+  so.signing_key = a.Get("signature-key");
+  so.sse_ping_seconds = a.GetDouble("sse-ping-interval", 5.0);
+  const long long store_size = a.GetInt("responses-store-size", 1024);
+  if (store_size < 0 || so.sse_ping_seconds <= 0) {
+    std::fprintf(stderr,
+                 "mimo serve: error: --responses-store-size must be >= 0 and "
+                 "--sse-ping-interval > 0\n");
+    return 2;
+  }
+  so.responses_store_entries = static_cast<size_t>(store_size);
   ApiServer server(so);
   const Status started = server.Start();
   if (!started.ok()) {
@@ -139,6 +163,7 @@ int RunServe(int argc, char** argv) {
   GrammarCache grammars(vocab);
   m.grammars = &grammars;
   m.grammar_options.max_string_length = static_cast<int32_t>(a.GetInt("grammar-max-string-length", -1));
+  m.think_start_id = rt.tok->TokenToId("<think>");
   m.think_end_id = rt.tok->TokenToId("</think>");
   m.tool_call_id = rt.tok->TokenToId("<tool_call>");
   server.SetModel(m);
