@@ -1,26 +1,22 @@
-// POST /v1/messages: the Anthropic Messages API over the same engine and chat template, so
-// coding agents that speak either protocol work. The request (system, content blocks, tool_use /
-// tool_result, thinking) becomes OpenAI-style messages for the template; the output goes through
-// the `mimo` parsers and comes back as thinking / text / tool_use blocks, whole or as the
-// message_start ... message_stop event stream.
+// POST /v1/messages and /v1/messages/count_tokens: the Anthropic Messages API over the same
+// engine and chat template, so coding agents that speak either protocol work (Claude Code puts
+// `role: "system"` messages inside `messages`, continues assistant prefills, asks for thinking
+// with a budget and sends thinking blocks back with their signatures). The request becomes a
+// ChatTurn (OpenAI-style messages for the template); the output goes through the `mimo` parsers
+// and comes back as thinking / text / tool_use blocks, whole or as the message_start ...
+// message_stop event stream (message_start at once, pings while the prompt is processed).
 #include <httplib.h>
 
-#include <random>
-
 #include "chat/chat_output_parser.h"
+#include "core/base64.h"
+#include "core/log.h"
 #include "server/api_server.h"
 #include "server/response_writer.h"
 
 namespace mimo {
 namespace {
 
-std::string MessageId(const char* prefix) {
-  static thread_local std::mt19937_64 rng(std::random_device{}());
-  static const char kAlnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-  std::string s = prefix;
-  for (int i = 0; i < 24; ++i) s += kAlnum[rng() % 62];
-  return s;
-}
+constexpr char kThinkingSignatureKind[] = "anthropic-thinking";
 
 // Text of a string or an array of text blocks; other blocks are an error.
 std::optional<ApiError> TextOf(const OJson& c, const std::string& field, std::string* out) {
@@ -29,10 +25,15 @@ std::optional<ApiError> TextOf(const OJson& c, const std::string& field, std::st
     return std::nullopt;
   }
   if (!c.is_array()) return BadRequest("'" + field + "' must be a string or an array of blocks", field);
-  for (const OJson& b : c) {
+  for (size_t k = 0; k < c.size(); ++k) {
+    const OJson& b = c[k];
     if (!b.is_object() || !b.contains("type") || b["type"] != "text" || !b.contains("text") ||
         !b["text"].is_string()) {
-      return BadRequest("'" + field + "' may only hold text blocks here", field);
+      const std::string bf = field + "[" + std::to_string(k) + "]";
+      return BadRequest("'" + bf +
+                            "' must be a text block ({\"type\": \"text\", \"text\": ...}): "
+                            "this engine is text-only",
+                        bf);
     }
     *out += b["text"].get<std::string>();
   }
@@ -54,13 +55,29 @@ std::optional<ApiError> OptString(const OJson& o, const char* k, const std::stri
   return std::nullopt;
 }
 
-// Anthropic messages -> OpenAI messages (for the chat template).
-std::optional<ApiError> ConvertMessages(const OJson& body, OJson* out) {
+}  // namespace
+
+// Anthropic's thinking-block signature: base64 of an HMAC-SHA256 of the thinking text under the
+// server's key; with display "omitted" the (empty) block carries the text itself after a '.'.
+static std::string ThinkingSignature(const ApiServer& s, const std::string& text, bool omitted) {
+  std::string sig = s.Sign(kThinkingSignatureKind, text);
+  if (omitted) sig += "." + Base64Encode(text);
+  return sig;
+}
+
+// Anthropic messages (+ system) -> OpenAI-style messages for the template. System messages may
+// stand anywhere in `messages` (Claude Code sends them there): those before the first user or
+// assistant message are merged with the top-level `system` into the one system prompt the
+// template renders first; later ones become system turns in order. A thinking block that comes
+// back with a signature this server did not issue is left out (an unsigned one is kept: the
+// client wrote it, as with chat completions' reasoning_content).
+static std::optional<ApiError> ConvertMessages(const ApiServer& server, const OJson& body,
+                                               OJson* out) {
   OJson msgs = OJson::array();
   if (body.contains("system") && !body["system"].is_null()) {
-    std::string sys;
-    if (auto e = TextOf(body["system"], "system", &sys)) return e;
-    msgs.push_back({{"role", "system"}, {"content", sys}});
+    std::string system;
+    if (auto e = TextOf(body["system"], "system", &system)) return e;
+    msgs.push_back({{"role", "system"}, {"content", system}});
   }
   if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty()) {
     return BadRequest("'messages' must be a non-empty array", "messages");
@@ -70,15 +87,22 @@ std::optional<ApiError> ConvertMessages(const OJson& body, OJson* out) {
     const OJson& m = in[i];
     const std::string field = "messages[" + std::to_string(i) + "]";
     if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
-      return BadRequest("'" + field + ".role' must be user or assistant", field + ".role");
+      return BadRequest("'" + field + ".role' must be user, assistant or system", field + ".role");
     }
     const std::string role = m["role"];
-    if (role != "user" && role != "assistant") {
-      return BadRequest("'" + field + ".role' must be user or assistant, got '" + role + "'",
-                        field + ".role");
+    if (role != "user" && role != "assistant" && role != "system") {
+      return BadRequest(
+          "'" + field + ".role' must be user, assistant or system, got '" + role + "'",
+          field + ".role");
     }
     if (!m.contains("content")) return BadRequest("'" + field + ".content' is required", field + ".content");
     const OJson& c = m["content"];
+    if (role == "system") {
+      std::string text;
+      if (auto e = TextOf(c, field + ".content", &text)) return e;
+      msgs.push_back({{"role", "system"}, {"content", text}});
+      continue;
+    }
     if (c.is_string()) {
       msgs.push_back({{"role", role}, {"content", c}});
       continue;
@@ -89,15 +113,39 @@ std::optional<ApiError> ConvertMessages(const OJson& body, OJson* out) {
     }
     std::string text, thinking;
     OJson calls = OJson::array();
+    bool only_results = !c.empty();
     for (size_t k = 0; k < c.size(); ++k) {
       const OJson& b = c[k];
       const std::string bf = field + ".content[" + std::to_string(k) + "]";
       const std::string t = TypeOf(b);
-      if (t == "text" && b.contains("text") && b["text"].is_string()) {
+      only_results &= t == "tool_result";
+      if (t == "text") {
+        if (!b.contains("text") || !b["text"].is_string()) {
+          return BadRequest("'" + bf + ".text' must be a string", bf + ".text");
+        }
         text += b["text"].get<std::string>();
       } else if (t == "thinking" && role == "assistant") {
-        std::string part;
+        std::string part, sig;
         if (auto e = OptString(b, "thinking", bf + ".thinking", &part)) return e;
+        if (auto e = OptString(b, "signature", bf + ".signature", &sig)) return e;
+        if (!sig.empty()) {
+          // "<hmac>" or, for an omitted display, "<hmac>.<base64 text>".
+          const size_t dot = sig.find('.');
+          if (dot != std::string::npos && part.empty()) {
+            auto decoded = Base64Decode(std::string_view(sig).substr(dot + 1));
+            if (decoded) part = *decoded;
+          }
+          // Only reasoning this server wrote reaches the model: a block whose signature does not
+          // verify (modified, from another server, or from before a restart) is left out of the
+          // prompt rather than refused, so an agent's conversation goes on.
+          if (!server.Verify(kThinkingSignatureKind, part, sig.substr(0, dot))) {
+            MIMO_LOG_WARN(
+                "%s: the thinking block's signature was not issued by this server: its "
+                "text is left out of the prompt",
+                bf.c_str());
+            part.clear();
+          }
+        }
         thinking += part;
       } else if (t == "redacted_thinking") {
         continue;
@@ -107,9 +155,12 @@ std::optional<ApiError> ConvertMessages(const OJson& body, OJson* out) {
         }
         std::string id;
         if (auto e = OptString(b, "id", bf + ".id", &id)) return e;
+        OJson input = b.contains("input") && !b["input"].is_null() ? b["input"] : OJson::object();
+        if (!input.is_object())
+          return BadRequest("'" + bf + ".input' must be an object", bf + ".input");
         calls.push_back({{"id", id},
                          {"type", "function"},
-                         {"function", {{"name", b["name"]}, {"arguments", b.value("input", OJson::object())}}}});
+                         {"function", {{"name", b["name"]}, {"arguments", input}}}});
       } else if (t == "tool_result" && role == "user") {
         std::string result;
         if (b.contains("content") && !b["content"].is_null()) {
@@ -118,7 +169,7 @@ std::optional<ApiError> ConvertMessages(const OJson& body, OJson* out) {
         std::string use_id;
         if (auto e = OptString(b, "tool_use_id", bf + ".tool_use_id", &use_id)) return e;
         msgs.push_back({{"role", "tool"}, {"tool_call_id", use_id}, {"content", result}});
-      } else if (t == "image" || t == "document" || t == "audio") {
+      } else if (t == "image" || t == "document" || t == "audio" || t == "search_result") {
         return BadRequest("'" + bf + "' has type '" + t + "': this engine is text-only", bf);
       } else {
         return BadRequest("'" + bf + "' has unsupported type '" + t + "' for a " + role + " message", bf);
@@ -129,67 +180,218 @@ std::optional<ApiError> ConvertMessages(const OJson& body, OJson* out) {
       if (!thinking.empty()) a["reasoning_content"] = thinking;
       if (!calls.empty()) a["tool_calls"] = calls;
       msgs.push_back(a);
-    } else if (!text.empty() || calls.empty()) {
-      bool only_results = !c.empty();
-      for (const OJson& b : c) only_results &= TypeOf(b) == "tool_result";
-      if (!only_results) msgs.push_back({{"role", "user"}, {"content", text}});
+    } else if (!only_results) {
+      msgs.push_back({{"role", "user"}, {"content", text}});
     }
   }
-  *out = msgs;
+  *out = MergeLeadingSystemMessages(std::move(msgs));
   return std::nullopt;
 }
 
-// Anthropic tools [{name, description, input_schema}] -> OpenAI tools.
-std::optional<ApiError> ConvertTools(const OJson& body, OJson* tools, std::string* choice,
-                                     std::string* choice_name) {
-  *tools = nullptr;
-  *choice = "auto";
+namespace {
+
+// Anthropic tools [{name, description, input_schema}] -> OpenAI tools, and tool_choice.
+std::optional<ApiError> ConvertTools(const OJson& body, ChatTurn* t) {
+  t->tools = nullptr;
+  t->tool_choice = "auto";
   if (body.contains("tools") && !body["tools"].is_null()) {
     if (!body["tools"].is_array()) return BadRequest("'tools' must be an array", "tools");
     OJson arr = OJson::array();
     for (size_t i = 0; i < body["tools"].size(); ++i) {
-      const OJson& t = body["tools"][i];
+      const OJson& tool = body["tools"][i];
       const std::string f = "tools[" + std::to_string(i) + "]";
-      if (!t.is_object() || !t.contains("name") || !t["name"].is_string()) {
+      if (!tool.is_object() || !tool.contains("name") || !tool["name"].is_string()) {
         return BadRequest("'" + f + ".name' must be a string", f + ".name");
       }
-      if (t.contains("type") && t["type"].is_string() && t["type"] != "custom") {
-        return BadRequest("'" + f + "': server tool type '" + t["type"].get<std::string>() +
+      if (tool.contains("type") && tool["type"].is_string() && tool["type"] != "custom") {
+        return BadRequest("'" + f + "': server tool type '" + tool["type"].get<std::string>() +
                               "' is not supported; give custom tools with an input_schema",
                           f + ".type");
       }
-      OJson fn = {{"name", t["name"]}};
-      if (t.contains("description")) fn["description"] = t["description"];
-      fn["parameters"] = t.contains("input_schema") && !t["input_schema"].is_null()
-                             ? t["input_schema"]
+      OJson fn = {{"name", tool["name"]}};
+      if (tool.contains("description")) fn["description"] = tool["description"];
+      fn["parameters"] = tool.contains("input_schema") && !tool["input_schema"].is_null()
+                             ? tool["input_schema"]
                              : OJson{{"type", "object"}};
+      if (tool.contains("strict")) fn["strict"] = tool["strict"];
       arr.push_back({{"type", "function"}, {"function", fn}});
     }
-    if (!arr.empty()) *tools = arr;
+    if (!arr.empty()) t->tools = arr;
   }
   if (body.contains("tool_choice") && !body["tool_choice"].is_null()) {
     const OJson& tc = body["tool_choice"];
-    const std::string t = TypeOf(tc);
-    if (t == "auto" || t == "none") {
-      *choice = t;
-    } else if (t == "any") {
-      *choice = "required";
-    } else if (t == "tool") {
-      *choice = "function";
-      if (auto e = OptString(tc, "name", "tool_choice.name", choice_name)) return e;
+    const std::string type = TypeOf(tc);
+    if (type == "auto" || type == "none") {
+      t->tool_choice = type;
+    } else if (type == "any") {
+      t->tool_choice = "required";
+    } else if (type == "tool") {
+      t->tool_choice = "function";
+      if (auto e = OptString(tc, "name", "tool_choice.name", &t->tool_choice_function)) return e;
     } else {
       return BadRequest("'tool_choice.type' must be auto, any, tool or none", "tool_choice");
     }
+    if (tc.contains("disable_parallel_tool_use") && !tc["disable_parallel_tool_use"].is_null()) {
+      if (!tc["disable_parallel_tool_use"].is_boolean()) {
+        return BadRequest("'tool_choice.disable_parallel_tool_use' must be a boolean",
+                          "tool_choice.disable_parallel_tool_use");
+      }
+      t->parallel_tool_calls = !tc["disable_parallel_tool_use"].get<bool>();
+    }
   }
-  if (tools->is_null()) *choice = "none";
+  if (t->tools.is_null()) {
+    if (t->tool_choice == "required" || t->tool_choice == "function") {
+      return BadRequest("'tool_choice' " + TypeOf(body["tool_choice"]) + " needs 'tools'",
+                        "tool_choice");
+    }
+    t->tool_choice = "none";
+  }
+  if (t->tool_choice == "function") {
+    bool found = false;
+    for (const OJson& tool : t->tools) found |= tool["function"]["name"] == t->tool_choice_function;
+    if (!found) {
+      return BadRequest("'tool_choice.name' names tool '" + t->tool_choice_function +
+                            "', which is not in 'tools'",
+                        "tool_choice.name");
+    }
+  }
   return std::nullopt;
 }
 
-// Streaming state: one open content block at a time (thinking, text or a tool_use).
+struct AnthropicRequest {
+  ChatTurn turn;
+  bool stream = false;
+  bool thinking = false;
+  bool omit_thinking = false;  // thinking.display "omitted"
+};
+
+// thinking: {"type": "enabled", "budget_tokens": N} (on, the reasoning block ends by force after
+// N tokens), "adaptive" / "between_tools" (on, no budget), "disabled" (off); absent: off, as the
+// Messages API.
+std::optional<ApiError> ParseThinking(const OJson& body, AnthropicRequest* r) {
+  if (!body.contains("thinking") || body["thinking"].is_null()) return std::nullopt;
+  const OJson& th = body["thinking"];
+  const std::string type = TypeOf(th);
+  if (type == "disabled") return std::nullopt;
+  if (type != "enabled" && type != "adaptive" && type != "between_tools") {
+    return BadRequest("'thinking.type' must be enabled, adaptive or disabled", "thinking.type");
+  }
+  r->thinking = true;
+  if (th.contains("display") && !th["display"].is_null()) {
+    if (!th["display"].is_string() ||
+        (th["display"] != "summarized" && th["display"] != "omitted")) {
+      return BadRequest("'thinking.display' must be summarized or omitted", "thinking.display");
+    }
+    r->omit_thinking = th["display"] == "omitted";
+  }
+  if (type != "enabled") return std::nullopt;
+  if (!th.contains("budget_tokens") || !th["budget_tokens"].is_number_integer()) {
+    return BadRequest("'thinking.budget_tokens' (an integer) is required with type enabled",
+                      "thinking.budget_tokens");
+  }
+  const int64_t budget = th["budget_tokens"].get<int64_t>();
+  const int max_tokens = r->turn.gen.stop.max_tokens;
+  if (budget < 1 || (max_tokens > 0 && budget >= max_tokens)) {
+    return BadRequest("'thinking.budget_tokens' must be at least 1 and less than max_tokens (" +
+                          std::to_string(max_tokens) + ")",
+                      "thinking.budget_tokens");
+  }
+  r->turn.reasoning_budget = static_cast<int>(budget);
+  return std::nullopt;
+}
+
+// output_config.format (and the beta's top-level output_format): {"type": "json_schema",
+// "schema": {...}} -> response_format.
+std::optional<ApiError> ParseOutputFormat(const OJson& body, ChatTurn* t) {
+  const OJson* f = nullptr;
+  const char* param = "output_config.format";
+  if (body.contains("output_config") && !body["output_config"].is_null()) {
+    if (!body["output_config"].is_object()) {
+      return BadRequest("'output_config' must be an object", "output_config");
+    }
+    const OJson& oc = body["output_config"];
+    if (oc.contains("format") && !oc["format"].is_null()) f = &oc["format"];
+  }
+  if (!f && body.contains("output_format") && !body["output_format"].is_null()) {
+    f = &body["output_format"];
+    param = "output_format";
+  }
+  if (!f) return std::nullopt;
+  if (TypeOf(*f) != "json_schema" || !f->contains("schema") || !(*f)["schema"].is_object()) {
+    return BadRequest(
+        "'" + std::string(param) + "' must be {\"type\": \"json_schema\", \"schema\": {...}}",
+        param);
+  }
+  t->response_format = {{"type", "json_schema"},
+                        {"json_schema", {{"name", "output"}, {"schema", (*f)["schema"]}}}};
+  return std::nullopt;
+}
+
+}  // namespace
+
+// The request as a ChatTurn; `for_count`: count_tokens (no max_tokens, no sampling).
+static std::optional<ApiError> ParseAnthropicRequest(const ApiServer& server, const OJson& body,
+                                                     bool for_count, AnthropicRequest* r) {
+  ChatTurn& t = r->turn;
+  if (auto e = CheckModel(body, server.model().defaults)) return e;
+  if (!for_count) {
+    if (!body.contains("max_tokens")) return BadRequest("'max_tokens' is required", "max_tokens");
+    // The OpenAI field parser handles the shared fields; Anthropic's names are mapped first.
+    OJson fields = OJson::object();
+    for (const char* k : {"max_tokens", "temperature", "top_p", "top_k"}) {
+      if (body.contains(k)) fields[k] = body[k];
+    }
+    if (body.contains("stop_sequences") && !body["stop_sequences"].is_null()) {
+      if (!body["stop_sequences"].is_array()) {
+        return BadRequest("'stop_sequences' must be an array of strings", "stop_sequences");
+      }
+      fields["stop"] = body["stop_sequences"];
+    }
+    if (auto e = ParseGenerationFields(fields, server.model().defaults, true, &t.gen)) {
+      if (e->param == "stop") {  // named as the client sent it
+        e->param = "stop_sequences";
+        const size_t at = e->message.find("'stop'");
+        if (at != std::string::npos) e->message.replace(at, 6, "'stop_sequences'");
+      }
+      return e;
+    }
+    if (body.contains("stream") && !body["stream"].is_null()) {
+      if (!body["stream"].is_boolean()) return BadRequest("'stream' must be a boolean", "stream");
+      r->stream = body["stream"].get<bool>();
+    }
+  }
+  if (auto e = ConvertMessages(server, body, &t.messages)) return e;
+  if (auto e = ConvertTools(body, &t)) return e;
+  if (auto e = ParseThinking(body, r)) return e;
+  if (auto e = ParseOutputFormat(body, &t)) return e;
+  t.template_kwargs = {{"enable_thinking", r->thinking}};
+  // An assistant message last is a prefill: the answer continues it.
+  const OJson& last = t.messages.back();
+  if (last.value("role", "") == "assistant") {
+    if (last.contains("tool_calls")) {
+      return BadRequest("the final assistant message cannot be continued after a tool_use block",
+                        "messages");
+    }
+    const std::string text = last.value("content", "");
+    if (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) {
+      return BadRequest("final assistant content cannot end with trailing whitespace", "messages");
+    }
+    t.continue_final_message = true;
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+// Stream and whole-response state: one open content block at a time (thinking, text or a
+// tool_use).
 struct MessageState {
+  const ApiServer* server = nullptr;
   std::string id, model;
   std::vector<std::string> stop_sequences;
   std::unique_ptr<ChatOutputParser> parser;
+  ReasoningTokenCounter reasoning;
+  bool omit_thinking = false;
   int input_tokens = 0, output_tokens = 0, cached = 0;
   FinishReason reason = FinishReason::kNone;
   std::string stop_reason_text;
@@ -199,6 +401,7 @@ struct MessageState {
   // Stream.
   int block = -1;             // index of the open block
   std::string block_type;     // "thinking" | "text" | "tool_use"
+  std::string block_thinking;  // text of the open thinking block (for its signature)
   int open_call = -1;         // tool-call index of the open tool_use block
 
   std::string StopReason() const {
@@ -212,6 +415,15 @@ struct MessageState {
   OJson StopSequence() const {
     return StopReason() == "stop_sequence" ? OJson(stop_reason_text) : OJson(nullptr);
   }
+  // Anthropic counts cache reads apart from input_tokens (which are the uncached rest).
+  OJson Usage() const {
+    NoteRequestTokens(input_tokens, output_tokens);
+    return {{"input_tokens", input_tokens - cached},
+            {"cache_creation_input_tokens", 0},
+            {"cache_read_input_tokens", cached},
+            {"output_tokens", output_tokens},
+            {"output_tokens_details", {{"thinking_tokens", reasoning.count()}}}};
+  }
 
   ChatDelta Apply(const RequestOutput& ev) {
     ChatDelta d = parser->Feed(ev.text);
@@ -224,6 +436,7 @@ struct MessageState {
       stop_reason_text = ev.stop_reason;
     }
     for (const ToolCallDelta& t : d.tool_calls) made_calls |= !t.id.empty();
+    reasoning.Add(ev.token_ids);
     input_tokens = ev.num_prompt_tokens;
     output_tokens = ev.num_output_tokens;
     cached = ev.num_cached_tokens;
@@ -232,9 +445,15 @@ struct MessageState {
 
   std::string Close() {
     if (block < 0 || block_type.empty()) return "";
+    std::string out;
+    if (block_type == "thinking") {
+      out += Delta({{"type", "signature_delta"},
+                    {"signature", ThinkingSignature(*server, block_thinking, omit_thinking)}});
+      block_thinking.clear();
+    }
     block_type.clear();
-    return SseEvent("content_block_stop",
-                    DumpJson({{"type", "content_block_stop"}, {"index", block}}));
+    return out + SseEvent("content_block_stop",
+                          DumpJson({{"type", "content_block_stop"}, {"index", block}}));
   }
   std::string Open(const std::string& type, OJson content_block) {
     std::string out = Close();
@@ -250,6 +469,7 @@ struct MessageState {
                     DumpJson({{"type", "content_block_delta"}, {"index", block}, {"delta", delta}}));
   }
 
+  // message_start, written as soon as the request is admitted.
   std::string Start() const {
     OJson msg = {{"id", id},
                  {"type", "message"},
@@ -258,7 +478,11 @@ struct MessageState {
                  {"content", OJson::array()},
                  {"stop_reason", nullptr},
                  {"stop_sequence", nullptr},
-                 {"usage", {{"input_tokens", input_tokens}, {"output_tokens", 0}}}};
+                 {"usage",
+                  {{"input_tokens", input_tokens},
+                   {"cache_creation_input_tokens", 0},
+                   {"cache_read_input_tokens", 0},
+                   {"output_tokens", 0}}}};
     return SseEvent("message_start", DumpJson({{"type", "message_start"}, {"message", msg}}));
   }
 
@@ -266,8 +490,12 @@ struct MessageState {
     const ChatDelta d = Apply(ev);
     std::string out;
     if (!d.reasoning_content.empty()) {
-      if (block_type != "thinking") out += Open("thinking", {{"type", "thinking"}, {"thinking", ""}});
-      out += Delta({{"type", "thinking_delta"}, {"thinking", d.reasoning_content}});
+      if (block_type != "thinking") {
+        out += Open("thinking", {{"type", "thinking"}, {"thinking", ""}, {"signature", ""}});
+      }
+      block_thinking += d.reasoning_content;
+      if (!omit_thinking)
+        out += Delta({{"type", "thinking_delta"}, {"thinking", d.reasoning_content}});
     }
     if (!d.content.empty()) {
       if (block_type != "text") out += Open("text", {{"type", "text"}, {"text", ""}});
@@ -276,17 +504,20 @@ struct MessageState {
     for (const ToolCallDelta& c : d.tool_calls) {
       if (!c.id.empty() || open_call != c.index) {
         open_call = c.index;
-        out += Open("tool_use", {{"type", "tool_use"}, {"id", c.id}, {"name", c.name},
+        out += Open("tool_use", {{"type", "tool_use"},
+                                 {"id", ToolUseId(c.id)},
+                                 {"name", c.name},
                                  {"input", OJson::object()}});
       }
       if (!c.arguments.empty()) out += Delta({{"type", "input_json_delta"}, {"partial_json", c.arguments}});
     }
     if (ev.finished) {
       out += Close();
-      out += SseEvent("message_delta",
-                      DumpJson({{"type", "message_delta"},
-                                {"delta", {{"stop_reason", StopReason()}, {"stop_sequence", StopSequence()}}},
-                                {"usage", {{"output_tokens", output_tokens}}}}));
+      out += SseEvent(
+          "message_delta",
+          DumpJson({{"type", "message_delta"},
+                    {"delta", {{"stop_reason", StopReason()}, {"stop_sequence", StopSequence()}}},
+                    {"usage", Usage()}}));
       out += SseEvent("message_stop", DumpJson({{"type", "message_stop"}}));
     }
     return out;
@@ -295,7 +526,10 @@ struct MessageState {
   std::string Whole() const {
     OJson content = OJson::array();
     if (!result.reasoning_content.empty()) {
-      content.push_back({{"type", "thinking"}, {"thinking", result.reasoning_content}, {"signature", ""}});
+      content.push_back(
+          {{"type", "thinking"},
+           {"thinking", omit_thinking ? "" : result.reasoning_content},
+           {"signature", ThinkingSignature(*server, result.reasoning_content, omit_thinking)}});
     }
     if (!result.content.empty() && !(made_calls && result.content.find_first_not_of(" \t\r\n") == std::string::npos)) {
       content.push_back({{"type", "text"}, {"text", result.content}});
@@ -303,10 +537,9 @@ struct MessageState {
     for (const ToolCall& c : result.tool_calls) {
       OJson input = OJson::parse(c.arguments, nullptr, false);
       if (input.is_discarded()) input = OJson::object();
-      content.push_back({{"type", "tool_use"}, {"id", c.id}, {"name", c.name}, {"input", input}});
+      content.push_back(
+          {{"type", "tool_use"}, {"id", ToolUseId(c.id)}, {"name", c.name}, {"input", input}});
     }
-    OJson usage = {{"input_tokens", input_tokens}, {"output_tokens", output_tokens},
-                   {"cache_read_input_tokens", cached}};
     return DumpJson({{"id", id},
                      {"type", "message"},
                      {"role", "assistant"},
@@ -314,7 +547,12 @@ struct MessageState {
                      {"content", content},
                      {"stop_reason", StopReason()},
                      {"stop_sequence", StopSequence()},
-                     {"usage", usage}});
+                     {"usage", Usage()}});
+  }
+
+  // Anthropic's tool-use ids start with "toolu_" (the parser's start with "call_").
+  static std::string ToolUseId(const std::string& call_id) {
+    return call_id.rfind("call_", 0) == 0 ? "toolu_" + call_id.substr(5) : call_id;
   }
 };
 
@@ -324,103 +562,32 @@ void ApiServer::HandleMessages(const httplib::Request& req, httplib::Response& r
   const Protocol P = Protocol::kAnthropic;
   OJson body;
   if (!Admit(req, res, P, &body)) return;
-  if (auto e = CheckModel(body, model_.defaults)) return SendError(res, *e, P);
-  if (!body.contains("max_tokens")) return SendError(res, BadRequest("'max_tokens' is required", "max_tokens"), P);
-  // The OpenAI field parser handles the shared fields; Anthropic's names are mapped first.
-  OJson fields = OJson::object();
-  for (const char* k : {"max_tokens", "temperature", "top_p", "top_k", "stream"}) {
-    if (body.contains(k)) fields[k] = body[k];
-  }
-  if (body.contains("stop_sequences")) {
-    if (!body["stop_sequences"].is_array()) {
-      return SendError(res, BadRequest("'stop_sequences' must be an array of strings", "stop_sequences"), P);
-    }
-    fields["stop"] = body["stop_sequences"];
-  }
-  OJson messages, tools;
-  std::string choice, choice_name;
-  if (auto e = ConvertMessages(body, &messages)) return SendError(res, *e, P);
-  if (auto e = ConvertTools(body, &tools, &choice, &choice_name)) return SendError(res, *e, P);
-  GenerationRequest g;
-  if (auto e = ParseGenerationFields(fields, model_.defaults, true, &g)) {
-    if (e->param == "stop") {  // named as the client sent it
-      e->param = "stop_sequences";
-      const size_t at = e->message.find("'stop'");
-      if (at != std::string::npos) e->message.replace(at, 6, "'stop_sequences'");
-    }
-    return SendError(res, *e, P);
-  }
-  bool stream = false;
-  if (body.contains("stream") && !body["stream"].is_null()) {
-    if (!body["stream"].is_boolean()) {
-      return SendError(res, BadRequest("'stream' must be a boolean", "stream"), P);
-    }
-    stream = body["stream"].get<bool>();
-  }
-  OJson kwargs = OJson::object();
-  // Anthropic clients turn thinking on explicitly; absent means off (as the Messages API).
-  bool thinking = false;
-  if (body.contains("thinking") && !body["thinking"].is_null()) {
-    if (!body["thinking"].is_object() || !body["thinking"].contains("type")) {
-      return SendError(res, BadRequest("'thinking' must be {\"type\": \"enabled\" | \"disabled\"}",
-                                       "thinking"),
-                       P);
-    }
-    if (!body["thinking"]["type"].is_string()) {
-      return SendError(
-          res, BadRequest("'thinking.type' must be \"enabled\" or \"disabled\"", "thinking.type"),
-          P);
-    }
-    thinking = body["thinking"]["type"] == "enabled";
-  }
-  kwargs["enable_thinking"] = thinking;
-  auto prompt = model_.chat_template->Render(messages, tools, true, kwargs);
-  if (!prompt.ok()) return SendError(res, BadRequest(prompt.status().message(), "messages"), P);
-  ChatParserOptions po;
-  po.reasoning.enable_thinking = thinking;
-  po.reasoning.prompt_ends_in_think = PromptEndsInThink(*prompt);
-  ToolSchema schema;
-  if (choice != "none") {
-    auto s = ToolSchema::FromJson(tools);
-    if (!s.ok()) return SendError(res, BadRequest(s.status().message(), "tools"), P);
-    schema = std::move(s).value();
-  }
-  g.prompt_ids = model_.tokenizer->Encode(*prompt);
-  const OJson* tc = body.contains("tool_choice") && body["tool_choice"].is_object()
-                       ? &body["tool_choice"]
-                       : nullptr;
-  const bool has_dptu = tc && tc->contains("disable_parallel_tool_use");
-  if (has_dptu && !(*tc)["disable_parallel_tool_use"].is_boolean()) {
-    return SendError(res, BadRequest("'tool_choice.disable_parallel_tool_use' must be a boolean",
-                                     "tool_choice.disable_parallel_tool_use"),
-                     P);
-  }
-  const bool parallel = !(has_dptu && (*tc)["disable_parallel_tool_use"].get<bool>());
-  if (auto e = StructuredConstraint(nullptr, tools, choice, choice_name, parallel, thinking,
-                                    &g.constraint)) {
-    return SendError(res, *e, P);
-  }
+  AnthropicRequest ar;
+  if (auto e = ParseAnthropicRequest(*this, body, false, &ar)) return SendError(res, *e, P);
+  ChatTurn& turn = ar.turn;
+  PreparedTurn prep;
+  if (auto e = PrepareTurn(&turn, &prep)) return SendError(res, *e, P);
   auto st = std::make_shared<MessageState>();
-  st->id = MessageId("msg_");
+  st->server = this;
+  st->id = RandomId("msg_");
   st->model = model_.defaults.served_model_name;
-  st->stop_sequences = g.stop.stop;
-  st->parser = std::make_unique<ChatOutputParser>(schema, po);
-  st->input_tokens = static_cast<int>(g.prompt_ids.size());
+  st->stop_sequences = turn.gen.stop.stop;
+  st->parser = std::make_unique<ChatOutputParser>(prep.schema, prep.parser);
+  st->reasoning =
+      ReasoningTokenCounter(prep, model_.think_start_id, model_.think_end_id, model_.tool_call_id);
+  st->omit_thinking = ar.omit_thinking;
+  st->input_tokens = prep.prompt_tokens;
   auto session = std::make_shared<GenerationSession>(*model_.engine, *metrics_, 1);
-  const Status s = session->Submit(std::move(g), 0);
+  const Status s = session->Submit(std::move(turn.gen), 0);
   if (!s.ok()) return SendError(res, FromStatus(s, "messages"), P);
-  if (stream) {
-    auto started = std::make_shared<bool>(false);
-    RespondStreaming(res, session,
-                     [st, started](const RequestOutput& ev) {
-                       std::string out;
-                       if (!*started) {
-                         *started = true;
-                         out = st->Start();
-                       }
-                       return out + st->StreamEvent(ev);
-                     },
-                     [] { return std::string(); }, &in_flight());
+  if (ar.stream) {
+    StreamWriters w;
+    w.keepalive_seconds = opts_.sse_ping_seconds;
+    w.head = st->Start();
+    w.on_event = [st](const RequestOutput& ev) { return st->StreamEvent(ev); };
+    w.tail = [] { return std::string(); };
+    w.keepalive = SseEvent("ping", DumpJson({{"type", "ping"}}));
+    RespondStreaming(res, session, std::move(w), &in_flight());
   } else {
     RespondWhenDone(res, session,
                     [st](const RequestOutput& ev) {
@@ -429,6 +596,20 @@ void ApiServer::HandleMessages(const httplib::Request& req, httplib::Response& r
                     },
                     [st] { return st->Whole(); }, &in_flight());
   }
+}
+
+// POST /v1/messages/count_tokens: the prompt's token count, as the request would render it.
+void ApiServer::HandleCountTokens(const httplib::Request& req, httplib::Response& res) {
+  const Protocol P = Protocol::kAnthropic;
+  OJson body;
+  if (!Admit(req, res, P, &body)) return;
+  AnthropicRequest ar;
+  if (auto e = ParseAnthropicRequest(*this, body, true, &ar)) return SendError(res, *e, P);
+  std::string prompt;
+  if (auto e = RenderTurn(&ar.turn, &prompt)) return SendError(res, *e, P);
+  const int n = static_cast<int>(model_.tokenizer->Encode(prompt).size());
+  NoteRequestTokens(n, 0);
+  SendJson(res, {{"input_tokens", n}});
 }
 
 }  // namespace mimo

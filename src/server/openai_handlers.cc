@@ -16,14 +16,6 @@
 namespace mimo {
 namespace {
 
-std::string RandomId(const char* prefix) {
-  static thread_local std::mt19937_64 rng(std::random_device{}());
-  static const char kAlnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-  std::string s = prefix;
-  for (int i = 0; i < 24; ++i) s += kAlnum[rng() % 62];
-  return s;
-}
-
 OJson TokenText(const Tokenizer& tok, int32_t id) {
   return utf8::Repair(tok.TokenBytes(id));
 }
@@ -55,11 +47,12 @@ const char* OpenAiFinishReason(FinishReason r, bool made_tool_calls) {
   return FinishReasonName(r);
 }
 
-OJson Usage(int prompt_tokens, int completion_tokens, int cached) {
+OJson Usage(int prompt_tokens, int completion_tokens, int cached, int reasoning = 0) {
   return {{"prompt_tokens", prompt_tokens},
           {"total_tokens", prompt_tokens + completion_tokens},
           {"completion_tokens", completion_tokens},
-          {"prompt_tokens_details", {{"cached_tokens", cached}}}};
+          {"prompt_tokens_details", {{"cached_tokens", cached}}},
+          {"completion_tokens_details", {{"reasoning_tokens", reasoning}}}};
 }
 
 OJson DeltaJson(const ChatDelta& d) {
@@ -93,6 +86,7 @@ struct ChatChoice {
   bool made_calls = false;
   FinishReason reason = FinishReason::kNone;
   int output_tokens = 0;
+  ReasoningTokenCounter reasoning;
 };
 
 // Shared by the event and tail writers of one response.
@@ -123,6 +117,15 @@ struct ChatState {
     for (const ChatChoice& c : choices) n += c.output_tokens;
     return n;
   }
+  int reasoning_tokens() const {
+    int n = 0;
+    for (const ChatChoice& c : choices) n += c.reasoning.count();
+    return n;
+  }
+  OJson UsageJson() const {
+    NoteRequestTokens(prompt_tokens, completion_tokens());
+    return Usage(prompt_tokens, completion_tokens(), cached_tokens, reasoning_tokens());
+  }
 
   // Feeds one event to its choice's parser; returns the parsed delta.
   ChatDelta Apply(const RequestOutput& ev) {
@@ -136,6 +139,7 @@ struct ChatState {
       c.reason = ev.finish_reason;
     }
     for (const ToolCallDelta& t : d.tool_calls) c.made_calls |= !t.id.empty();
+    c.reasoning.Add(ev.token_ids);
     c.output_tokens = ev.num_output_tokens;
     prompt_tokens = ev.num_prompt_tokens;
     cached_tokens = ev.num_cached_tokens;
@@ -163,11 +167,12 @@ struct ChatState {
 
   std::string StreamTail() const {
     std::string out;
+    const OJson usage = UsageJson();
     if (include_usage) {
       OJson u = {{"id", id},        {"object", "chat.completion.chunk"},
                  {"created", created}, {"model", model},
                  {"choices", OJson::array()}};
-      u["usage"] = Usage(prompt_tokens, completion_tokens(), cached_tokens);
+      u["usage"] = usage;
       out += SseData(DumpJson(u));
     }
     return out + "data: [DONE]\n\n";
@@ -196,14 +201,10 @@ struct ChatState {
     }
     OJson r = {{"id", id},           {"object", "chat.completion"}, {"created", created},
                {"model", model},     {"choices", choices_json}};
-    r["usage"] = Usage(prompt_tokens, completion_tokens(), cached_tokens);
+    r["usage"] = UsageJson();
     return DumpJson(r);
   }
 };
-
-bool EndsWith(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
 
 }  // namespace
 
@@ -269,51 +270,32 @@ void ApiServer::HandleChat(const httplib::Request& req, httplib::Response& res) 
   if (!Admit(req, res, P, &body)) return;
   ChatRequest cr;
   if (auto e = ParseChatRequest(body, model_.defaults, &cr)) return SendError(res, *e, P);
-  // Thinking unset: the template's own default, made explicit so that template and parser agree.
-  if (!cr.template_kwargs.contains("enable_thinking") && !cr.template_kwargs.contains("thinking")) {
-    cr.template_kwargs["enable_thinking"] = model_.thinks_by_default;
-  }
-  auto prompt = model_.chat_template->Render(cr.messages, cr.tools, true, cr.template_kwargs);
-  if (!prompt.ok()) return SendError(res, BadRequest(prompt.status().message(), "messages"), P);
-  auto reasoning = ReasoningOptionsFromKwargs(cr.template_kwargs);
-  if (!reasoning.ok()) {
-    return SendError(res, BadRequest(reasoning.status().message(), "chat_template_kwargs"), P);
-  }
-  ChatParserOptions po;
-  po.reasoning = *reasoning;
-  po.reasoning.prompt_ends_in_think = PromptEndsInThink(*prompt);
-  ToolSchema schema;
-  if (cr.tool_choice != "none" && !cr.tools.is_null()) {
-    auto s = ToolSchema::FromJson(cr.tools);
-    if (!s.ok()) return SendError(res, BadRequest(s.status().message(), "tools"), P);
-    schema = std::move(s).value();
-  }
-  cr.gen.prompt_ids = model_.tokenizer->Encode(*prompt);
-  // The model reasons first when thinking is on and the prompt did not close the block.
-  const bool reasons = po.reasoning.enable_thinking && !EndsWith(*prompt, "</think>");
-  if (auto e = StructuredConstraint(cr.response_format, cr.tools, cr.tool_choice,
-                                    cr.tool_choice_function, cr.parallel_tool_calls, reasons,
-                                    &cr.gen.constraint)) {
-    return SendError(res, *e, P);
-  }
+  ChatTurn& turn = cr.turn;
+  PreparedTurn prep;
+  if (auto e = PrepareTurn(&turn, &prep)) return SendError(res, *e, P);
   auto st = std::make_shared<ChatState>();
   st->id = RandomId("chatcmpl-");
   st->created = static_cast<int64_t>(std::time(nullptr));
   st->model = model_.defaults.served_model_name;
-  st->logprobs = cr.gen.sampling.logprobs >= 0;
+  st->logprobs = turn.gen.sampling.logprobs >= 0;
   st->include_usage = cr.include_usage;
   st->tok = model_.tokenizer;
-  st->prompt_tokens = static_cast<int>(cr.gen.prompt_ids.size());
-  for (int i = 0; i < cr.gen.n; ++i) {
+  st->prompt_tokens = prep.prompt_tokens;
+  for (int i = 0; i < turn.gen.n; ++i) {
     st->choices.emplace_back();
-    st->choices.back().parser = std::make_unique<ChatOutputParser>(schema, po);
+    st->choices.back().parser = std::make_unique<ChatOutputParser>(prep.schema, prep.parser);
+    st->choices.back().reasoning = ReasoningTokenCounter(prep, model_.think_start_id,
+                                                         model_.think_end_id, model_.tool_call_id);
   }
-  auto session = std::make_shared<GenerationSession>(*model_.engine, *metrics_, cr.gen.n);
-  const Status s = session->Submit(std::move(cr.gen), 0);
+  auto session = std::make_shared<GenerationSession>(*model_.engine, *metrics_, turn.gen.n);
+  const Status s = session->Submit(std::move(turn.gen), 0);
   if (!s.ok()) return SendError(res, FromStatus(s, "messages"), P);
   if (cr.stream) {
-    RespondStreaming(res, session, [st](const RequestOutput& ev) { return st->StreamEvent(ev); },
-                     [st] { return st->StreamTail(); }, &in_flight_);
+    StreamWriters w;
+    w.keepalive_seconds = opts_.sse_ping_seconds;
+    w.on_event = [st](const RequestOutput& ev) { return st->StreamEvent(ev); };
+    w.tail = [st] { return st->StreamTail(); };
+    RespondStreaming(res, session, std::move(w), &in_flight_);
   } else {
     RespondWhenDone(res, session,
                     [st](const RequestOutput& ev) {
@@ -329,6 +311,7 @@ namespace {
 // Legacy completions logprobs: {tokens, token_logprobs, top_logprobs, text_offset}.
 struct CompletionChoice {
   std::string text;
+  std::string echo;  // the prompt's text, written before the first output (echo: true)
   OJson tokens = OJson::array(), token_logprobs = OJson::array(), top = OJson::array(),
         offsets = OJson::array();
   FinishReason reason = FinishReason::kNone;
@@ -378,11 +361,14 @@ struct CompletionState {
   std::string StreamEvent(const RequestOutput& ev) {
     CompletionChoice& c = choices[ev.index];
     Apply(ev, c);
-    OJson ch = {{"index", ev.index}, {"text", ev.text}};
+    std::string text = std::move(c.echo) + ev.text;
+    c.echo.clear();
+    c.text_len += text.size() - ev.text.size();
+    OJson ch = {{"index", ev.index}, {"text", text}};
     ch["logprobs"] = LogprobsOf(ev, c, true);
     c.text_len += ev.text.size();
     ch["finish_reason"] = ev.finished ? OJson(FinishReasonName(ev.finish_reason)) : OJson(nullptr);
-    if (ev.text.empty() && ev.logprobs.empty() && !ev.finished) return "";
+    if (text.empty() && ev.logprobs.empty() && !ev.finished) return "";
     return SseData(DumpJson({{"id", id},
                              {"object", "text_completion"},
                              {"created", created},
@@ -400,6 +386,7 @@ struct CompletionState {
         cached += choices[i].cached_tokens;
       }
     }
+    NoteRequestTokens(prompt, completion);
     return Usage(prompt, completion, cached);
   }
 
@@ -417,6 +404,11 @@ struct CompletionState {
   void Accumulate(const RequestOutput& ev) {
     CompletionChoice& c = choices[ev.index];
     Apply(ev, c);
+    if (!c.echo.empty()) {
+      c.text_len += c.echo.size();
+      c.text += std::move(c.echo);
+      c.echo.clear();
+    }
     LogprobsOf(ev, c, false);
     c.text += ev.text;
     c.text_len += ev.text.size();
@@ -456,6 +448,8 @@ void ApiServer::HandleCompletion(const httplib::Request& req, httplib::Response&
                                     &cr.gen.constraint)) {
     return SendError(res, *e, P);
   }
+  // A max_tokens past the room a prompt leaves is lowered to that room (unless strict).
+  const int max_len = model_.defaults.max_model_len;
   auto st = std::make_shared<CompletionState>();
   st->id = RandomId("cmpl-");
   st->created = static_cast<int64_t>(std::time(nullptr));
@@ -472,6 +466,20 @@ void ApiServer::HandleCompletion(const httplib::Request& req, httplib::Response&
     GenerationRequest g = cr.gen;
     g.prompt_ids = cr.prompts[p].is_ids ? cr.prompts[p].ids
                                         : model_.tokenizer->Encode(cr.prompts[p].text);
+    const int room = max_len - static_cast<int>(g.prompt_ids.size());
+    if (room > 0 && g.stop.max_tokens > room && !opts_.strict_max_tokens) {
+      g.stop.max_tokens = room;
+      g.stop.min_tokens = std::min(g.stop.min_tokens, room);
+    }
+    if (cr.echo) {
+      bool valid = true;
+      for (int32_t id : g.prompt_ids) valid &= model_.tokenizer->IsValidId(id);
+      if (!valid)
+        return SendError(res, BadRequest("'prompt' holds an invalid token id", "prompt"), P);
+      const std::string echo =
+          cr.prompts[p].is_ids ? model_.tokenizer->Decode(g.prompt_ids) : cr.prompts[p].text;
+      for (int k = 0; k < n; ++k) st->choices[p * n + k].echo = echo;
+    }
     const Status s = session->Submit(std::move(g), static_cast<int>(p) * n);
     if (!s.ok()) {
       ApiError e = FromStatus(s, "prompt");
@@ -480,8 +488,11 @@ void ApiServer::HandleCompletion(const httplib::Request& req, httplib::Response&
     }
   }
   if (cr.stream) {
-    RespondStreaming(res, session, [st](const RequestOutput& ev) { return st->StreamEvent(ev); },
-                     [st] { return st->StreamTail(); }, &in_flight_);
+    StreamWriters w;
+    w.keepalive_seconds = opts_.sse_ping_seconds;
+    w.on_event = [st](const RequestOutput& ev) { return st->StreamEvent(ev); };
+    w.tail = [st] { return st->StreamTail(); };
+    RespondStreaming(res, session, std::move(w), &in_flight_);
   } else {
     RespondWhenDone(res, session,
                     [st](const RequestOutput& ev) {

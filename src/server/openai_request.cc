@@ -303,7 +303,9 @@ std::optional<ApiError> CheckMessages(const OJson& body, OJson* out) {
   return std::nullopt;
 }
 
-std::optional<ApiError> CheckTools(const OJson& body, ChatRequest* r) {
+}  // namespace
+
+std::optional<ApiError> CheckTools(const OJson& body, ChatTurn* r) {
   const Fields f(body);
   if (const OJson* t = f.Get("tools")) {
     if (!t->is_array()) return WrongType("tools", "an array", *t);
@@ -359,21 +361,37 @@ std::optional<ApiError> CheckTools(const OJson& body, ChatRequest* r) {
   return std::nullopt;
 }
 
-}  // namespace
-
 std::optional<ApiError> ParseChatRequest(const OJson& body, const ServerDefaults& d,
                                          ChatRequest* r) {
   if (!body.is_object()) return BadRequest("the request body must be a JSON object");
+  ChatTurn& t = r->turn;
   MIMO_TRY(CheckModel(body, d));
-  MIMO_TRY(CheckMessages(body, &r->messages));
-  MIMO_TRY(CheckTools(body, r));
+  MIMO_TRY(CheckMessages(body, &t.messages));
+  MIMO_TRY(CheckTools(body, &t));
   MIMO_TRY(ParseStreamOptions(body, &r->stream, &r->include_usage));
-  MIMO_TRY(CheckResponseFormat(body, &r->response_format));
+  MIMO_TRY(CheckResponseFormat(body, &t.response_format));
   if (const OJson* k = Fields(body).Get("chat_template_kwargs")) {
     if (!k->is_object()) return WrongType("chat_template_kwargs", "an object", *k);
-    r->template_kwargs = *k;
+    t.template_kwargs = *k;
   }
-  return ParseGenerationFields(body, d, true, &r->gen);
+  // vLLM's switches: continue the final assistant message (an assistant prefill) instead of
+  // opening a new turn; add_generation_prompt false with an assistant message last means the same.
+  const Fields f(body);
+  bool cont = false, gen_prompt = true;
+  MIMO_TRY(f.Bool("continue_final_message", &cont));
+  MIMO_TRY(f.Bool("add_generation_prompt", &gen_prompt));
+  const bool last_is_assistant = t.messages.back().value("role", "") == "assistant";
+  if (cont && gen_prompt && f.Get("add_generation_prompt")) {
+    return BadRequest("'continue_final_message' and 'add_generation_prompt' cannot both be true",
+                      "continue_final_message");
+  }
+  if (cont && !last_is_assistant) {
+    return BadRequest("'continue_final_message' needs an assistant message last",
+                      "continue_final_message");
+  }
+  t.continue_final_message = cont || (!gen_prompt && last_is_assistant);
+  t.add_generation_prompt = gen_prompt;
+  return ParseGenerationFields(body, d, true, &t.gen);
 }
 
 std::optional<ApiError> ParseCompletionRequest(const OJson& body, const ServerDefaults& d,
@@ -416,14 +434,21 @@ std::optional<ApiError> ParseCompletionRequest(const OJson& body, const ServerDe
     if (one.is_ids && one.ids.empty()) return BadRequest("'prompt' must not be empty", "prompt");
   }
   MIMO_TRY(Fields(body).Bool("echo", &r->echo));
-  if (r->echo) return BadRequest("'echo' is not supported", "echo");
   if (const OJson* s = Fields(body).Get("suffix")) {
     (void)s;
     return BadRequest("'suffix' is not supported", "suffix");
   }
   MIMO_TRY(ParseStreamOptions(body, &r->stream, &r->include_usage));
   MIMO_TRY(CheckResponseFormat(body, &r->response_format));
-  return ParseGenerationFields(body, d, false, &r->gen);
+  MIMO_TRY(ParseGenerationFields(body, d, false, &r->gen));
+  // The engine computes log-probabilities of generated tokens only, not of the prompt's.
+  if (r->echo && r->gen.sampling.logprobs >= 0) {
+    return BadRequest(
+        "'echo' with 'logprobs' is not supported: prompt log-probabilities are not "
+        "computed",
+        "echo");
+  }
+  return std::nullopt;
 }
 
 }  // namespace mimo

@@ -3,19 +3,17 @@
 // becomes a GenerationRequest for the engine.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "engine/request.h"
 #include "io/generation_config.h"
 #include "server/api_error.h"
+#include "server/chat_turn.h"
 
 namespace mimo {
-
-using OJson = nlohmann::ordered_json;
 
 // What request defaults and limits come from.
 struct ServerDefaults {
@@ -33,20 +31,21 @@ std::optional<ApiError> ParseGenerationFields(const OJson& body, const ServerDef
 // The `model` field: absent or the served name; anything else is a 404.
 std::optional<ApiError> CheckModel(const OJson& body, const ServerDefaults& d);
 
+// The messages are validated (text-only content parts; tool-call arguments parsed); the
+// conversation may end in an assistant message to continue (`continue_final_message`, or
+// `add_generation_prompt: false` with an assistant message last, as vLLM).
 struct ChatRequest {
-  OJson messages;        // validated; text-only content parts; tool-call arguments parsed
-  OJson tools = nullptr;  // OpenAI tools array, or null
-  OJson template_kwargs = OJson::object();
-  std::string tool_choice = "auto";  // none | auto | required | function
-  std::string tool_choice_function;  // the named function when tool_choice == "function"
-  bool parallel_tool_calls = true;
+  ChatTurn turn;
   bool stream = false;
   bool include_usage = false;
-  OJson response_format = nullptr;
-  GenerationRequest gen;  // prompt ids filled after rendering
 };
 std::optional<ApiError> ParseChatRequest(const OJson& body, const ServerDefaults& d,
                                          ChatRequest* out);
+
+// Tools in OpenAI's chat shape ([{"type": "function", "function": {"name", ...}}]) and
+// tool_choice / parallel_tool_calls, checked into *turn (also used for converted Anthropic and
+// Responses API tools).
+std::optional<ApiError> CheckTools(const OJson& body, ChatTurn* turn);
 
 struct CompletionRequest {
   // One entry per prompt: text, or token ids (then `text` is empty).

@@ -11,12 +11,13 @@ import { Anthropic, OpenAI, assertOpenAiError, ensureE2eModel, post, sleep, star
 const USER = [{ role: "user", content: "hi" }];
 
 describe("errors: OpenAI and Anthropic error objects", () => {
-  let server, chat, comp, msgs;
+  let server, chat, comp, msgs, resp;
   before(async () => {
     server = await startServer(ensureE2eModel(), ["--max-model-len", "256"]);
     chat = server.url + "/v1/chat/completions";
     comp = server.url + "/v1/completions";
     msgs = server.url + "/v1/messages";
+    resp = server.url + "/v1/responses";
   });
   after(async () => { assert.equal(await server?.stop(), 0, server?.stderr()); });
 
@@ -62,8 +63,8 @@ describe("errors: OpenAI and Anthropic error objects", () => {
     assertOpenAiError(assert, await post(comp, { prompt: 5 }), 400, { param: "prompt" });
     assertOpenAiError(assert, await post(comp, { prompt: "x", max_tokens: "a" }), 400, { param: "max_tokens" });
     assertOpenAiError(assert, await post(comp, { prompt: "x", echo: "yes" }), 400, { param: "echo" });
-    // echo is refused by name (not implemented), never silently ignored.
-    assertOpenAiError(assert, await post(comp, { prompt: "x", echo: true }), 400, { param: "echo" });
+    // echo with logprobs would need the prompt's log-probabilities: refused by name, not ignored.
+    assertOpenAiError(assert, await post(comp, { prompt: "x", echo: true, logprobs: 1 }), 400, { param: "echo" });
   });
 
   test("missing or empty messages / prompt", async () => {
@@ -92,8 +93,14 @@ describe("errors: OpenAI and Anthropic error objects", () => {
     const a = await post(server.url + "/v1/messages", { max_tokens: 5, messages: [{ role: "user", content: long }] });
     assert.equal(a.status, 400);
     assert.match(a.json.error.message, /max_model_len\) is 256/);
-    assertOpenAiError(assert, await post(chat, { messages: USER, max_tokens: 100000 }), 400, { param: "max_tokens" });
-    assertOpenAiError(assert, await post(comp, { prompt: "x", max_tokens: 100000 }), 400, { param: "max_tokens" });
+    // max_tokens past the room the prompt leaves: the room (as llama-server), finish "length".
+    const c = await post(chat, { messages: USER, max_tokens: 100000, ignore_eos: true });
+    assert.equal(c.status, 200, c.text);
+    assert.equal(c.json.choices[0].finish_reason, "length");
+    assert.equal(c.json.usage.prompt_tokens + c.json.usage.completion_tokens, 256);
+    const p = await post(comp, { prompt: "x", max_tokens: 100000, ignore_eos: true, min_tokens: 100000 });
+    assert.equal(p.status, 200, p.text);
+    assert.equal(p.json.usage.prompt_tokens + p.json.usage.completion_tokens, 256);
   });
 
   test("bad tool_choice", async () => {
@@ -136,11 +143,13 @@ describe("errors: OpenAI and Anthropic error objects", () => {
       assert.equal(r.json.error.type, "invalid_request_error");
       assert.match(r.json.error.message, re);
     }
-    await assert.rejects(server.anthropic().messages.create({ model: "e2e", max_tokens: 100000, messages: USER }), (e) => {
+    await assert.rejects(server.anthropic().messages.create({ model: "e2e", max_tokens: 1, messages: USER, thinking: { type: "enabled", budget_tokens: 4 } }), (e) => {
       assert.ok(e instanceof Anthropic.BadRequestError);
       assert.equal(e.status, 400);
       return true;
     });
+    const big = await server.anthropic().messages.create({ model: "e2e", max_tokens: 100000, messages: USER });
+    assert.ok(big.usage.input_tokens + big.usage.cache_read_input_tokens + big.usage.output_tokens <= 256);
   });
 
   test("type fuzz: every field with every JSON type gives 200 or a 400 naming it, never a 500", async () => {
@@ -150,12 +159,20 @@ describe("errors: OpenAI and Anthropic error objects", () => {
         "temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty",
         "logit_bias", "seed", "stop", "n", "logprobs", "top_logprobs", "stream", "stream_options", "tools",
         "tool_choice", "parallel_tool_calls", "chat_template_kwargs", "ignore_eos", "min_tokens",
-        "response_format", "stop_token_ids", "user"]],
+        "response_format", "stop_token_ids", "user", "continue_final_message", "add_generation_prompt"]],
       [comp, { prompt: "hi", max_tokens: 2 }, ["model", "prompt", "max_tokens", "temperature", "top_p", "n",
         "logprobs", "stop", "seed", "echo", "stream", "stream_options", "logit_bias", "ignore_eos", "min_tokens",
         "response_format"]],
       [msgs, { messages: USER, max_tokens: 2 }, ["model", "messages", "max_tokens", "system", "temperature",
-        "top_p", "top_k", "stop_sequences", "stream", "tools", "tool_choice", "thinking", "metadata"]],
+        "top_p", "top_k", "stop_sequences", "stream", "tools", "tool_choice", "thinking", "metadata",
+        "output_config", "output_format"]],
+      [server.url + "/v1/messages/count_tokens", { messages: USER }, ["model", "messages", "system", "tools",
+        "tool_choice", "thinking"]],
+      [resp, { input: "hi", max_output_tokens: 2 }, ["model", "input", "instructions", "max_output_tokens",
+        "temperature", "top_p", "tools", "tool_choice", "parallel_tool_calls", "text", "reasoning", "store",
+        "stream", "previous_response_id", "include", "metadata", "user", "background", "truncation"]],
+      [resp, { input: "hi", max_output_tokens: 2, stream: true }, ["max_output_tokens", "tools", "tool_choice",
+        "text", "reasoning", "include"]],
       // Streamed: a refused request is a JSON error before any SSE starts.
       [chat, { messages: USER, max_tokens: 2, stream: true }, ["max_tokens", "temperature", "n", "logprobs",
         "top_logprobs", "stop", "stream_options", "tools", "tool_choice", "chat_template_kwargs", "response_format"]],
@@ -181,6 +198,7 @@ describe("errors: OpenAI and Anthropic error objects", () => {
           return;
         }
         if (f === "model" && typeof body.model === "string" && r.status === 404) return;  // unknown model
+        if (f === "previous_response_id" && typeof body[f] === "string" && r.status === 404) return;  // unknown id
         const msg = url === msgs ? r.json?.error?.message : r.json?.error?.message;
         if (r.status !== 400 || typeof msg !== "string" || !msg.includes(f === "role" || f === "content" ? "messages" : f)) {
           bad.push(`${url.replace(server.url, "")} ${JSON.stringify(body)} -> ${r.status} ${r.text.slice(0, 200)}`);
@@ -230,6 +248,25 @@ describe("errors: OpenAI and Anthropic error objects", () => {
       cases.push([msgs, { max_tokens: 2, messages: USER, system: [v] }]);
       cases.push([msgs, { max_tokens: 2, messages: USER, thinking: { type: v } }]);
       cases.push([msgs, { max_tokens: 2, messages: USER, tools: [{ name: "f", input_schema: { type: "object" } }], tool_choice: { type: "tool", name: v } }]);
+      cases.push([msgs, { max_tokens: 2, messages: USER, output_config: { format: v } }]);
+      cases.push([msgs, { max_tokens: 2, messages: USER, output_config: { format: { type: "json_schema", schema: v } } }]);
+      cases.push([msgs, { max_tokens: 2, messages: USER, thinking: { type: "enabled", budget_tokens: v } }]);
+      cases.push([msgs, { max_tokens: 2, messages: [...USER, { role: "assistant", content: [{ type: "thinking", thinking: "t", signature: v }] }] }]);
+      cases.push([msgs, { max_tokens: 2, messages: [{ role: "system", content: v }, ...USER] }]);
+      cases.push([resp, { max_output_tokens: 2, input: [v] }]);
+      cases.push([resp, { max_output_tokens: 2, input: [{ role: "user", content: v }] }]);
+      cases.push([resp, { max_output_tokens: 2, input: [{ role: v, content: "x" }] }]);
+      cases.push([resp, { max_output_tokens: 2, input: [{ role: "user", content: [{ type: "input_text", text: v }] }] }]);
+      cases.push([resp, { max_output_tokens: 2, input: [{ type: "function_call", call_id: "c", name: "f", arguments: v }] }]);
+      cases.push([resp, { max_output_tokens: 2, input: [{ type: "function_call", call_id: v, name: "f", arguments: "{}" }] }]);
+      cases.push([resp, { max_output_tokens: 2, input: [{ type: "function_call_output", call_id: "c", output: v }] }]);
+      cases.push([resp, { max_output_tokens: 2, input: [{ type: "reasoning", content: v, summary: [] }, { role: "user", content: "x" }] }]);
+      cases.push([resp, { max_output_tokens: 2, input: [{ type: "reasoning", encrypted_content: v, summary: v }, { role: "user", content: "x" }] }]);
+      cases.push([resp, { max_output_tokens: 2, input: "x", tools: [{ type: "function", name: v, parameters: v }] }]);
+      cases.push([resp, { max_output_tokens: 2, input: "x", text: { format: v } }]);
+      cases.push([resp, { max_output_tokens: 2, input: "x", text: { format: { type: "json_schema", schema: v } } }]);
+      cases.push([resp, { max_output_tokens: 2, input: "x", reasoning: { effort: v } }]);
+      cases.push([resp, { max_output_tokens: 2, input: "x", tools: [{ type: "function", name: "f" }], tool_choice: { type: "allowed_tools", mode: v, tools: v } }]);
     }
     const bad = [];
     for (let i = 0; i < cases.length; i += 8) {
@@ -257,7 +294,7 @@ describe("errors: API key (401), full queue (429), loading (503)", () => {
   before(async () => {
     // Not waiting for readiness: the first look may still see the loading server.
     server = await startServer(ensureE2eModel(), ["--max-model-len", "512", "--api-key", KEY, "--max-num-seqs", "1",
-      "--max-waiting", "1"], { waitReady: false, warmup: true });
+      "--max-waiting", "1", "--strict-max-tokens"], { waitReady: false, warmup: true });
   });
   after(async () => { assert.equal(await server?.stop(), 0, server?.stderr()); });
 
@@ -285,11 +322,21 @@ describe("errors: API key (401), full queue (429), loading (503)", () => {
     await assert.rejects(server.openai({ apiKey: "wrong" }).models.list(), (e) => e instanceof OpenAI.AuthenticationError);
     await assert.rejects(server.anthropic({ apiKey: "wrong" }).messages.create({ model: "e2e", max_tokens: 2, messages: USER }),
       (e) => e instanceof Anthropic.AuthenticationError);
+    // The scheme is case-insensitive (RFC 7235).
+    const lower = await post(chat, { messages: USER, max_tokens: 2 }, { Authorization: `bearer ${KEY}` });
+    assert.equal(lower.status, 200, lower.text);
+    assert.equal((await post(chat, { messages: USER }, { Authorization: "Bearer" })).json.error.code, "invalid_api_key");
     const ok = await server.openai({ apiKey: KEY }).chat.completions.create({ messages: USER, max_tokens: 2 });
     assert.equal(ok.choices.length, 1);
     const ok2 = await server.anthropic({ apiKey: KEY }).messages.create({ model: "e2e", max_tokens: 2, messages: USER });
     assert.equal(ok2.type, "message");
     assert.equal((await fetch(server.url + "/health")).status, 200);  // /health needs no key
+  });
+
+  test("--strict-max-tokens: max_tokens past the context is a 400 naming it", async () => {
+    const r = await post(server.url + "/v1/chat/completions", { messages: USER, max_tokens: 100000 }, { Authorization: `Bearer ${KEY}` });
+    assertOpenAiError(assert, r, 400, { param: "max_tokens", match: /max_model_len\) 512/ });
+    assert.equal(r.json.error.code, "context_length_exceeded");
   });
 
   test("a full queue answers 429; the admitted requests finish", async () => {

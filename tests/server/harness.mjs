@@ -142,13 +142,15 @@ export function metric(m, name) {
   return found ? sum : undefined;
 }
 
-// The properties every OpenAI error answer has: {error: {message, type, param, code}}.
+// The properties every OpenAI error answer has: {error: {message, type, param, code}}, code a
+// string (model_not_found, context_length_exceeded, invalid_api_key, ...), never the status.
 export function assertOpenAiError(assert, r, status, { param, match } = {}) {
   assert.equal(r.status, status, r.text);
   assert.ok(r.json && typeof r.json.error === "object", `not an OpenAI error object: ${r.text}`);
   assert.equal(typeof r.json.error.message, "string");
   assert.ok(r.json.error.message.length > 0);
   assert.equal(typeof r.json.error.type, "string");
+  assert.equal(typeof r.json.error.code, "string", r.text);
   if (param instanceof RegExp) assert.match(String(r.json.error.param), param, r.text);
   else if (param !== undefined) assert.equal(r.json.error.param, param, r.text);
   if (match) assert.match(r.json.error.message, match);

@@ -1,0 +1,141 @@
+// ApiServer::RenderTurn / PrepareTurn, signatures, and the reasoning-token counter (see
+// chat_turn.h).
+#include "server/chat_turn.h"
+
+#include "core/base64.h"
+#include "core/sha256.h"
+#include "server/api_server.h"
+
+namespace mimo {
+namespace {
+
+bool EndsWith(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// The text of a message's content (a string, or the text of its parts).
+std::string ContentText(const OJson& content) {
+  if (content.is_string()) return content.get<std::string>();
+  std::string out;
+  if (content.is_array()) {
+    for (const OJson& p : content) {
+      if (p.is_object() && p.contains("text") && p["text"].is_string())
+        out += p["text"].get<std::string>();
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+OJson MergeLeadingSystemMessages(OJson messages) {
+  auto is_system = [](const OJson& m) {
+    return m.is_object() && m.value("role", "") == "system" && m.contains("content") &&
+           m["content"].is_string();
+  };
+  while (messages.size() >= 2 && is_system(messages[0]) && is_system(messages[1])) {
+    std::string a = messages[0]["content"], b = messages[1]["content"];
+    messages[0]["content"] = a.empty() ? b : b.empty() ? a : a + "\n\n" + b;
+    messages.erase(messages.begin() + 1);
+  }
+  return messages;
+}
+
+std::optional<ApiError> ApiServer::RenderTurn(ChatTurn* t, std::string* prompt) const {
+  // Thinking unset: the template's own default, made explicit so that template and parser agree.
+  if (!t->template_kwargs.contains("enable_thinking") && !t->template_kwargs.contains("thinking")) {
+    t->template_kwargs["enable_thinking"] = model_.thinks_by_default;
+  }
+  StatusOr<std::string> r = Internal("unrendered");
+  if (t->continue_final_message) {
+    if (t->messages.empty() || t->messages.back().value("role", "") != "assistant") {
+      return BadRequest("continuing the final message needs an assistant message last", "messages");
+    }
+    r = model_.chat_template->RenderContinuing(t->messages, t->tools, t->template_kwargs);
+  } else {
+    r = model_.chat_template->Render(t->messages, t->tools, t->add_generation_prompt,
+                                     t->template_kwargs);
+  }
+  if (!r.ok()) return BadRequest(r.status().message(), "messages");
+  *prompt = std::move(r).value();
+  return std::nullopt;
+}
+
+std::optional<ApiError> ApiServer::PrepareTurn(ChatTurn* t, PreparedTurn* out) const {
+  std::string prompt;
+  if (auto e = RenderTurn(t, &prompt)) return e;
+  auto reasoning = ReasoningOptionsFromKwargs(t->template_kwargs);
+  if (!reasoning.ok()) return BadRequest(reasoning.status().message(), "chat_template_kwargs");
+  out->parser = ChatParserOptions{};
+  out->parser.reasoning = *reasoning;
+  out->parser.reasoning.prompt_ends_in_think = PromptEndsInThink(prompt);
+  // A continued assistant message with text in it is the answer going on: the model does not
+  // open a reasoning block there, and output is content.
+  const bool continues_text = t->continue_final_message &&
+                              !ContentText(t->messages.back().value("content", OJson())).empty();
+  if (continues_text) out->parser.reasoning.enable_thinking = false;
+  out->prompt_in_reasoning = out->parser.reasoning.prompt_ends_in_think;
+  out->reasons = out->prompt_in_reasoning ||
+                 (out->parser.reasoning.enable_thinking && !EndsWith(prompt, "</think>"));
+  if (t->tool_choice != "none" && !t->tools.is_null()) {
+    auto s = ToolSchema::FromJson(t->tools);
+    if (!s.ok()) return BadRequest(s.status().message(), "tools");
+    out->schema = std::move(s).value();
+  }
+  t->gen.prompt_ids = model_.tokenizer->Encode(prompt);
+  out->prompt_tokens = static_cast<int>(t->gen.prompt_ids.size());
+  // max_tokens beyond the room the prompt leaves: lowered to the room (llama-server's way, so
+  // agents that always ask for 32k tokens work with a smaller context), unless strict. A prompt
+  // that leaves no room at all is the engine's error (context_length_exceeded).
+  const int room = model_.defaults.max_model_len - out->prompt_tokens;
+  StopParams& stop = t->gen.stop;
+  if (room > 0 && stop.max_tokens > room && !opts_.strict_max_tokens) {
+    stop.max_tokens = room;
+    stop.min_tokens = std::min(stop.min_tokens, room);
+    out->max_tokens_fitted = true;
+  }
+  if (t->reasoning_budget >= 0 && !out->reasons) t->reasoning_budget = -1;
+  if (auto e = StructuredConstraint(t->response_format, t->tools, t->tool_choice,
+                                    t->tool_choice_function, t->parallel_tool_calls, out->reasons,
+                                    &t->gen.constraint)) {
+    return e;
+  }
+  return std::nullopt;
+}
+
+std::string ApiServer::Sign(std::string_view kind, std::string_view text) const {
+  std::string msg(kind);
+  msg += '\0';
+  msg += text;
+  const Sha256Digest d = HmacSha256(signing_key_, msg);
+  return Base64Encode(std::string_view(reinterpret_cast<const char*>(d.data()), d.size()));
+}
+
+bool ApiServer::Verify(std::string_view kind, std::string_view text,
+                       std::string_view signature) const {
+  return ConstantTimeEquals(Sign(kind, text), signature);
+}
+
+ReasoningTokenCounter::ReasoningTokenCounter(const PreparedTurn& turn, int32_t think_start_id,
+                                             int32_t think_end_id, int32_t tool_call_id)
+    : state_(turn.prompt_in_reasoning ? State::kIn
+             : turn.reasons           ? State::kBefore
+                                      : State::kDone),
+      start_(think_start_id),
+      end_(think_end_id),
+      tool_call_(tool_call_id) {}
+
+void ReasoningTokenCounter::Add(std::span<const int32_t> ids) {
+  for (int32_t id : ids) {
+    if (state_ == State::kBefore) state_ = id == start_ ? State::kIn : State::kDone;
+    if (state_ != State::kIn) continue;
+    if (id == tool_call_) {
+      state_ = State::kDone;
+      continue;
+    }
+    ++count_;
+    if (id == end_) state_ = State::kDone;
+  }
+}
+
+}  // namespace mimo

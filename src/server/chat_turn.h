@@ -1,0 +1,70 @@
+// ChatTurn: the native form every chat-shaped request becomes (chat completions, Anthropic
+// messages, the Responses API) before the chat template, the tokenizer and the engine see it, and
+// the one preparation they share: thinking resolved against the template's default, the prompt
+// rendered (a new assistant turn, or the final assistant message continued), tokenized, max_tokens
+// fitted into the context, the output constraint built, and the output parsers configured.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "chat/chat_output_parser.h"
+#include "chat/tool_schema.h"
+#include "engine/request.h"
+#include "server/api_error.h"
+
+namespace mimo {
+
+struct ChatTurn {
+  OJson messages = OJson::array();  // OpenAI-style messages, validated
+  OJson tools = nullptr;            // OpenAI tools array, or null
+  OJson template_kwargs = OJson::object();
+  std::string tool_choice = "none";  // none | auto | required | function
+  std::string tool_choice_function;
+  bool parallel_tool_calls = true;
+  OJson response_format = nullptr;  // null, or {"type": "json_object" | "json_schema", ...}
+  // Continue the final (assistant) message instead of opening a new turn.
+  bool continue_final_message = false;
+  bool add_generation_prompt = true;
+  int reasoning_budget = -1;  // tokens the reasoning block may take; -1: no limit
+  GenerationRequest gen;      // sampling and stop rules; prompt_ids filled by PrepareTurn
+};
+
+// System messages at the start of a conversation merged into one (joined by a blank line): the
+// chat template renders only the first message as the system prompt (the tools follow it), so
+// instructions given in several leading messages (Anthropic's top-level system and system
+// messages, the Responses API's instructions and developer messages) stay one prompt. Later
+// system messages stay where they are, as system turns.
+OJson MergeLeadingSystemMessages(OJson messages);
+
+// What the answer is built with.
+struct PreparedTurn {
+  ToolSchema schema;  // the tools the output parser recognises
+  ChatParserOptions parser;
+  bool reasons = false;              // the output may start with a reasoning block
+  bool prompt_in_reasoning = false;  // the prompt itself opened it
+  int prompt_tokens = 0;
+  bool max_tokens_fitted = false;  // max_tokens was lowered to the room left in the context
+};
+
+// Counts the output tokens of the reasoning block (usage's reasoning_tokens): from the first
+// output token when the prompt opened the block, else from a leading <think>, through </think>
+// (both counted); a <tool_call> inside it ends it uncounted, as the reasoning parser does.
+class ReasoningTokenCounter {
+ public:
+  ReasoningTokenCounter() = default;
+  ReasoningTokenCounter(const PreparedTurn& turn, int32_t think_start_id, int32_t think_end_id,
+                        int32_t tool_call_id);
+  void Add(std::span<const int32_t> ids);
+  int count() const { return count_; }
+
+ private:
+  enum class State { kBefore, kIn, kDone };
+  State state_ = State::kDone;
+  int32_t start_ = -1, end_ = -1, tool_call_ = -1;
+  int count_ = 0;
+};
+
+}  // namespace mimo

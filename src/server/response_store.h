@@ -1,0 +1,52 @@
+// The Responses API's stored responses (`store`, true by default): in memory, bounded by a
+// count and by bytes, the oldest evicted first. A stored response keeps what GET
+// /v1/responses/{id} returns, its input items, and the conversation through its output as chat
+// messages, which is what a request with `previous_response_id` continues from.
+// Thread-safety: every method may be called from any thread (one mutex).
+#pragma once
+
+#include <cstddef>
+#include <list>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include "server/api_error.h"
+
+namespace mimo {
+
+struct StoredResponse {
+  OJson response;     // the Response object, as returned
+  OJson input_items;  // this request's input items (with ids)
+  OJson messages;     // chat messages through this response's output (instructions excluded)
+};
+
+class ResponseStore {
+ public:
+  ResponseStore(size_t max_entries, size_t max_bytes);
+
+  // Stores (or replaces) `id`, then evicts the oldest entries past the bounds; an entry larger
+  // than max_bytes alone is not kept.
+  void Put(const std::string& id, StoredResponse r);
+  std::optional<StoredResponse> Get(const std::string& id) const;
+  bool Erase(const std::string& id);
+  size_t size() const;
+  size_t bytes() const;
+
+ private:
+  struct Entry {
+    StoredResponse value;
+    size_t bytes = 0;
+    std::list<std::string>::iterator pos;
+  };
+  void EraseLocked(std::unordered_map<std::string, Entry>::iterator it);
+
+  const size_t max_entries_, max_bytes_;
+  mutable std::mutex mu_;
+  std::list<std::string> order_;  // oldest first
+  std::unordered_map<std::string, Entry> entries_;
+  size_t bytes_ = 0;
+};
+
+}  // namespace mimo

@@ -1,0 +1,82 @@
+// ResponseStore's bounds (entries, bytes; oldest evicted first) and the chat-turn helpers the
+// protocols share: leading system messages merged into one prompt, reasoning tokens counted.
+#include "server/response_store.h"
+
+#include <gtest/gtest.h>
+
+#include "server/chat_turn.h"
+
+namespace mimo {
+namespace {
+
+StoredResponse Entry(const std::string& text) {
+  return StoredResponse{OJson{{"text", text}}, OJson::array(), OJson::array()};
+}
+
+TEST(ResponseStore, KeepsAtMostMaxEntriesOldestEvictedFirst) {
+  ResponseStore s(3, size_t{1} << 20);
+  for (int i = 0; i < 5; ++i) s.Put("r" + std::to_string(i), Entry("x"));
+  EXPECT_EQ(s.size(), 3u);
+  EXPECT_FALSE(s.Get("r0"));
+  EXPECT_FALSE(s.Get("r1"));
+  ASSERT_TRUE(s.Get("r4"));
+  EXPECT_EQ(s.Get("r4")->response["text"], "x");
+  EXPECT_TRUE(s.Erase("r3"));
+  EXPECT_FALSE(s.Erase("r3"));
+  EXPECT_EQ(s.size(), 2u);
+}
+
+TEST(ResponseStore, KeepsWithinMaxBytes) {
+  ResponseStore s(100, 400);
+  const std::string big(150, 'a');
+  for (int i = 0; i < 5; ++i) s.Put("r" + std::to_string(i), Entry(big));
+  EXPECT_LE(s.bytes(), 400u);
+  EXPECT_EQ(s.size(), 2u);  // each entry is a little over 150 bytes
+  EXPECT_TRUE(s.Get("r4") && s.Get("r3"));
+  s.Put("huge", Entry(std::string(1000, 'b')));  // larger than the bound alone: not kept
+  EXPECT_FALSE(s.Get("huge"));
+  EXPECT_TRUE(s.Get("r4"));
+  s.Put("r4", Entry("small"));  // replacing an id updates its bytes
+  EXPECT_EQ(s.Get("r4")->response["text"], "small");
+  EXPECT_EQ(s.size(), 2u);
+}
+
+TEST(ChatTurn, MergesLeadingSystemMessagesOnly) {
+  const OJson in = OJson::parse(R"([
+    {"role": "system", "content": "A."}, {"role": "system", "content": ""},
+    {"role": "system", "content": "B."}, {"role": "user", "content": "hi"},
+    {"role": "system", "content": "C."}, {"role": "user", "content": "bye"}])");
+  const OJson out = MergeLeadingSystemMessages(in);
+  ASSERT_EQ(out.size(), 4u);
+  EXPECT_EQ(out[0]["content"], "A.\n\nB.");
+  EXPECT_EQ(out[1]["role"], "user");
+  EXPECT_EQ(out[2]["content"], "C.");  // a later system turn stays where it is
+  EXPECT_EQ(MergeLeadingSystemMessages(OJson::array()).size(), 0u);
+}
+
+TEST(ChatTurn, CountsReasoningTokensThroughThinkEnd) {
+  const int32_t kStart = 10, kEnd = 11, kCall = 12;
+  PreparedTurn reasons;
+  reasons.reasons = true;
+  ReasoningTokenCounter c(reasons, kStart, kEnd, kCall);
+  c.Add(std::vector<int32_t>{kStart, 1, 2});
+  c.Add(std::vector<int32_t>{3, kEnd, 4, 5});
+  EXPECT_EQ(c.count(), 5);  // <think> 1 2 3 </think>
+  // No leading <think>: no reasoning.
+  ReasoningTokenCounter none(reasons, kStart, kEnd, kCall);
+  none.Add(std::vector<int32_t>{1, kStart, 2, kEnd});
+  EXPECT_EQ(none.count(), 0);
+  // The prompt opened the block: counted from the first token; a <tool_call> ends it.
+  PreparedTurn opened;
+  opened.reasons = opened.prompt_in_reasoning = true;
+  ReasoningTokenCounter in(opened, kStart, kEnd, kCall);
+  in.Add(std::vector<int32_t>{1, 2, kCall, 3});
+  EXPECT_EQ(in.count(), 2);
+  // Thinking off: nothing counts.
+  ReasoningTokenCounter off(PreparedTurn{}, kStart, kEnd, kCall);
+  off.Add(std::vector<int32_t>{kStart, 1, kEnd});
+  EXPECT_EQ(off.count(), 0);
+}
+
+}  // namespace
+}  // namespace mimo
