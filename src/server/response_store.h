@@ -30,6 +30,8 @@ class ResponseStore {
   // than max_bytes alone is not kept.
   void Put(const std::string& id, StoredResponse r);
   std::optional<StoredResponse> Get(const std::string& id) const;
+  // An input or output item of a stored response, by its id (the Responses API's item_reference).
+  std::optional<OJson> FindItem(const std::string& item_id) const;
   bool Erase(const std::string& id);
   size_t size() const;
   size_t bytes() const;
@@ -46,6 +48,7 @@ class ResponseStore {
   mutable std::mutex mu_;
   std::list<std::string> order_;  // oldest first
   std::unordered_map<std::string, Entry> entries_;
+  std::unordered_map<std::string, std::string> item_owner_;  // item id -> response id
   size_t bytes_ = 0;
 };
 

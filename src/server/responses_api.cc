@@ -89,8 +89,7 @@ std::optional<ApiError> ContentText(const OJson& c, const std::string& field, st
 
 // Input items -> chat messages (appended to *msgs). A reasoning item, an assistant message and
 // the function calls that follow form one assistant turn, as the chat template renders it.
-static std::optional<ApiError> InputToMessages(const ApiServer& server, const OJson& input,
-                                               OJson* msgs) {
+static std::optional<ApiError> InputToMessages(ApiServer& server, const OJson& input, OJson* msgs) {
   if (input.is_string()) {
     msgs->push_back({{"role", "user"}, {"content", input}});
     return std::nullopt;
@@ -107,9 +106,24 @@ static std::optional<ApiError> InputToMessages(const ApiServer& server, const OJ
     return pending;
   };
   for (size_t i = 0; i < input.size(); ++i) {
-    const OJson& it = input[i];
     const std::string f = "input[" + std::to_string(i) + "]";
-    if (!it.is_object()) return BadRequest("'" + f + "' must be an object", f);
+    if (!input[i].is_object()) return BadRequest("'" + f + "' must be an object", f);
+    // item_reference: an item of a stored response (the AI SDK sends the previous output so).
+    OJson referenced;
+    if (TypeOf(input[i]) == "item_reference") {
+      const OJson* id = Field(input[i], "id");
+      if (!id || !id->is_string()) return BadRequest("'" + f + ".id' must be a string", f + ".id");
+      std::optional<OJson> item = server.responses().FindItem(*id);
+      if (!item) {
+        ApiError e = NotFound("Item with id '" + id->get<std::string>() +
+                              "' not found (never stored, deleted, or evicted from the bounded "
+                              "store).");
+        e.param = f + ".id";
+        return e;
+      }
+      referenced = std::move(*item);
+    }
+    const OJson& it = referenced.is_null() ? input[i] : referenced;
     std::string type = TypeOf(it);
     if (type.empty() && it.contains("role")) type = "message";
     if (type == "message") {
@@ -237,7 +251,8 @@ static std::optional<ApiError> InputToMessages(const ApiServer& server, const OJ
     } else {
       return BadRequest("'" + f + ".type' '" + type +
                             "' is not supported: input items are message, function_call, "
-                            "function_call_output, custom_tool_call(_output) and reasoning",
+                            "function_call_output, custom_tool_call(_output), reasoning and "
+                            "item_reference",
                         f + ".type");
     }
   }

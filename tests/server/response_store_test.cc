@@ -80,3 +80,24 @@ TEST(ChatTurn, CountsReasoningTokensThroughThinkEnd) {
 
 }  // namespace
 }  // namespace mimo
+
+namespace mimo {
+namespace {
+
+TEST(ResponseStore, FindsItemsOfStoredResponsesUntilEvicted) {
+  ResponseStore s(1, size_t{1} << 20);
+  StoredResponse r;
+  r.response = OJson::parse(R"({"output": [{"id": "fc_1", "type": "function_call"}]})");
+  r.input_items = OJson::parse(R"([{"id": "msg_1", "type": "message"}])");
+  s.Put("resp_1", r);
+  ASSERT_TRUE(s.FindItem("fc_1"));
+  EXPECT_EQ((*s.FindItem("fc_1"))["type"], "function_call");
+  EXPECT_EQ((*s.FindItem("msg_1"))["type"], "message");
+  EXPECT_FALSE(s.FindItem("nope"));
+  s.Put("resp_2", Entry("x"));  // evicts resp_1 and its items
+  EXPECT_FALSE(s.FindItem("fc_1"));
+  EXPECT_FALSE(s.FindItem("msg_1"));
+}
+
+}  // namespace
+}  // namespace mimo
