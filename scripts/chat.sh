@@ -6,7 +6,7 @@
 # the client side), then stops the server with SIGTERM (it drains and exits 0).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/build.sh >/dev/null
+MIMO_BUILD_TARGETS=mimo bash scripts/build.sh >/dev/null
 MIMO=${MIMO_BIN:-build/bin/mimo}
 MODEL=${MIMO_MODEL:-models/mimo-v2-nano}
 LOG=$(mktemp /tmp/mimo-serve-XXXXXX.log)

@@ -15,7 +15,7 @@ SECONDS_PER="${MIMO_FUZZ_SECONDS:-20}"
 OUT=build-fuzz
 LAUNCH=""
 command -v ccache >/dev/null 2>&1 && LAUNCH=ccache
-command -v "$CXX" >/dev/null 2>&1 || { echo "[fuzz] $CXX not found: run scripts/setup.sh" >&2; exit 1; }
+command -v "$CXX" >/dev/null 2>&1 || { echo "[fuzz] $CXX not found: run scripts/setup-tests.sh" >&2; exit 1; }
 
 # Every object gets the sanitizers and libFuzzer's coverage hooks (fuzzer-no-link), so the fuzzer
 # sees which branches of the library code an input reaches.

@@ -11,7 +11,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
-const require = createRequire(path.join(ROOT, "third_party/package.json"));
+const require = createRequire(path.join(ROOT, "scripts/demo/package.json"));
 const OpenAI = require("openai");
 
 const arg = (name, def) => {

@@ -37,7 +37,7 @@ def find_tokenizer_dir() -> str:
     for d in (SETUP_TOKENIZER_DIR, NODE_TOKENIZER_DIR):
         if os.path.exists(os.path.join(d, "tokenizer.json")):
             return d
-    raise FileNotFoundError("Qwen3 tokenizer.json not found (run scripts/setup.sh)")
+    raise FileNotFoundError("Qwen3 tokenizer.json not found (run scripts/setup-tests.sh)")
 
 
 class Tokenizer:

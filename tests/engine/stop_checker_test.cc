@@ -1,4 +1,4 @@
-// Stop rules on the real Qwen3 tokenizer (third_party/qwen3, made by scripts/setup.sh): stop
+// Stop rules on the real Qwen3 tokenizer (third_party/qwen3, made by scripts/setup-tests.sh): stop
 // strings that span token boundaries are found and never emitted, text that may start a stop
 // string is held back until it cannot, EOS and stop ids end without their own text, max_tokens.
 #include "engine/stop_checker.h"
@@ -13,7 +13,7 @@ namespace {
 const Tokenizer& Qwen() {
   static std::unique_ptr<Tokenizer> t = [] {
     auto r = Tokenizer::FromFile(std::string(MIMO_SOURCE_DIR) + "/third_party/qwen3/tokenizer.json");
-    EXPECT_TRUE(r.ok()) << r.status().message() << " (run scripts/setup.sh)";
+    EXPECT_TRUE(r.ok()) << r.status().message() << " (run scripts/setup-tests.sh)";
     return r.ok() ? std::move(r).value() : nullptr;
   }();
   return *t;

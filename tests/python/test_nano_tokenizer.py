@@ -39,7 +39,7 @@ def corpus_texts(n=40):
 
 def test_matches_js_tokenizer(tokenizer, tmp_path):
     require(shutil.which("node") is not None and os.path.exists(ORACLE),
-            "node or the JS tokenizer oracle is not available (run scripts/setup.sh)")
+            "node or the JS tokenizer oracle is not available (run scripts/setup-tests.sh)")
     texts = corpus_texts()
     p = tmp_path / "texts.json"
     p.write_text(json.dumps(texts))

@@ -34,7 +34,7 @@ def launcher(n):
 @pytest.fixture(scope="module")
 def mpi(mimo_bin):
     if MPIRUN is None:
-        pytest.fail("mpirun missing: scripts/setup.sh installs openmpi-bin")
+        pytest.fail("mpirun missing: scripts/setup-tests.sh installs openmpi-bin")
     p = subprocess.run([mimo_bin, "logits", "--model", "/nonexistent", "--ids", "1", "--out",
                         "/dev/null", "--tensor-parallel-size", "2"], capture_output=True,
                        text=True, env=ENV, timeout=60)

@@ -25,7 +25,7 @@ class Qwen3Test : public ::testing::Test {
     auto t = Tokenizer::FromFile(kDir + "/tokenizer.json");
     if (!t.ok()) {
       load_error_ = new std::string(t.status().message() +
-                                    " (run scripts/setup.sh: it extracts the Qwen3 tokenizer)");
+                                    " (run scripts/setup-tests.sh: it extracts the Qwen3 tokenizer)");
       return;
     }
     tok_ = std::move(t).value().release();
@@ -84,7 +84,7 @@ nlohmann::json RunOracle() {
   const int rc = std::system(cmd.c_str());
   if (rc != 0) {
     ADD_FAILURE() << "oracle failed (rc=" << rc << "): " << cmd
-                  << "\n(needs node and scripts/setup.sh's npm packages)";
+                  << "\n(needs node and scripts/setup-tests.sh's npm packages)";
     return nlohmann::json();
   }
   std::ifstream f(out);

