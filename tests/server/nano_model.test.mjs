@@ -72,6 +72,23 @@ describe("nano model: answers through the OpenAI and Anthropic clients", () => {
     assert.equal(sawContentBeforeReasoningEnd, false);
   });
 
+  test("completions echo: the prompt, then the completion, streamed and not", async () => {
+    const prompt = "<|im_start|>user\nWhere does Venlo live?<|im_end|>\n<|im_start|>assistant\n<think></think>";
+    const plain = await openai.completions.create({ model: "mimo-v2-nano", prompt, max_tokens: 16, temperature: 0 });
+    const echoed = await openai.completions.create({ model: "mimo-v2-nano", prompt, max_tokens: 16, temperature: 0, echo: true });
+    assert.match(plain.choices[0].text, /Gostead/);
+    assert.equal(echoed.choices[0].text, prompt + plain.choices[0].text);
+    let streamed = "";
+    for await (const ch of await openai.completions.create({ model: "mimo-v2-nano", prompt, max_tokens: 16, temperature: 0, echo: true, stream: true })) {
+      streamed += ch.choices[0]?.text ?? "";
+    }
+    assert.equal(streamed, echoed.choices[0].text);
+    // Token-id prompts echo their decoded text.
+    const ids = (await (await fetch(server.url + "/tokenize", { method: "POST", body: JSON.stringify({ prompt }) })).json()).tokens;
+    const byIds = await openai.completions.create({ model: "mimo-v2-nano", prompt: ids, max_tokens: 16, temperature: 0, echo: true });
+    assert.equal(byIds.choices[0].text, echoed.choices[0].text);
+  });
+
   test("stop strings cut the answer before them", async () => {
     const body = { messages: [{ role: "user", content: "Where does Venlo live?" }], temperature: 0, ...OFF };
     const full = (await openai.chat.completions.create(body)).choices[0].message.content;

@@ -159,7 +159,14 @@ describe("responses: the Responses API on the default model", () => {
     assertOpenAiError(assert, await post(url, {}), 400, { param: "input" });
     assertOpenAiError(assert, await post(url, { input: 5 }), 400, { param: "input" });
     assertOpenAiError(assert, await post(url, { input: [{ type: "web_search_call" }] }), 400, { param: "input[0].type" });
-    assertOpenAiError(assert, await post(url, { input: "x", tools: [{ type: "web_search" }] }), 400, { param: "tools[0].type" });
+    assertOpenAiError(assert, await post(url, { input: "x", tools: [{ type: "teleport" }] }), 400, { param: "tools[0].type" });
+    // Hosted tools (Codex always offers web_search) are left out, not refused: nothing here runs
+    // them, and the prompt is the one without them.
+    const hosted = await post(url, { input: "Hi", max_output_tokens: 1, tools: [{ type: "web_search" }, { type: "file_search", vector_store_ids: [] }] });
+    assert.equal(hosted.status, 200, hosted.text);
+    const plain = await post(url, { input: "Hi", max_output_tokens: 1 });
+    assert.equal(hosted.json.usage.input_tokens, plain.json.usage.input_tokens);
+    assertOpenAiError(assert, await post(url, { input: "x", tools: [{ type: "web_search" }], tool_choice: "required" }), 400, { param: "tool_choice" });
     assertOpenAiError(assert, await post(url, { input: "x", reasoning: { effort: "huge" } }), 400, { param: "reasoning.effort" });
     assertOpenAiError(assert, await post(url, { input: "x", max_output_tokens: 0 }), 400, { param: "max_output_tokens" });
     assertOpenAiError(assert, await post(url, { input: "x", background: true }), 400, { param: "background" });
