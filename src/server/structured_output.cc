@@ -20,18 +20,7 @@ class GrammarConstraint final : public TokenConstraint {
       std::memset(bitmask, 0xff, words * sizeof(uint32_t));
       return;
     }
-    const int64_t to_end = matcher_.MinBytesToEnd();
-    // Close to max_tokens: walk a shortest completion (one byte per token, then eos), so the
-    // output still ends by itself, valid, within the budget.
-    if (remaining_tokens <= to_end + kSteerMargin) {
-      matcher_.FillCompletionMask(bitmask, eos_ids);
-      for (int32_t w = 0; w < words; ++w)
-        if (bitmask[w]) return;
-    }
-    matcher_.FillNextTokenMask(bitmask, eos_ids);
-    // Nearing it: a token may commit to more than it writes (a member, an item, a minLength),
-    // so only tokens after which a shortest completion still fits stay allowed.
-    if (remaining_tokens <= to_end + kLookahead) KeepFeasible(bitmask, eos_ids, remaining_tokens);
+    matcher_.FillMaskWithin(bitmask, eos_ids, remaining_tokens);
   }
 
   bool Accept(int32_t id) override {
@@ -46,25 +35,6 @@ class GrammarConstraint final : public TokenConstraint {
   bool IsTerminated() const override { return active() && matcher_.IsTerminated(); }
 
  private:
-  // Tokens beyond the shortest completion (one byte each) and its eos at which steering starts.
-  static constexpr int64_t kSteerMargin = 2;
-  // ... and at which each allowed token is tried for what it commits to (a vocabulary's worth
-  // of trial steps per token in this window, so only near the budget's end).
-  static constexpr int64_t kLookahead = 48;
-
-  void KeepFeasible(uint32_t* bitmask, std::span<const int32_t> eos_ids, int remaining_tokens) {
-    const int32_t vocab = so_.grammar->vocab().size();
-    for (int32_t id = 0; id < vocab; ++id) {
-      if (!((bitmask[id >> 5] >> (id & 31)) & 1u)) continue;
-      if (std::find(eos_ids.begin(), eos_ids.end(), id) != eos_ids.end()) continue;
-      if (!matcher_.AcceptToken(id)) continue;
-      // After it: remaining - 1 tokens for the rest (one byte each) and the eos.
-      const bool fits = matcher_.IsTerminated() || matcher_.MinBytesToEnd() + 1 <= remaining_tokens - 1;
-      matcher_.Rollback(1);
-      if (!fits) bitmask[id >> 5] &= ~(1u << (id & 31));
-    }
-  }
-
   bool active() const { return seen_ == so_.triggers.size(); }
 
   StructuredOutput so_;
