@@ -10,6 +10,7 @@
 #include "chat/chat_output_parser.h"
 #include "server/api_server.h"
 #include "server/response_writer.h"
+#include "server/structured_output.h"
 
 namespace mimo {
 namespace {
@@ -396,8 +397,15 @@ void ApiServer::HandleMessages(const httplib::Request& req, httplib::Response& r
                      P);
   }
   const bool parallel = !(has_dptu && (*tc)["disable_parallel_tool_use"].get<bool>());
-  if (auto e = StructuredConstraint(nullptr, tools, choice, choice_name, parallel, thinking,
-                                    &g.constraint)) {
+  ConstraintRequest constraint;
+  constraint.tools = tools;
+  constraint.tool_choice = choice;
+  constraint.tool_choice_function = choice_name;
+  constraint.parallel_tool_calls = parallel;
+  constraint.thinking = thinking;
+  constraint.prompt_in_reasoning = po.reasoning.prompt_ends_in_think;
+  constraint.max_tokens = g.stop.max_tokens;
+  if (auto e = BuildConstraint(constraint, model_, &g.constraint)) {
     return SendError(res, *e, P);
   }
   auto st = std::make_shared<MessageState>();

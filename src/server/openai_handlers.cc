@@ -207,62 +207,6 @@ bool EndsWith(const std::string& s, const std::string& tail) {
 
 }  // namespace
 
-std::optional<ApiError> ApiServer::StructuredConstraint(const OJson& response_format,
-                                                        const OJson& tools,
-                                                        const std::string& tool_choice,
-                                                        const std::string& tool_choice_function,
-                                                        bool parallel, bool thinking,
-                                                        ConstraintFactory* out) const {
-  const bool forced = tool_choice == "required" || tool_choice == "function";
-  const bool auto_calls = tool_choice == "auto" && !tools.is_null() && model_.tool_call_id >= 0;
-  if (!forced && response_format.is_null() && !auto_calls) return std::nullopt;
-  if (!model_.grammars) {
-    return BadRequest("structured outputs are not available on this server",
-                      forced ? "tool_choice" : "response_format");
-  }
-  StructuredOutput so;
-  if (thinking && model_.think_end_id >= 0) so.triggers.push_back(model_.think_end_id);
-  StatusOr<std::shared_ptr<const Grammar>> g = Internal("no grammar");
-  const char* param = "response_format";
-  if (forced || auto_calls) {
-    param = "tools";
-    g = model_.grammars->ToolCalls(tools.dump(), forced ? tool_choice_function : "", parallel,
-                                   model_.grammar_options);
-    if (!forced) {
-      // Auto: the grammar applies once the model opens a call. Tools whose schemas the grammar
-      // cannot express stay unconstrained, unless one of them asks to be strict.
-      bool strict = false;
-      for (size_t i = 0; i < tools.size(); ++i) {
-        const OJson& t = tools[i];
-        if (!t.is_object() || !t.contains("function") || !t["function"].is_object()) continue;
-        const OJson& f = t["function"];
-        if (!f.contains("strict") || f["strict"].is_null()) continue;
-        if (!f["strict"].is_boolean()) {
-          const std::string field = "tools[" + std::to_string(i) + "].function.strict";
-          return BadRequest("'" + field + "' must be a boolean", field);
-        }
-        strict |= f["strict"].get<bool>();
-      }
-      if (!g.ok() && !strict) return std::nullopt;
-      so.triggers.push_back(model_.tool_call_id);
-      so.feed_text = model_.tokenizer->IdToToken(model_.tool_call_id);
-    }
-  } else if (response_format["type"] == "json_object") {
-    g = model_.grammars->JsonObject(model_.grammar_options);
-  } else {
-    const OJson* js = response_format.contains("json_schema") ? &response_format["json_schema"] : nullptr;
-    if (!js || !js->is_object() || !js->contains("schema") || !(*js)["schema"].is_object()) {
-      return BadRequest("'response_format.json_schema.schema' (an object) is required",
-                        "response_format");
-    }
-    g = model_.grammars->JsonSchema((*js)["schema"].dump(), model_.grammar_options);
-  }
-  if (!g.ok()) return BadRequest(g.status().message(), param);
-  so.grammar = std::move(g).value();
-  *out = MakeConstraintFactory(std::move(so));
-  return std::nullopt;
-}
-
 void ApiServer::HandleChat(const httplib::Request& req, httplib::Response& res) {
   const Protocol P = Protocol::kOpenAi;
   OJson body;
@@ -291,9 +235,16 @@ void ApiServer::HandleChat(const httplib::Request& req, httplib::Response& res) 
   cr.gen.prompt_ids = model_.tokenizer->Encode(*prompt);
   // The model reasons first when thinking is on and the prompt did not close the block.
   const bool reasons = po.reasoning.enable_thinking && !EndsWith(*prompt, "</think>");
-  if (auto e = StructuredConstraint(cr.response_format, cr.tools, cr.tool_choice,
-                                    cr.tool_choice_function, cr.parallel_tool_calls, reasons,
-                                    &cr.gen.constraint)) {
+  ConstraintRequest constraint;
+  constraint.response_format = cr.response_format;
+  constraint.tools = cr.tools;
+  constraint.tool_choice = cr.tool_choice;
+  constraint.tool_choice_function = cr.tool_choice_function;
+  constraint.parallel_tool_calls = cr.parallel_tool_calls;
+  constraint.thinking = reasons;
+  constraint.prompt_in_reasoning = po.reasoning.prompt_ends_in_think;
+  constraint.max_tokens = cr.gen.stop.max_tokens;
+  if (auto e = BuildConstraint(constraint, model_, &cr.gen.constraint)) {
     return SendError(res, *e, P);
   }
   auto st = std::make_shared<ChatState>();
@@ -452,8 +403,10 @@ void ApiServer::HandleCompletion(const httplib::Request& req, httplib::Response&
   if (!Admit(req, res, P, &body)) return;
   CompletionRequest cr;
   if (auto e = ParseCompletionRequest(body, model_.defaults, &cr)) return SendError(res, *e, P);
-  if (auto e = StructuredConstraint(cr.response_format, nullptr, "none", "", false, false,
-                                    &cr.gen.constraint)) {
+  ConstraintRequest constraint;
+  constraint.response_format = cr.response_format;
+  constraint.max_tokens = cr.gen.stop.max_tokens;
+  if (auto e = BuildConstraint(constraint, model_, &cr.gen.constraint)) {
     return SendError(res, *e, P);
   }
   auto st = std::make_shared<CompletionState>();

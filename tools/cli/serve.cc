@@ -139,6 +139,7 @@ int RunServe(int argc, char** argv) {
   GrammarCache grammars(vocab);
   m.grammars = &grammars;
   m.grammar_options.max_string_length = static_cast<int32_t>(a.GetInt("grammar-max-string-length", -1));
+  m.think_start_id = rt.tok->TokenToId("<think>");
   m.think_end_id = rt.tok->TokenToId("</think>");
   m.tool_call_id = rt.tok->TokenToId("<tool_call>");
   server.SetModel(m);
