@@ -67,6 +67,14 @@ class CostAccumulator {
   std::vector<int32_t> touched_;
 };
 
+struct IdsHash {
+  size_t operator()(const std::vector<int32_t>& v) const {
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ v.size();
+    for (int32_t x : v) h = (h ^ static_cast<uint32_t>(x)) * 0xBF58476D1CE4E5B9ull;
+    return h ^ (h >> 31);
+  }
+};
+
 bool SameMap(const CostMap& a, const CostMap& b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i)
@@ -133,6 +141,7 @@ class TokenDistanceBuilder {
   void WalkState(int32_t s);
   int32_t AfterIndex(int32_t state, int32_t carry);
   CostMap TextExits(int32_t t, int32_t node) const;
+  const std::vector<CostMap>& SigAfter(int32_t text_rule, int32_t state);
   CostMap ChainValue(int32_t chain);
   CostMap Compose(const CostMap& in, int32_t state);
   CostMap OutValue(const Outcome& o);
@@ -146,12 +155,13 @@ class TokenDistanceBuilder {
   std::vector<size_t> marks_;
   std::unordered_map<std::string, int32_t> carry_ids_;
   std::deque<std::vector<Frame>> chains_;  // a deque: ChainValue holds one while it grows
-  std::unordered_map<std::string, int32_t> chain_ids_;
+  std::unordered_map<std::vector<int32_t>, int32_t, IdsHash> chain_ids_;
   std::vector<Outcome> group_outcomes_;        // [out_->groups_]
   std::vector<std::vector<int32_t>> closure_;  // [num_states] chains of the closure
   std::deque<AfterEntry> afters_;
   std::unordered_map<uint64_t, int32_t> after_ids_;
   CostAccumulator compose_acc_, out_acc_;
+  std::unordered_map<uint64_t, std::vector<CostMap>> sig_after_;  // (text rule, state), per sweep
 };
 
 int32_t TokenDistanceBuilder::Intern(std::string_view bytes) {
@@ -164,7 +174,12 @@ int32_t TokenDistanceBuilder::ChainOf(int32_t node) {
   std::vector<Frame> frames;
   for (int32_t n = node; n >= 0; n = arena_.node(n).parent)
     frames.push_back({arena_.node(n).state, arena_.node(n).count});
-  std::string key(reinterpret_cast<const char*>(frames.data()), frames.size() * sizeof(Frame));
+  std::vector<int32_t> key;
+  key.reserve(frames.size() * 2);
+  for (const Frame& f : frames) {
+    key.push_back(f.state);
+    key.push_back(f.count);
+  }
   auto [it, fresh] = chain_ids_.emplace(std::move(key), static_cast<int32_t>(chains_.size()));
   if (fresh) chains_.push_back(std::move(frames));
   return it->second;
@@ -294,10 +309,10 @@ void TokenDistanceBuilder::WalkState(int32_t s) {
   marks_[0] = arena_.size();
   const ByteSet& follow = pda_.rule(pda_.state(s).rule).follow;
   const int32_t first = static_cast<int32_t>(out_->groups_.size());
-  std::unordered_map<std::string, int32_t> index;  // outcome key -> group
-  std::vector<int32_t> comp;                       // completion depths on the current path
+  std::unordered_map<std::vector<int32_t>, int32_t, IdsHash> index;  // outcome key -> group
+  std::vector<int32_t> comp;  // completion depths on the current path
   std::vector<int32_t> chains;
-  std::string key;
+  std::vector<int32_t> key;
   auto add = [&](int32_t id, const std::vector<int32_t>& ch, bool complete) {
     Outcome o;
     o.chains = ch;
@@ -308,9 +323,9 @@ void TokenDistanceBuilder::WalkState(int32_t s) {
         o.carries.push_back(Intern(b.substr(i)));
     if (o.chains.empty() && o.carries.empty() && !o.complete) return;  // the token dies here
     std::sort(o.carries.begin(), o.carries.end());
-    key.assign(reinterpret_cast<const char*>(o.chains.data()), o.chains.size() * 4);
-    key.push_back(o.complete ? '+' : '-');
-    key.append(reinterpret_cast<const char*>(o.carries.data()), o.carries.size() * 4);
+    key.assign(o.chains.begin(), o.chains.end());
+    key.push_back(o.complete ? -1 : -2);
+    key.insert(key.end(), o.carries.begin(), o.carries.end());
     auto [it, fresh] = index.emplace(key, static_cast<int32_t>(out_->groups_.size()));
     if (fresh) {
       out_->groups_.emplace_back();
@@ -417,16 +432,42 @@ CostMap TokenDistanceBuilder::Compose(const CostMap& in, int32_t state) {
   return acc.Take();
 }
 
+// The exits of the frame at `state` once a string called from it returned, per exit signature
+// of the string: the least over the signature's carries (cached for the sweep; stale entries
+// only hold larger values, which the next sweep lowers).
+const std::vector<CostMap>& TokenDistanceBuilder::SigAfter(int32_t t, int32_t state) {
+  const uint64_t key = static_cast<uint64_t>(t) << 32 | static_cast<uint32_t>(state);
+  auto it = sig_after_.find(key);
+  if (it != sig_after_.end()) return it->second;
+  const TokenDistance::TextTable& tt = out_->texts_[t];
+  std::vector<CostMap> per_sig(tt.num_sigs);
+  for (size_t i = 0; i < tt.carries.size(); ++i)
+    MinInto(&per_sig[tt.sig_of[i]], Compose({{tt.carries[i], 0}}, state), 0);
+  return sig_after_.emplace(key, std::move(per_sig)).first->second;
+}
+
 CostMap TokenDistanceBuilder::ChainValue(int32_t chain) {
   const std::vector<Frame>& frames = chains_[chain];
   const PdaState& top = pda_.state(frames[0].state);
   CostMap acc;
+  size_t next = 1;
   if (top.text >= 0) {
-    acc = TextExits(top.text, out_->texts_[top.text].node(top.local, frames[0].count));
+    const TokenDistance::TextTable& tt = out_->texts_[top.text];
+    const int32_t node = tt.node(top.local, frames[0].count);
+    if (frames.size() == 1) {
+      acc = TextExits(top.text, node);
+    } else {  // through the caller's frame, a signature at a time
+      const std::vector<CostMap>& after = SigAfter(top.text, frames[1].state);
+      for (int32_t sig = 0; sig < tt.num_sigs; ++sig) {
+        const int32_t d = tt.at(sig, node);
+        if (d < kNoEnd) MinInto(&acc, after[sig], d + 1);
+      }
+      next = 2;
+    }
   } else {
     acc = out_->exit_[frames[0].state];
   }
-  for (size_t i = 1; i < frames.size() && !acc.empty(); ++i) acc = Compose(acc, frames[i].state);
+  for (size_t i = next; i < frames.size() && !acc.empty(); ++i) acc = Compose(acc, frames[i].state);
   return acc;
 }
 
@@ -442,6 +483,7 @@ CostMap TokenDistanceBuilder::OutValue(const Outcome& o) {
 // states from its start, so later states are nearer its end) and After. True if anything fell.
 bool TokenDistanceBuilder::Sweep() {
   bool changed = false;
+  sig_after_.clear();
   for (int32_t s = pda_.num_states() - 1; s >= 0; --s) {
     const PdaState& st = pda_.state(s);
     if (st.text >= 0) continue;
