@@ -198,6 +198,9 @@ void OutputConstraint::FillReasoningMask(uint32_t* bitmask, std::span<const int3
   };
   for (const TagTable::Completion& c : p.close_->completions(close_state_)) decide(c.id);
   for (const TagTable::Completion& c : p.call_->completions(call_state_)) decide(c.id);
+  // The `</think>` token closes even where the vocabulary marks it special (no text of its own).
+  if (f_.think_end_id < vocab_.size() && !vocab_.maskable(f_.think_end_id))
+    Set(bitmask, f_.think_end_id, remaining - 1 >= p.answer_tokens_);
 }
 
 bool OutputConstraint::Accept(int32_t id) {
@@ -222,6 +225,11 @@ bool OutputConstraint::Accept(int32_t id) {
       }
       return true;
     case Phase::kReasoning: {
+      if (id == f_.think_end_id && !vocab_.maskable(id)) {
+        phase_ = Phase::kAnswer;
+        StartAnswer(false);
+        return true;
+      }
       if (IsEos(id) || !vocab_.maskable(id)) {  // the text has no bytes of it
         ++used_;
         return true;

@@ -317,6 +317,42 @@ TEST(OutputConstraint, TagsSpelledAcrossTokensAreSeen) {
   EXPECT_EQ(mask, want) << "the answer starts right after the tag";
 }
 
+// A vocabulary that marks `</think>` special (no text for the masks' tries): the token still
+// closes the block, by force at the budget.
+TEST(OutputConstraint, SpecialThinkEndTokenStillCloses) {
+  std::vector<std::string> bytes;
+  for (int c = 0x20; c < 0x7f; ++c) bytes.emplace_back(1, static_cast<char>(c));
+  bytes.emplace_back("</think>");
+  bytes.emplace_back("<|end|>");
+  std::vector<bool> excluded(bytes.size(), false);
+  const int32_t end_think = static_cast<int32_t>(bytes.size()) - 2;
+  const int32_t eos = static_cast<int32_t>(bytes.size()) - 1;
+  excluded[end_think] = excluded[eos] = true;
+  auto vocab = TokenVocabulary::FromBytes(bytes, excluded);
+  auto g = Grammar::FromJsonSchema(R"({"type": "integer"})", vocab);
+  ASSERT_TRUE(g.ok());
+  OutputFormat f;
+  f.answer = Answer::kGrammar;
+  f.grammar = *g;
+  f.reasoning = Reasoning::kOpen;
+  f.think_end_id = end_think;
+  f.reasoning_budget = 2;
+  auto plan = Plan(f);
+  OutputConstraint c(plan);
+  std::vector<uint32_t> mask(vocab->mask_words());
+  const std::vector<int32_t> eos_ids = {eos};
+  for (char ch : std::string("ab")) {
+    c.FillMask(mask.data(), eos_ids, 50);
+    ASSERT_TRUE(c.Accept(ch - 0x20));
+  }
+  c.FillMask(mask.data(), eos_ids, 50);
+  for (int32_t id = 0; id < vocab->size(); ++id)
+    EXPECT_EQ(Bit(mask, id), id == end_think) << "only </think> at the budget: " << id;
+  ASSERT_TRUE(c.Accept(end_think));
+  EXPECT_EQ(c.phase(), OutputConstraint::Phase::kAnswer);
+  EXPECT_TRUE(c.Accept('7' - 0x20));
+}
+
 // tool_choice none: the answer never writes `<tool_call>` (the token, or the tag completed by a
 // token after part of it); everything else stays allowed.
 TEST(OutputConstraint, ToolChoiceNoneMasksTheCallTag) {
