@@ -183,7 +183,7 @@ def test_forced_and_strict_tool_calls_always_parse(mimo_bin, full_vocab_model):
 # with logit_bias pushing <think>, </think> and <tool_call> (so reasoning blocks open and close
 # and auto calls start anywhere, including too late to close), 100 samples per (kind, thinking),
 # 25 at each max_tokens of 24, 40, 64 and 300, all in flight at once (n = 25, 128 sequences per
-# step). About 120 s on 2 cores (most of it the sampler's pass over the 151680-token vocabulary).
+# step). 60-85 s on 2 cores (most of it the sampler's pass over the 151680-token vocabulary).
 
 BUDGETS = (24, 40, 64, 300)
 THINK, THINK_END, TOOL_CALL = 151667, 151668, 151657  # the nano tokenizer's added tokens
