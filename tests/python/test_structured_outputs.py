@@ -176,14 +176,7 @@ def test_forced_and_strict_tool_calls_always_parse(mimo_bin, full_vocab_model):
 
 
 # ---------------------------------------------------------------------------------------------
-# Ending in time (issue 25): the constraint measures what is left in tokens of the vocabulary, so
-# a forced / named call, an auto call once opened, and a json_schema answer always close, valid,
-# before max_tokens, with thinking on (the model may open <think> or not) or off; a max_tokens
-# that no complete output fits is refused up front with a 400 naming max_tokens. Random weights
-# with logit_bias pushing <think>, </think> and <tool_call> (so reasoning blocks open and close
-# and auto calls start anywhere, including too late to close), 100 samples per (kind, thinking),
-# 25 at each max_tokens of 24, 40, 64 and 300, all in flight at once (n = 25, 128 sequences per
-# step). 60-85 s on 2 cores (most of it the sampler's pass over the 151680-token vocabulary).
+# Ending in time (issue 25).
 
 BUDGETS = (24, 40, 64, 300)
 THINK, THINK_END, TOOL_CALL = 151667, 151668, 151657  # the nano tokenizer's added tokens
@@ -250,6 +243,16 @@ def _check_choice(kind, choice, params, validate_schema):
 
 
 def test_outputs_end_valid_within_max_tokens(mimo_bin, full_vocab_model):
+    """Ending in time (issue 25): the constraint measures what is left in tokens of the
+    vocabulary, so a forced / named call, an auto call once opened, and a json_schema answer
+    always close, valid, before max_tokens, with thinking on (the model may open <think> or not)
+    or off; a max_tokens that no complete output fits is refused up front with a 400 naming
+    max_tokens, and at exactly the minimum it names every output still ends valid. Random weights
+    with logit_bias pushing <think>, </think> and <tool_call> (so reasoning blocks open and close
+    and auto calls start anywhere, including too late to close), 100 samples per (kind,
+    thinking), 25 at each max_tokens of 24, 40, 64 and 300, all in flight at once (n = 25, 128
+    sequences per step). 60-85 s on 2 cores (most of it the sampler's pass over the
+    151680-token vocabulary)."""
     tools = json.load(open(TOOLS))
     params = {t["function"]["name"]: t["function"].get("parameters", {"type": "object",
                                                                      "maxProperties": 0})
