@@ -34,6 +34,10 @@ StatusOr<std::shared_ptr<const Grammar>> Grammar::Finish(Parts parts) {
   const auto t1 = std::chrono::steady_clock::now();
   g->masks_ = StateMaskTable::Build(*g->pda_, *g->vocab_);
   g->stats_.precompute_ms = MsSince(t1);
+  const auto t2 = std::chrono::steady_clock::now();
+  g->distance_ = TokenDistance::Build(*g->pda_, *g->vocab_);
+  g->stats_.distance_ms = MsSince(t2);
+  g->stats_.distance_bytes = g->distance_->bytes();
   g->stats_.num_states = g->pda_->num_states();
   g->stats_.num_rules = g->pda_->num_rules();
   g->stats_.mask_table_bytes = g->masks_->bytes();

@@ -12,6 +12,7 @@
 #include "grammar/grammar_options.h"
 #include "grammar/pushdown_automaton.h"
 #include "grammar/state_mask_table.h"
+#include "grammar/token_distance.h"
 #include "grammar/token_vocabulary.h"
 
 namespace mimo {
@@ -38,14 +39,17 @@ class Grammar {
   const std::shared_ptr<const TokenVocabulary>& vocab_ptr() const { return vocab_; }
   const PushdownAutomaton& pda() const { return *pda_; }
   const StateMaskTable& masks() const { return *masks_; }
+  const TokenDistance& distance() const { return *distance_; }
 
   struct Stats {
     double compile_ms = 0;      // schema -> automaton
     double precompute_ms = 0;   // per-state token sets
+    double distance_ms = 0;     // token distances (TokenDistance)
     int32_t num_states = 0;
     int32_t num_rules = 0;
     size_t mask_table_bytes = 0;
     size_t text_profile_bytes = 0;  // profiles of this grammar's strings (shared ones included)
+    size_t distance_bytes = 0;
   };
   const Stats& stats() const { return stats_; }
 
@@ -56,6 +60,7 @@ class Grammar {
   std::shared_ptr<const TokenVocabulary> vocab_;
   std::shared_ptr<const PushdownAutomaton> pda_;
   std::unique_ptr<StateMaskTable> masks_;
+  std::unique_ptr<TokenDistance> distance_;
   Stats stats_;
 };
 

@@ -28,6 +28,7 @@ class GrammarCache {
                                                      const std::string& only_function,
                                                      bool parallel,
                                                      const GrammarOptions& options = {});
+  const std::shared_ptr<const TokenVocabulary>& vocab() const { return vocab_; }
   int64_t hits() const;
   int64_t misses() const;
 

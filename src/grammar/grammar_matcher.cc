@@ -181,24 +181,126 @@ void GrammarMatcher::AddTextTokens(int32_t node, uint32_t* mask) {
                     [&](int32_t s) { return ok[s] != 0; }, mask, scratch_.data());
 }
 
-void GrammarMatcher::FillCompletionMask(uint32_t* bitmask, std::span<const int32_t> eos_ids) {
-  const TokenVocabulary& vocab = grammar_->vocab();
-  std::memset(bitmask, 0, sizeof(uint32_t) * vocab.mask_words());
+int32_t GrammarMatcher::TokensAfter(int32_t node, int32_t carry) {
+  if (node < 0) return carry == 0 ? 1 : kNoEnd;  // the bottom: only the end may follow
+  const uint64_t key = static_cast<uint64_t>(node) << 32 | static_cast<uint32_t>(carry);
+  if (auto it = after_memo_.find(key); it != after_memo_.end()) return it->second;
+  const StackNode n = arena_.node(node);
+  const TokenDistance& d = grammar_->distance();
+  int32_t best = kNoEnd;
+  auto take = [&](const CostMap& m) {
+    for (const CarryCost& e : m)
+      if (e.tokens < best) best = std::min(best, e.tokens + TokensAfter(n.parent, e.carry));
+  };
+  if (carry == 0) {
+    if (d.ExitsNow(n.state)) best = TokensAfter(n.parent, 0);
+    take(d.Exit(n.state));
+  } else if (const CostMap* m = d.After(n.state, carry)) {
+    take(*m);
+  }
+  if (after_memo_.size() >= kMaxDistanceMemo) after_memo_.clear();
+  after_memo_.emplace(key, best);
+  return best;
+}
+
+const std::vector<int32_t>& GrammarMatcher::SigBest(int32_t text_rule, int32_t parent) {
+  const uint64_t key = static_cast<uint64_t>(text_rule) << 32 | static_cast<uint32_t>(parent);
+  if (auto it = sig_best_.find(key); it != sig_best_.end()) return it->second;
+  const TokenDistance::TextTable& tt = grammar_->distance().text(text_rule);
+  std::vector<int32_t> best(tt.num_sigs, kNoEnd);
+  for (size_t i = 0; i < tt.carries.size(); ++i) {
+    int32_t& b = best[tt.sig_of[i]];
+    b = std::min(b, TokensAfter(parent, tt.carries[i]));
+  }
+  if (sig_best_.size() >= kMaxSuffixCache) sig_best_.clear();
+  return sig_best_.emplace(key, std::move(best)).first->second;
+}
+
+int32_t GrammarMatcher::NodeTokensToEnd(int32_t node) {
+  const StackNode n = arena_.node(node);
+  const PdaState& st = pda_->state(n.state);
+  int32_t best = kNoEnd;
+  if (st.text >= 0) {
+    const TokenDistance::TextTable& tt = grammar_->distance().text(st.text);
+    const std::vector<int32_t>& after = SigBest(st.text, n.parent);
+    const int32_t at = tt.node(st.local, n.count);
+    for (int32_t sig = 0; sig < tt.num_sigs; ++sig)
+      best = std::min(best, 1 + tt.at(sig, at) + after[sig]);
+  } else {
+    for (const CarryCost& e : grammar_->distance().Exit(n.state))
+      if (e.tokens < best) best = std::min(best, e.tokens + TokensAfter(n.parent, e.carry));
+  }
+  return std::min(best, kNoEnd);
+}
+
+int32_t GrammarMatcher::TokensToEnd() {
+  const Position& p = history_.back();
+  if (p.eos) return 0;
+  int32_t best = p.set.complete ? 1 : kNoEnd;
+  for (int32_t id : p.set.nodes)
+    if (pda_->state(arena_.node(id).state).consumes) best = std::min(best, NodeTokensToEnd(id));
+  return best;
+}
+
+void GrammarMatcher::AddGeneralTokensWithin(int32_t node, int32_t budget, uint32_t* mask) {
+  const StackNode n = arena_.node(node);
+  for (const TokenDistance::Group& g : grammar_->distance().groups(n.state)) {
+    int32_t after = kNoEnd;  // fewest tokens after one of the group's
+    for (const CarryCost& e : g.out)
+      if (e.tokens <= budget) after = std::min(after, e.tokens + TokensAfter(n.parent, e.carry));
+    if (after > budget) continue;
+    for (int32_t id : g.tokens) SetBit(mask, id);
+  }
+}
+
+void GrammarMatcher::AddTextTokensWithin(int32_t node, int32_t budget, uint32_t* mask) {
+  const StackNode n = arena_.node(node);
+  const PdaState& st = pda_->state(n.state);
+  const PdaTextRule& tr = pda_->text_rule(st.text);
+  const TokenDistance::TextTable& tt = grammar_->distance().text(st.text);
+  const std::vector<int32_t>& after = SigBest(st.text, n.parent);
+  // A token staying inside, to (r, k2), leaves the string's exits from there.
+  auto inside_ok = [&](int32_t r, int32_t k2) {
+    const int32_t at = tt.node(r, k2);
+    for (int32_t sig = 0; sig < tt.num_sigs; ++sig)
+      if (1 + tt.at(sig, at) + after[sig] <= budget) return true;
+    return false;
+  };
+  // A token leaving it hands its suffix, as a carry, to the parent.
+  auto suffix_ok = [&](int32_t s) {
+    const int32_t c = tt.suffix_carry[s];
+    return c >= 0 && TokensAfter(n.parent, c) <= budget;
+  };
+  tr.profile->FillMask(*tr.dfa, st.local, n.count, tr.bounds(), suffix_ok, mask, scratch_.data(),
+                       inside_ok);
+}
+
+void GrammarMatcher::FillMaskWithin(uint32_t* bitmask, std::span<const int32_t> eos_ids,
+                                    int32_t remaining) {
+  const int32_t words = grammar_->vocab().mask_words();
+  std::memset(bitmask, 0, sizeof(uint32_t) * words);
   last_eos_.assign(eos_ids.begin(), eos_ids.end());
   const Position& p = history_.back();
-  if (p.eos) return;
-  if (p.set.complete) {
-    for (int32_t e : eos_ids)
-      if (e >= 0 && e < vocab.size()) SetBit(bitmask, e);
-    return;
+  if (p.eos || remaining < 1) return;
+  const int32_t budget = remaining - 1;  // tokens after this one (the end takes at least one)
+  if (budget >= 1) {
+    for (int32_t id : p.set.nodes) {
+      const PdaState& st = pda_->state(arena_.node(id).state);
+      if (!st.consumes) continue;
+      if (st.text >= 0) {
+        AddTextTokensWithin(id, budget, bitmask);
+      } else {
+        AddGeneralTokensWithin(id, budget, bitmask);
+      }
+    }
   }
-  const int64_t d = MinBytesToEnd();
-  for (int32_t id = 0; id < vocab.size(); ++id) {
-    if (!vocab.maskable(id) || vocab.bytes(id).size() != 1) continue;
-    if (std::find(eos_ids.begin(), eos_ids.end(), id) != eos_ids.end()) continue;
-    if (!AcceptString(vocab.bytes(id))) continue;
-    if (MinBytesToEnd() < d) SetBit(bitmask, id);
-    Rollback(1);
+  for (int32_t e : eos_ids) {
+    if (e < 0 || e >= grammar_->vocab().size()) continue;
+    if (p.set.complete) {
+      bitmask[e >> 5] |= 1u << (e & 31);
+    } else {
+      bitmask[e >> 5] &= ~(1u << (e & 31));
+    }
   }
 }
 
@@ -243,6 +345,15 @@ void GrammarMatcher::Rollback(int num_tokens) {
   MIMO_CHECK(num_tokens >= 0 && num_tokens <= num_accepted(), "Rollback(%d) with %d accepted",
              num_tokens, num_accepted());
   history_.resize(history_.size() - num_tokens);
+}
+
+std::string GrammarMatcher::PositionKey() const {
+  const Position& p = history_.back();
+  std::vector<int32_t> nodes = p.set.nodes;
+  std::sort(nodes.begin(), nodes.end());
+  std::string key(p.eos ? "E" : p.set.complete ? "C" : "-");
+  key.append(reinterpret_cast<const char*>(nodes.data()), nodes.size() * sizeof(int32_t));
+  return key;
 }
 
 int64_t GrammarMatcher::MinBytesToEnd() const {

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
@@ -33,11 +34,17 @@ class GrammarMatcher {
   // allowed next. When the grammar may end here the eos ids are allowed too (and only they when
   // it cannot continue); elsewhere they are not, even an eos id that is also ordinary text.
   void FillNextTokenMask(uint32_t* bitmask, std::span<const int32_t> eos_ids);
-  // The tokens that bring the grammar one byte closer to its end along a shortest completion
-  // (the single-byte tokens whose byte starts one), or the eos ids where it may end: following
-  // these, an output that has MinBytesToEnd() + 1 tokens left always completes in time. The
-  // mask is empty when no such token exists (no single-byte tokens, or may end but no eos ids).
-  void FillCompletionMask(uint32_t* bitmask, std::span<const int32_t> eos_ids);
+  // FillNextTokenMask restricted to the tokens after which the output can still end within
+  // remaining - 1 more tokens (remaining counts this one; TokensToEnd after the token), plus the
+  // eos ids where the grammar may end. When TokensToEnd() <= remaining the mask is not empty,
+  // and an output that takes only such tokens ends, complete, within `remaining` tokens.
+  // Nothing is cut while remaining - 1 is at least the most any allowed token leaves to do, so
+  // far from max_tokens this is FillNextTokenMask.
+  void FillMaskWithin(uint32_t* bitmask, std::span<const int32_t> eos_ids, int32_t remaining);
+  // Fewest tokens of this vocabulary from here to the end of the output, the end itself counted
+  // as one (the eos, or for an output that ends by itself the slot the engine needs after it;
+  // see token_distance.h); kNoEnd when it cannot end. Exact, for any grammar.
+  int32_t TokensToEnd();
   // Advances by one token; false (state unchanged) if it is not allowed. An EOS id passed to the
   // last FillNextTokenMask is accepted when CanTerminate() and ends the match.
   bool AcceptToken(int32_t id);
@@ -51,8 +58,11 @@ class GrammarMatcher {
   // Undoes the last num_tokens accepted tokens (EOS included).
   void Rollback(int num_tokens);
   int num_accepted() const { return static_cast<int>(history_.size()) - 1; }
+  // Identifies the current position within this matcher: equal keys, same stacks (so the same
+  // future). For searches over positions, e.g. brute-force token distances in tests.
+  std::string PositionKey() const;
 
-  // Fewest bytes that would complete the grammar from here (for tests and walks).
+  // Fewest bytes that would complete the grammar from here (for walks).
   int64_t MinBytesToEnd() const;
   const Grammar& grammar() const { return *grammar_; }
 
@@ -69,6 +79,14 @@ class GrammarMatcher {
   const std::vector<uint8_t>& SuffixResults(const TextProfile* profile, int32_t parent);
   // Whether `bytes` can be consumed starting from the single node `node`.
   bool Simulate(int32_t node, std::string_view bytes);
+  // Token distances (TokenDistance): G(node, carry), the fewest tokens to the end once the frame
+  // above `node` returned with `carry` (memoized: interned nodes never change); g of a node that
+  // consumes; per (text rule, parent) the least G over each exit signature's carries.
+  int32_t TokensAfter(int32_t node, int32_t carry);
+  int32_t NodeTokensToEnd(int32_t node);
+  const std::vector<int32_t>& SigBest(int32_t text_rule, int32_t parent);
+  void AddGeneralTokensWithin(int32_t node, int32_t budget, uint32_t* mask);
+  void AddTextTokensWithin(int32_t node, int32_t budget, uint32_t* mask);
 
   std::shared_ptr<const Grammar> grammar_;
   const PushdownAutomaton* pda_;
@@ -91,6 +109,9 @@ class GrammarMatcher {
   };
   static constexpr size_t kMaxSuffixCache = 256;
   std::unordered_map<SuffixKey, std::vector<uint8_t>, SuffixKeyHash> suffix_cache_;
+  static constexpr size_t kMaxDistanceMemo = 1 << 16;  // entries; dropped wholesale beyond
+  std::unordered_map<uint64_t, int32_t> after_memo_;   // (node, carry) -> G
+  std::unordered_map<uint64_t, std::vector<int32_t>> sig_best_;  // (text rule, parent)
 };
 
 }  // namespace mimo

@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "grammar/text_dfa.h"
@@ -70,10 +71,17 @@ class TextProfile {
 
   // ORs into `mask` the tokens allowed from text state q with k characters started. suffix_ok(s)
   // tells whether the enclosing rules accept suffix s (asked at most once per exit group).
-  // scratch: [mask words] of working space.
+  // scratch: [mask words] of working space. inside_ok(r, k2), when given, further keeps only the
+  // tokens staying inside that end in state r with k2 characters started (asked once per such
+  // pair of an inside group).
   template <typename SuffixOk>
   void FillMask(const TextDfa& dfa, int32_t q, int32_t k, const Bounds& b, SuffixOk&& suffix_ok,
-                uint32_t* mask, uint32_t* scratch) const;
+                uint32_t* mask, uint32_t* scratch) const {
+    FillMask(dfa, q, k, b, suffix_ok, mask, scratch, nullptr);
+  }
+  template <typename SuffixOk, typename InsideOk>
+  void FillMask(const TextDfa& dfa, int32_t q, int32_t k, const Bounds& b, SuffixOk&& suffix_ok,
+                uint32_t* mask, uint32_t* scratch, InsideOk&& inside_ok) const;
 
  private:
   void Finish(const TextDfa& dfa, std::vector<std::vector<std::pair<int16_t, int32_t>>>* inside,
@@ -86,9 +94,12 @@ class TextProfile {
   TokenTrie suffix_trie_;
 };
 
-template <typename SuffixOk>
+template <typename SuffixOk, typename InsideOk>
 void TextProfile::FillMask(const TextDfa& dfa, int32_t q, int32_t k, const Bounds& b,
-                           SuffixOk&& suffix_ok, uint32_t* mask, uint32_t* scratch) const {
+                           SuffixOk&& suffix_ok, uint32_t* mask, uint32_t* scratch,
+                           InsideOk&& inside_ok) const {
+  constexpr bool kFiltered = !std::is_same_v<std::decay_t<InsideOk>, std::nullptr_t>;
+  (void)inside_ok;
   const StateTokens& st = states_[q];
   auto or_bits = [&](const std::vector<uint32_t>& bits) {
     for (int32_t w = 0; w < words_; ++w) mask[w] |= bits[w];
@@ -116,7 +127,7 @@ void TextProfile::FillMask(const TextDfa& dfa, int32_t q, int32_t k, const Bound
       }
       for (auto it = lo; it != hi; ++it) SetBit(mask, st.inside_ids[it - st.inside_chars.begin()]);
     };
-    if (b.alive == nullptr) {
+    if (b.alive == nullptr && !kFiltered) {
       if (b.max_chars < 0) {
         set_range(first, last);
       } else {
@@ -129,7 +140,14 @@ void TextProfile::FillMask(const TextDfa& dfa, int32_t q, int32_t k, const Bound
     auto alive = [&](int16_t c) {
       int64_t k2 = static_cast<int64_t>(k) + c;
       if (b.max_chars < 0) k2 = std::min<int64_t>(k2, b.cap);
-      return k2 <= b.cap && b.alive[g.end_state * stride + k2];
+      bool ok;
+      if (b.alive == nullptr) {
+        ok = b.max_chars < 0 || k2 - dfa.pending(g.end_state) <= b.max_chars;
+      } else {
+        ok = k2 <= b.cap && b.alive[g.end_state * stride + k2];
+      }
+      if constexpr (kFiltered) ok = ok && inside_ok(g.end_state, static_cast<int32_t>(k2));
+      return ok;
     };
     for (auto it = first; it != last;) {
       auto run_end = std::upper_bound(it, last, *it);
@@ -149,7 +167,9 @@ void TextProfile::FillMask(const TextDfa& dfa, int32_t q, int32_t k, const Bound
     auto lo_it = std::lower_bound(first, last, lo);
     auto hi_it = std::upper_bound(lo_it, last, hi);
     if (lo_it == hi_it) continue;
-    if (g.suffix != 0 && !suffix_ok(g.suffix)) continue;
+    // Unfiltered, the empty suffix (the token ends with the string) is always taken; filtered,
+    // it is asked too.
+    if ((kFiltered || g.suffix != 0) && !suffix_ok(g.suffix)) continue;
     for (auto it = lo_it; it != hi_it; ++it) SetBit(mask, st.exit_ids[it - st.exit_value.begin()]);
   }
 }

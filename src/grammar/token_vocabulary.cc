@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "grammar/tag_table.h"
 #include "grammar/text_dfa.h"
 #include "grammar/text_profile.h"
 #include "tokenizer/bpe.h"
@@ -69,6 +70,21 @@ std::shared_ptr<const TextProfile> TokenVocabulary::ProfileFor(const TextDfa& df
     }
   }
   return it->second;
+}
+
+}  // namespace mimo
+
+namespace mimo {
+
+std::shared_ptr<const TagTable> TokenVocabulary::TagTableFor(std::string_view tag) const {
+  {
+    std::lock_guard<std::mutex> lock(profiles_mu_);
+    auto it = tags_.find(std::string(tag));
+    if (it != tags_.end()) return it->second;
+  }
+  auto built = TagTable::Build(tag, *this);  // outside the lock, as ProfileFor
+  std::lock_guard<std::mutex> lock(profiles_mu_);
+  return tags_.emplace(std::string(tag), std::move(built)).first->second;
 }
 
 }  // namespace mimo

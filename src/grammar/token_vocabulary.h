@@ -17,6 +17,7 @@
 namespace mimo {
 
 class Tokenizer;
+class TagTable;
 class TextDfa;
 class TextProfile;
 
@@ -48,6 +49,8 @@ class TokenVocabulary {
   // schemas, are profiled once per process; the cache keeps the last kMaxCachedProfiles).
   std::shared_ptr<const TextProfile> ProfileFor(const TextDfa& dfa) const;
   static constexpr size_t kMaxCachedProfiles = 256;
+  // Where a tag (`</think>`, `<tool_call>`) can be completed by a token, computed once per tag.
+  std::shared_ptr<const TagTable> TagTableFor(std::string_view tag) const;
 
  private:
   TokenVocabulary() = default;
@@ -61,6 +64,7 @@ class TokenVocabulary {
   mutable std::mutex profiles_mu_;
   mutable std::unordered_map<std::string, std::shared_ptr<const TextProfile>> profiles_;
   mutable std::deque<std::string> profile_order_;  // insertion order, for eviction
+  mutable std::unordered_map<std::string, std::shared_ptr<const TagTable>> tags_;  // few tags
 };
 
 }  // namespace mimo

@@ -12,6 +12,7 @@
 #include "core/log.h"
 #include "server/api_server.h"
 #include "server/response_writer.h"
+#include "server/structured_output.h"
 
 namespace mimo {
 namespace {

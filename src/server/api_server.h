@@ -60,9 +60,11 @@ struct ServingModel {
   ServerDefaults defaults;
   GrammarCache* grammars = nullptr;  // structured outputs (null: refused with a 400)
   GrammarOptions grammar_options;
-  int32_t think_start_id = -1;  // <think>
-  int32_t think_end_id = -1;  // </think>: a reasoning request's constraint starts after it
-  int32_t tool_call_id = -1;  // <tool_call>: tool_choice auto constrains a call once it opens
+  // Structured outputs (server/structured_output.h): the reasoning block's tags and the tool-call
+  // tag (-1: the vocabulary has none; then no reasoning block / no tool-call constraint).
+  int32_t think_start_id = -1;  // <think>: opens the block when thinking is on
+  int32_t think_end_id = -1;    // </think>: closes it (forced at a reasoning budget)
+  int32_t tool_call_id = -1;    // <tool_call>: tool_choice auto constrains a call once it opens
 };
 
 class ResponseStore;
@@ -109,14 +111,6 @@ class ApiServer {
   static void SendError(httplib::Response& res, const ApiError& e, Protocol p);
   static void SendJson(httplib::Response& res, const OJson& j, int status = 200);
   const ServingModel& model() const { return model_; }
-  // The constraint of a request (null factory: none): forced tool calls (tool_choice required /
-  // a named function), response_format json_object / json_schema, or tool calls under auto once
-  // they start. Errors name the unsupported schema feature (400).
-  std::optional<ApiError> StructuredConstraint(const OJson& response_format, const OJson& tools,
-                                               const std::string& tool_choice,
-                                               const std::string& tool_choice_function,
-                                               bool parallel, bool thinking,
-                                               ConstraintFactory* out) const;
   std::atomic<int>& in_flight() { return in_flight_; }
 
   // Renders the turn's prompt (thinking resolved against the template's default) into *prompt.

@@ -5,6 +5,7 @@
 #include "core/base64.h"
 #include "core/sha256.h"
 #include "server/api_server.h"
+#include "server/structured_output.h"
 
 namespace mimo {
 namespace {
@@ -94,13 +95,19 @@ std::optional<ApiError> ApiServer::PrepareTurn(ChatTurn* t, PreparedTurn* out) c
     stop.min_tokens = std::min(stop.min_tokens, room);
     out->max_tokens_fitted = true;
   }
-  if (t->reasoning_budget >= 0 && !out->reasons) t->reasoning_budget = -1;
-  if (auto e = StructuredConstraint(t->response_format, t->tools, t->tool_choice,
-                                    t->tool_choice_function, t->parallel_tool_calls, out->reasons,
-                                    &t->gen.constraint)) {
-    return e;
-  }
-  return std::nullopt;
+  // The output constraint: structured output, forced or auto tool calls, tool_choice none, the
+  // reasoning block and its budget; checked up front against the budget the request now has.
+  ConstraintRequest c;
+  c.response_format = t->response_format;
+  c.tools = t->tools;
+  c.tool_choice = t->tool_choice;
+  c.tool_choice_function = t->tool_choice_function;
+  c.parallel_tool_calls = t->parallel_tool_calls;
+  c.thinking = out->reasons;
+  c.prompt_in_reasoning = out->prompt_in_reasoning;
+  c.reasoning_budget = out->reasons ? t->reasoning_budget : -1;
+  c.max_tokens = stop.max_tokens > 0 ? stop.max_tokens : room;
+  return BuildConstraint(c, model_, &t->gen.constraint);
 }
 
 std::string ApiServer::Sign(std::string_view kind, std::string_view text) const {
@@ -127,14 +134,16 @@ ReasoningTokenCounter::ReasoningTokenCounter(const PreparedTurn& turn, int32_t t
 
 void ReasoningTokenCounter::Add(std::span<const int32_t> ids) {
   for (int32_t id : ids) {
-    if (state_ == State::kBefore) state_ = id == start_ ? State::kIn : State::kDone;
+    if (state_ == State::kBefore) {
+      state_ = id == start_ ? State::kIn : State::kDone;
+      continue;  // the tag itself is not reasoning
+    }
     if (state_ != State::kIn) continue;
-    if (id == tool_call_) {
+    if (id == end_ || id == tool_call_) {
       state_ = State::kDone;
       continue;
     }
     ++count_;
-    if (id == end_) state_ = State::kDone;
   }
 }
 

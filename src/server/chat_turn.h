@@ -49,9 +49,10 @@ struct PreparedTurn {
   bool max_tokens_fitted = false;  // max_tokens was lowered to the room left in the context
 };
 
-// Counts the output tokens of the reasoning block (usage's reasoning_tokens): from the first
-// output token when the prompt opened the block, else from a leading <think>, through </think>
-// (both counted); a <tool_call> inside it ends it uncounted, as the reasoning parser does.
+// Counts the output tokens of the reasoning block (usage's reasoning_tokens, Anthropic's
+// thinking_tokens): the tokens between a leading <think> (or the start of the output when the
+// prompt opened the block) and </think>, the tags not counted - what a reasoning budget limits;
+// a <tool_call> inside the block ends it, as the reasoning parser does.
 class ReasoningTokenCounter {
  public:
   ReasoningTokenCounter() = default;

@@ -208,62 +208,6 @@ struct ChatState {
 
 }  // namespace
 
-std::optional<ApiError> ApiServer::StructuredConstraint(const OJson& response_format,
-                                                        const OJson& tools,
-                                                        const std::string& tool_choice,
-                                                        const std::string& tool_choice_function,
-                                                        bool parallel, bool thinking,
-                                                        ConstraintFactory* out) const {
-  const bool forced = tool_choice == "required" || tool_choice == "function";
-  const bool auto_calls = tool_choice == "auto" && !tools.is_null() && model_.tool_call_id >= 0;
-  if (!forced && response_format.is_null() && !auto_calls) return std::nullopt;
-  if (!model_.grammars) {
-    return BadRequest("structured outputs are not available on this server",
-                      forced ? "tool_choice" : "response_format");
-  }
-  StructuredOutput so;
-  if (thinking && model_.think_end_id >= 0) so.triggers.push_back(model_.think_end_id);
-  StatusOr<std::shared_ptr<const Grammar>> g = Internal("no grammar");
-  const char* param = "response_format";
-  if (forced || auto_calls) {
-    param = "tools";
-    g = model_.grammars->ToolCalls(tools.dump(), forced ? tool_choice_function : "", parallel,
-                                   model_.grammar_options);
-    if (!forced) {
-      // Auto: the grammar applies once the model opens a call. Tools whose schemas the grammar
-      // cannot express stay unconstrained, unless one of them asks to be strict.
-      bool strict = false;
-      for (size_t i = 0; i < tools.size(); ++i) {
-        const OJson& t = tools[i];
-        if (!t.is_object() || !t.contains("function") || !t["function"].is_object()) continue;
-        const OJson& f = t["function"];
-        if (!f.contains("strict") || f["strict"].is_null()) continue;
-        if (!f["strict"].is_boolean()) {
-          const std::string field = "tools[" + std::to_string(i) + "].function.strict";
-          return BadRequest("'" + field + "' must be a boolean", field);
-        }
-        strict |= f["strict"].get<bool>();
-      }
-      if (!g.ok() && !strict) return std::nullopt;
-      so.triggers.push_back(model_.tool_call_id);
-      so.feed_text = model_.tokenizer->IdToToken(model_.tool_call_id);
-    }
-  } else if (response_format["type"] == "json_object") {
-    g = model_.grammars->JsonObject(model_.grammar_options);
-  } else {
-    const OJson* js = response_format.contains("json_schema") ? &response_format["json_schema"] : nullptr;
-    if (!js || !js->is_object() || !js->contains("schema") || !(*js)["schema"].is_object()) {
-      return BadRequest("'response_format.json_schema.schema' (an object) is required",
-                        "response_format");
-    }
-    g = model_.grammars->JsonSchema((*js)["schema"].dump(), model_.grammar_options);
-  }
-  if (!g.ok()) return BadRequest(g.status().message(), param);
-  so.grammar = std::move(g).value();
-  *out = MakeConstraintFactory(std::move(so));
-  return std::nullopt;
-}
-
 void ApiServer::HandleChat(const httplib::Request& req, httplib::Response& res) {
   const Protocol P = Protocol::kOpenAi;
   OJson body;
@@ -444,12 +388,29 @@ void ApiServer::HandleCompletion(const httplib::Request& req, httplib::Response&
   if (!Admit(req, res, P, &body)) return;
   CompletionRequest cr;
   if (auto e = ParseCompletionRequest(body, model_.defaults, &cr)) return SendError(res, *e, P);
-  if (auto e = StructuredConstraint(cr.response_format, nullptr, "none", "", false, false,
-                                    &cr.gen.constraint)) {
-    return SendError(res, *e, P);
-  }
-  // A max_tokens past the room a prompt leaves is lowered to that room (unless strict).
+  // Every prompt tokenized first: a max_tokens past the room a prompt leaves is lowered to that
+  // room (unless strict), and the constraint's up-front check takes the smallest budget.
   const int max_len = model_.defaults.max_model_len;
+  std::vector<GenerationRequest> gens;
+  int budget = -1;
+  for (size_t p = 0; p < cr.prompts.size(); ++p) {
+    GenerationRequest g = cr.gen;
+    g.prompt_ids =
+        cr.prompts[p].is_ids ? cr.prompts[p].ids : model_.tokenizer->Encode(cr.prompts[p].text);
+    const int room = max_len - static_cast<int>(g.prompt_ids.size());
+    if (room > 0 && g.stop.max_tokens > room && !opts_.strict_max_tokens) {
+      g.stop.max_tokens = room;
+      g.stop.min_tokens = std::min(g.stop.min_tokens, room);
+    }
+    const int b = g.stop.max_tokens > 0 ? g.stop.max_tokens : room;
+    if (b > 0 && (budget < 0 || b < budget)) budget = b;
+    gens.push_back(std::move(g));
+  }
+  ConstraintRequest constraint;
+  constraint.response_format = cr.response_format;
+  constraint.max_tokens = budget;
+  ConstraintFactory factory;
+  if (auto e = BuildConstraint(constraint, model_, &factory)) return SendError(res, *e, P);
   auto st = std::make_shared<CompletionState>();
   st->id = RandomId("cmpl-");
   st->created = static_cast<int64_t>(std::time(nullptr));
@@ -463,19 +424,14 @@ void ApiServer::HandleCompletion(const httplib::Request& req, httplib::Response&
   auto session = std::make_shared<GenerationSession>(*model_.engine, *metrics_,
                                                      static_cast<int>(st->choices.size()));
   for (size_t p = 0; p < cr.prompts.size(); ++p) {
-    GenerationRequest g = cr.gen;
-    g.prompt_ids = cr.prompts[p].is_ids ? cr.prompts[p].ids
-                                        : model_.tokenizer->Encode(cr.prompts[p].text);
-    const int room = max_len - static_cast<int>(g.prompt_ids.size());
-    if (room > 0 && g.stop.max_tokens > room && !opts_.strict_max_tokens) {
-      g.stop.max_tokens = room;
-      g.stop.min_tokens = std::min(g.stop.min_tokens, room);
-    }
+    GenerationRequest g = std::move(gens[p]);
+    g.constraint = factory;
     if (cr.echo) {
       bool valid = true;
       for (int32_t id : g.prompt_ids) valid &= model_.tokenizer->IsValidId(id);
-      if (!valid)
+      if (!valid) {
         return SendError(res, BadRequest("'prompt' holds an invalid token id", "prompt"), P);
+      }
       const std::string echo =
           cr.prompts[p].is_ids ? model_.tokenizer->Decode(g.prompt_ids) : cr.prompts[p].text;
       for (int k = 0; k < n; ++k) st->choices[p * n + k].echo = echo;

@@ -1,81 +1,140 @@
-// StructuredOutput -> TokenConstraint (see structured_output.h).
+// Request -> OutputFormat -> OutputPlan -> one TokenConstraint per sample (see
+// structured_output.h).
 #include "server/structured_output.h"
 
-#include <algorithm>
-#include <cstring>
-
-#include "grammar/grammar_matcher.h"
+#include "server/api_server.h"
 
 namespace mimo {
 namespace {
 
-class GrammarConstraint final : public TokenConstraint {
+class OutputTokenConstraint final : public TokenConstraint {
  public:
-  explicit GrammarConstraint(const StructuredOutput& so) : so_(so), matcher_(so.grammar) {}
-
+  explicit OutputTokenConstraint(std::shared_ptr<const OutputPlan> plan) : c_(std::move(plan)) {}
   void FillMask(uint32_t* bitmask, std::span<const int32_t> eos_ids,
                 int remaining_tokens) override {
-    const int32_t words = so_.grammar->vocab().mask_words();
-    if (!active()) {  // unconstrained until the triggers
-      std::memset(bitmask, 0xff, words * sizeof(uint32_t));
-      return;
-    }
-    const int64_t to_end = matcher_.MinBytesToEnd();
-    // Close to max_tokens: walk a shortest completion (one byte per token, then eos), so the
-    // output still ends by itself, valid, within the budget.
-    if (remaining_tokens <= to_end + kSteerMargin) {
-      matcher_.FillCompletionMask(bitmask, eos_ids);
-      for (int32_t w = 0; w < words; ++w)
-        if (bitmask[w]) return;
-    }
-    matcher_.FillNextTokenMask(bitmask, eos_ids);
-    // Nearing it: a token may commit to more than it writes (a member, an item, a minLength),
-    // so only tokens after which a shortest completion still fits stay allowed.
-    if (remaining_tokens <= to_end + kLookahead) KeepFeasible(bitmask, eos_ids, remaining_tokens);
+    c_.FillMask(bitmask, eos_ids, remaining_tokens);
   }
-
-  bool Accept(int32_t id) override {
-    if (active()) return matcher_.AcceptToken(id);
-    if (id == so_.triggers[seen_]) {
-      ++seen_;
-      if (active() && !so_.feed_text.empty()) matcher_.AcceptString(so_.feed_text);
-    }
-    return true;
-  }
-
-  bool IsTerminated() const override { return active() && matcher_.IsTerminated(); }
+  bool Accept(int32_t id) override { return c_.Accept(id); }
+  bool IsTerminated() const override { return c_.IsTerminated(); }
 
  private:
-  // Tokens beyond the shortest completion (one byte each) and its eos at which steering starts.
-  static constexpr int64_t kSteerMargin = 2;
-  // ... and at which each allowed token is tried for what it commits to (a vocabulary's worth
-  // of trial steps per token in this window, so only near the budget's end).
-  static constexpr int64_t kLookahead = 48;
-
-  void KeepFeasible(uint32_t* bitmask, std::span<const int32_t> eos_ids, int remaining_tokens) {
-    const int32_t vocab = so_.grammar->vocab().size();
-    for (int32_t id = 0; id < vocab; ++id) {
-      if (!((bitmask[id >> 5] >> (id & 31)) & 1u)) continue;
-      if (std::find(eos_ids.begin(), eos_ids.end(), id) != eos_ids.end()) continue;
-      if (!matcher_.AcceptToken(id)) continue;
-      // After it: remaining - 1 tokens for the rest (one byte each) and the eos.
-      const bool fits = matcher_.IsTerminated() || matcher_.MinBytesToEnd() + 1 <= remaining_tokens - 1;
-      matcher_.Rollback(1);
-      if (!fits) bitmask[id >> 5] &= ~(1u << (id & 31));
-    }
-  }
-
-  bool active() const { return seen_ == so_.triggers.size(); }
-
-  StructuredOutput so_;
-  GrammarMatcher matcher_;
-  size_t seen_ = 0;  // triggers generated so far
+  OutputConstraint c_;
 };
+
+// Whether the tools ask for strict arguments (OpenAI's function.strict); an error for a
+// non-boolean.
+std::optional<ApiError> AnyStrict(const nlohmann::ordered_json& tools, bool* strict) {
+  *strict = false;
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const auto& t = tools[i];
+    if (!t.is_object() || !t.contains("function") || !t["function"].is_object()) continue;
+    const auto& f = t["function"];
+    if (!f.contains("strict") || f["strict"].is_null()) continue;
+    if (!f["strict"].is_boolean()) {
+      const std::string field = "tools[" + std::to_string(i) + "].function.strict";
+      return BadRequest("'" + field + "' must be a boolean", field);
+    }
+    *strict |= f["strict"].get<bool>();
+  }
+  return std::nullopt;
+}
 
 }  // namespace
 
+ConstraintFactory MakeConstraintFactory(std::shared_ptr<const OutputPlan> plan) {
+  return [plan] { return std::unique_ptr<TokenConstraint>(new OutputTokenConstraint(plan)); };
+}
+
 ConstraintFactory MakeConstraintFactory(StructuredOutput so) {
-  return [so] { return std::unique_ptr<TokenConstraint>(new GrammarConstraint(so)); };
+  OutputFormat f;
+  f.answer = OutputFormat::Answer::kGrammar;
+  f.grammar = std::move(so.grammar);
+  auto plan = OutputPlan::Make(std::move(f));
+  MIMO_CHECK(plan.ok(), "%s", plan.status().message().c_str());
+  return MakeConstraintFactory(*plan);
+}
+
+std::optional<ApiError> BuildConstraint(const ConstraintRequest& r, const ServingModel& m,
+                                        ConstraintFactory* out) {
+  *out = nullptr;
+  const bool has_tools = r.tools.is_array() && !r.tools.empty();
+  const bool forced = r.tool_choice == "required" || r.tool_choice == "function";
+  const bool auto_calls = r.tool_choice == "auto" && has_tools && m.tool_call_id >= 0;
+  const bool no_calls = r.tool_choice == "none" && has_tools && m.tool_call_id >= 0;
+  const bool reasons = (r.thinking || r.prompt_in_reasoning) && m.think_end_id >= 0 &&
+                       (r.prompt_in_reasoning || m.think_start_id >= 0);
+  const bool schema = !r.response_format.is_null();
+  // A reasoning block matters only when something follows it or it has a budget.
+  if (!forced && !schema && !auto_calls && !no_calls && !(reasons && r.reasoning_budget >= 0))
+    return std::nullopt;
+  if (!m.grammars) {
+    return BadRequest("structured outputs are not available on this server", forced ? "tool_choice"
+                                                                             : schema
+                                                                                 ? "response_format"
+                                                                                 : "tools");
+  }
+  OutputFormat f;
+  f.vocab = m.grammars->vocab();
+  if (m.tool_call_id >= 0) f.tool_call_tag = std::string(f.vocab->bytes(m.tool_call_id));
+  StatusOr<std::shared_ptr<const Grammar>> g = Internal("no grammar");
+  const char* param = "response_format";
+  if (forced || auto_calls) {
+    param = "tools";
+    g = m.grammars->ToolCalls(r.tools.dump(), forced ? r.tool_choice_function : "",
+                              r.parallel_tool_calls, m.grammar_options);
+    f.answer = forced ? OutputFormat::Answer::kGrammar : OutputFormat::Answer::kGrammarAfterTag;
+    if (!forced && !g.ok()) {
+      // Auto: tools whose schemas the grammar cannot express stay unconstrained, unless one of
+      // them asks to be strict.
+      bool strict = false;
+      if (auto e = AnyStrict(r.tools, &strict)) return e;
+      if (strict) return BadRequest(g.status().message(), param);
+      f.answer = OutputFormat::Answer::kFree;
+    }
+  } else if (schema) {
+    const auto& rf = r.response_format;
+    if (rf.is_object() && rf.contains("type") && rf["type"] == "json_object") {
+      g = m.grammars->JsonObject(m.grammar_options);
+    } else {
+      const auto* js = rf.is_object() && rf.contains("json_schema") ? &rf["json_schema"] : nullptr;
+      if (!js || !js->is_object() || !js->contains("schema") || !(*js)["schema"].is_object()) {
+        return BadRequest("'response_format.json_schema.schema' (an object) is required",
+                          "response_format");
+      }
+      g = m.grammars->JsonSchema((*js)["schema"].dump(), m.grammar_options);
+    }
+    f.answer = OutputFormat::Answer::kGrammar;
+  }
+  if (f.answer != OutputFormat::Answer::kFree) {
+    if (!g.ok()) return BadRequest(g.status().message(), param);
+    f.grammar = std::move(g).value();
+  }
+  f.forbid_tool_calls = no_calls;
+  if (reasons) {
+    f.reasoning =
+        r.prompt_in_reasoning ? OutputFormat::Reasoning::kOpen : OutputFormat::Reasoning::kOptional;
+    f.think_start_id = m.think_start_id;
+    f.think_end_id = m.think_end_id;
+    f.reasoning_budget = r.reasoning_budget;
+  }
+  if (f.answer == OutputFormat::Answer::kFree && !f.forbid_tool_calls &&
+      !(reasons && r.reasoning_budget >= 0)) {
+    return std::nullopt;  // auto with tools the grammar cannot express: nothing to constrain
+  }
+  auto plan = OutputPlan::Make(std::move(f));
+  if (!plan.ok()) return BadRequest(plan.status().message(), param);
+  const int32_t need = (*plan)->MinTokens();
+  if (r.max_tokens > 0 && r.max_tokens < need) {
+    return BadRequest("max_tokens is " + std::to_string(r.max_tokens) + ", but the shortest " +
+                          std::string(forced ? "tool call" : "answer") +
+                          " this request's format allows takes " + std::to_string(need) +
+                          " tokens (the end included" +
+                          (r.prompt_in_reasoning ? ", after closing the reasoning block" : "") +
+                          "); raise max_tokens to at least " + std::to_string(need),
+                      "max_tokens");
+  }
+  *out = MakeConstraintFactory(*plan);
+  return std::nullopt;
 }
 
 }  // namespace mimo

@@ -244,56 +244,5 @@ TEST(GrammarMatcher, EosIdThatIsAlsoTextIsAllowedOnlyAtTheEnd) {
   EXPECT_TRUE(m.IsTerminated());
 }
 
-// Following FillCompletionMask from anywhere inside a deep recursive value ends the grammar in
-// at most MinBytesToEnd() + 1 tokens, and the text is valid (independent checker).
-TEST(GrammarMatcher, CompletionMaskEndsWithinTheShortestCompletion) {
-  const std::string schema_text =
-      testing::ReadFile(std::string(MIMO_SOURCE_DIR) + "/tests/data/schemas/tree_ref.json");
-  auto g = Schema(schema_text);
-  const nlohmann::ordered_json schema = nlohmann::ordered_json::parse(schema_text);
-  const testing::SchemaChecker checker(schema);
-  const TokenVocabulary& vocab = *QwenVocab();
-  const std::vector<int32_t> eos = EosIds();
-  std::vector<uint32_t> mask(vocab.mask_words());
-  std::mt19937_64 rng(7);
-  int cut = 0;  // prefixes that had not ended by themselves
-  for (int s = 0; s < 12; ++s) {
-    WalkOptions o;  // an unsteered random walk, cut anywhere
-    o.seed = 500 + s;
-    o.max_tokens = 400;
-    o.steer = 0.0;
-    o.steer_after = 1 << 30;
-    WalkResult w = GrammarWalker::Walk(g, o, eos);
-    ASSERT_FALSE(w.stuck);
-    const size_t keep = std::uniform_int_distribution<size_t>(1, w.tokens.size() - 1)(rng);
-    GrammarMatcher m(g);
-    std::string text;
-    for (size_t i = 0; i < keep; ++i) {
-      ASSERT_TRUE(m.AcceptToken(w.tokens[i]));
-      text += vocab.bytes(w.tokens[i]);
-    }
-    if (m.IsTerminated()) continue;
-    ++cut;
-    const int64_t budget = m.MinBytesToEnd() + 1;
-    int64_t used = 0;
-    while (!m.IsTerminated() && used < budget) {
-      m.FillCompletionMask(mask.data(), eos);
-      std::vector<int32_t> allowed;
-      for (int32_t id = 0; id < vocab.size(); ++id)
-        if (Bit(mask, id)) allowed.push_back(id);
-      ASSERT_FALSE(allowed.empty()) << "walk " << s << " after '" << text << "'";
-      const int32_t pick = allowed[std::uniform_int_distribution<size_t>(0, allowed.size() - 1)(rng)];
-      ASSERT_TRUE(m.AcceptToken(pick));
-      if (std::find(eos.begin(), eos.end(), pick) == eos.end()) text += vocab.bytes(pick);
-      ++used;
-    }
-    ASSERT_TRUE(m.IsTerminated()) << "walk " << s << ": not done in " << budget << " tokens: " << text;
-    auto v = nlohmann::ordered_json::parse(text, nullptr, false);
-    ASSERT_FALSE(v.is_discarded()) << text;
-    EXPECT_EQ(checker.Check(v), "") << text;
-  }
-  EXPECT_GE(cut, 8);
-}
-
 }  // namespace
 }  // namespace mimo

@@ -61,7 +61,7 @@ TEST(ChatTurn, CountsReasoningTokensThroughThinkEnd) {
   ReasoningTokenCounter c(reasons, kStart, kEnd, kCall);
   c.Add(std::vector<int32_t>{kStart, 1, 2});
   c.Add(std::vector<int32_t>{3, kEnd, 4, 5});
-  EXPECT_EQ(c.count(), 5);  // <think> 1 2 3 </think>
+  EXPECT_EQ(c.count(), 3);  // <think> 1 2 3 </think>: the tags are not reasoning
   // No leading <think>: no reasoning.
   ReasoningTokenCounter none(reasons, kStart, kEnd, kCall);
   none.Add(std::vector<int32_t>{1, kStart, 2, kEnd});
