@@ -63,11 +63,16 @@ void GrammarMatcher::FillNextTokenMask(uint32_t* bitmask, std::span<const int32_
     }
   }
   arena_.Truncate(base);
-  // An eos id ends the output wherever it is sampled, even one that is also ordinary text (a
-  // model whose eos is a byte token): allowed only where the grammar may end.
+  SetEosBits(bitmask, eos_ids, p.set.complete);
+}
+
+// An eos id ends the output wherever it is sampled, even one that is also ordinary text (a model
+// whose eos is a byte token): allowed only where the grammar may end.
+void GrammarMatcher::SetEosBits(uint32_t* bitmask, std::span<const int32_t> eos_ids,
+                                bool may_end) const {
   for (int32_t e : eos_ids) {
     if (e < 0 || e >= grammar_->vocab().size()) continue;
-    if (p.set.complete) {
+    if (may_end) {
       bitmask[e >> 5] |= 1u << (e & 31);
     } else {
       bitmask[e >> 5] &= ~(1u << (e & 31));
@@ -294,14 +299,7 @@ void GrammarMatcher::FillMaskWithin(uint32_t* bitmask, std::span<const int32_t> 
       }
     }
   }
-  for (int32_t e : eos_ids) {
-    if (e < 0 || e >= grammar_->vocab().size()) continue;
-    if (p.set.complete) {
-      bitmask[e >> 5] |= 1u << (e & 31);
-    } else {
-      bitmask[e >> 5] &= ~(1u << (e & 31));
-    }
-  }
+  SetEosBits(bitmask, eos_ids, p.set.complete);
 }
 
 bool GrammarMatcher::AcceptToken(int32_t id) {

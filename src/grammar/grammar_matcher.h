@@ -71,6 +71,7 @@ class GrammarMatcher {
     StackSet set;
     bool eos = false;  // EOS accepted: nothing more
   };
+  void SetEosBits(uint32_t* bitmask, std::span<const int32_t> eos_ids, bool may_end) const;
   void AddGeneralTokens(int32_t node, uint32_t* mask);
   void AddTextTokens(int32_t node, uint32_t* mask);
   // Which suffixes of `profile` the stack below a text node (its parent) accepts: [suffixes],

@@ -191,21 +191,32 @@ static std::optional<ApiError> ConvertMessages(const ApiServer& server, const OJ
 
 namespace {
 
-// Anthropic tools [{name, description, input_schema}] -> OpenAI tools, and tool_choice.
+// Server tools: Anthropic runs them itself (web search and fetch, code execution, tool search).
+// This server has none of them to run, so they are not offered to the model.
+bool IsServerTool(const std::string& type) {
+  for (const char* p : {"web_search_", "web_fetch_", "code_execution_", "tool_search_tool_"}) {
+    if (type.rfind(p, 0) == 0) return true;
+  }
+  return false;
+}
+
+// Anthropic tools [{name, description, input_schema}] and tool_choice (auto | any | tool | none,
+// disable_parallel_tool_use) -> the chat shape, checked by the chat completions' CheckTools.
 std::optional<ApiError> ConvertTools(const OJson& body, ChatTurn* t) {
-  t->tools = nullptr;
-  t->tool_choice = "auto";
+  OJson chat = OJson::object();
   if (body.contains("tools") && !body["tools"].is_null()) {
     if (!body["tools"].is_array()) return BadRequest("'tools' must be an array", "tools");
     OJson arr = OJson::array();
     for (size_t i = 0; i < body["tools"].size(); ++i) {
       const OJson& tool = body["tools"][i];
       const std::string f = "tools[" + std::to_string(i) + "]";
+      const std::string type = TypeOf(tool);
+      if (IsServerTool(type)) continue;
       if (!tool.is_object() || !tool.contains("name") || !tool["name"].is_string()) {
         return BadRequest("'" + f + ".name' must be a string", f + ".name");
       }
-      if (tool.contains("type") && tool["type"].is_string() && tool["type"] != "custom") {
-        return BadRequest("'" + f + "': server tool type '" + tool["type"].get<std::string>() +
+      if (!type.empty() && type != "custom") {
+        return BadRequest("'" + f + "': tool type '" + type +
                               "' is not supported; give custom tools with an input_schema",
                           f + ".type");
       }
@@ -217,18 +228,19 @@ std::optional<ApiError> ConvertTools(const OJson& body, ChatTurn* t) {
       if (tool.contains("strict")) fn["strict"] = tool["strict"];
       arr.push_back({{"type", "function"}, {"function", fn}});
     }
-    if (!arr.empty()) t->tools = arr;
+    if (!arr.empty()) chat["tools"] = arr;
   }
   if (body.contains("tool_choice") && !body["tool_choice"].is_null()) {
     const OJson& tc = body["tool_choice"];
     const std::string type = TypeOf(tc);
     if (type == "auto" || type == "none") {
-      t->tool_choice = type;
+      chat["tool_choice"] = type;
     } else if (type == "any") {
-      t->tool_choice = "required";
+      chat["tool_choice"] = "required";
     } else if (type == "tool") {
-      t->tool_choice = "function";
-      if (auto e = OptString(tc, "name", "tool_choice.name", &t->tool_choice_function)) return e;
+      std::string name;
+      if (auto e = OptString(tc, "name", "tool_choice.name", &name)) return e;
+      chat["tool_choice"] = {{"type", "function"}, {"function", {{"name", name}}}};
     } else {
       return BadRequest("'tool_choice.type' must be auto, any, tool or none", "tool_choice");
     }
@@ -237,26 +249,15 @@ std::optional<ApiError> ConvertTools(const OJson& body, ChatTurn* t) {
         return BadRequest("'tool_choice.disable_parallel_tool_use' must be a boolean",
                           "tool_choice.disable_parallel_tool_use");
       }
-      t->parallel_tool_calls = !tc["disable_parallel_tool_use"].get<bool>();
+      chat["parallel_tool_calls"] = !tc["disable_parallel_tool_use"].get<bool>();
     }
   }
-  if (t->tools.is_null()) {
-    if (t->tool_choice == "required" || t->tool_choice == "function") {
-      return BadRequest("'tool_choice' " + TypeOf(body["tool_choice"]) + " needs 'tools'",
-                        "tool_choice");
-    }
-    t->tool_choice = "none";
+  // auto (the default) and none mean nothing without tools.
+  if (!chat.contains("tools")) {
+    const OJson choice = chat.value("tool_choice", OJson("auto"));
+    if (choice == "auto" || choice == "none") chat.erase("tool_choice");
   }
-  if (t->tool_choice == "function") {
-    bool found = false;
-    for (const OJson& tool : t->tools) found |= tool["function"]["name"] == t->tool_choice_function;
-    if (!found) {
-      return BadRequest("'tool_choice.name' names tool '" + t->tool_choice_function +
-                            "', which is not in 'tools'",
-                        "tool_choice.name");
-    }
-  }
-  return std::nullopt;
+  return CheckTools(chat, t);
 }
 
 struct AnthropicRequest {
@@ -427,12 +428,8 @@ struct MessageState {
   }
 
   ChatDelta Apply(const RequestOutput& ev) {
-    ChatDelta d = parser->Feed(ev.text);
+    ChatDelta d = ParseEvent(parser.get(), ev);
     if (ev.finished) {
-      ChatDelta tail = parser->Finish();
-      d.reasoning_content += tail.reasoning_content;
-      d.content += tail.content;
-      d.tool_calls.insert(d.tool_calls.end(), tail.tool_calls.begin(), tail.tool_calls.end());
       reason = ev.finish_reason;
       stop_reason_text = ev.stop_reason;
     }
@@ -581,22 +578,15 @@ void ApiServer::HandleMessages(const httplib::Request& req, httplib::Response& r
   auto session = std::make_shared<GenerationSession>(*model_.engine, *metrics_, 1);
   const Status s = session->Submit(std::move(turn.gen), 0);
   if (!s.ok()) return SendError(res, FromStatus(s, "messages"), P);
-  if (ar.stream) {
-    StreamWriters w;
-    w.keepalive_seconds = opts_.sse_ping_seconds;
-    w.head = st->Start();
-    w.on_event = [st](const RequestOutput& ev) { return st->StreamEvent(ev); };
-    w.tail = [] { return std::string(); };
-    w.keepalive = SseEvent("ping", DumpJson({{"type", "ping"}}));
-    RespondStreaming(res, session, std::move(w), &in_flight());
-  } else {
-    RespondWhenDone(res, session,
-                    [st](const RequestOutput& ev) {
-                      AccumulateChatDelta(st->Apply(ev), &st->result);
-                      return std::string();
-                    },
-                    [st] { return st->Whole(); }, &in_flight());
-  }
+  StreamWriters w;
+  w.head = st->Start();
+  w.on_event = [st](const RequestOutput& ev) { return st->StreamEvent(ev); };
+  w.tail = [] { return std::string(); };
+  w.keepalive = SseEvent("ping", DumpJson({{"type", "ping"}}));
+  Respond(
+      res, session, ar.stream, std::move(w),
+      [st](const RequestOutput& ev) { AccumulateChatDelta(st->Apply(ev), &st->result); },
+      [st] { return st->Whole(); });
 }
 
 // POST /v1/messages/count_tokens: the prompt's token count, as the request would render it.

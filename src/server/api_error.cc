@@ -52,19 +52,11 @@ ApiError BadRequest(std::string message, std::string param) {
 }
 
 ApiError NotFound(std::string message) {
-  ApiError e;
-  e.status = 404;
-  e.type = "not_found_error";
-  e.message = std::move(message);
-  return e;
+  return ApiError{404, "not_found_error", std::move(message), "", ""};
 }
 
 ApiError ServiceUnavailable(std::string message) {
-  ApiError e;
-  e.status = 503;
-  e.type = "service_unavailable";
-  e.message = std::move(message);
-  return e;
+  return ApiError{503, "service_unavailable", std::move(message), "", ""};
 }
 
 ApiError FromStatus(const Status& s, const std::string& prompt_param) {

@@ -76,6 +76,23 @@ void ApiServer::SendJson(httplib::Response& res, const OJson& j, int status) {
   res.set_content(DumpJson(j), "application/json");
 }
 
+void ApiServer::Respond(httplib::Response& res, std::shared_ptr<GenerationSession> session,
+                        bool stream, StreamWriters writers,
+                        std::function<void(const RequestOutput&)> accumulate, TailWriter whole) {
+  if (stream) {
+    writers.keepalive_seconds = opts_.sse_ping_seconds;
+    RespondStreaming(res, std::move(session), std::move(writers), &in_flight_);
+    return;
+  }
+  RespondWhenDone(
+      res, std::move(session),
+      [accumulate](const RequestOutput& ev) {
+        accumulate(ev);
+        return std::string();
+      },
+      std::move(whole), &in_flight_);
+}
+
 void ApiServer::SendError(httplib::Response& res, const ApiError& e, Protocol p) {
   SendJson(res, p == Protocol::kAnthropic ? e.AnthropicJson() : e.OpenAiJson(), e.status);
 }
@@ -84,17 +101,12 @@ bool ApiServer::Admit(const httplib::Request& req, httplib::Response& res, Proto
                       OJson* body) {
   ApiError e;
   if (!ready_.load()) {
-    e.status = 503;
-    e.type = "service_unavailable";
-    e.message = "the model is loading; retry when GET /health answers 200";
-    SendError(res, e, p);
+    SendError(res, ServiceUnavailable("the model is loading; retry when GET /health answers 200"),
+              p);
     return false;
   }
   if (draining_.load()) {
-    e.status = 503;
-    e.type = "service_unavailable";
-    e.message = "the server is shutting down";
-    SendError(res, e, p);
+    SendError(res, ServiceUnavailable("the server is shutting down"), p);
     return false;
   }
   if (!opts_.api_key.empty()) {

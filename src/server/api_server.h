@@ -20,6 +20,7 @@
 #include "server/chat_turn.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
+#include "server/response_writer.h"
 #include "tokenizer/bpe.h"
 
 namespace httplib {
@@ -112,6 +113,11 @@ class ApiServer {
   static void SendJson(httplib::Response& res, const OJson& j, int status = 200);
   const ServingModel& model() const { return model_; }
   std::atomic<int>& in_flight() { return in_flight_; }
+  // Answers a submitted session: streamed (`stream`: the writers, with the server's keep-alive
+  // interval) or whole (every event to `accumulate`, then the text of `whole`).
+  void Respond(httplib::Response& res, std::shared_ptr<GenerationSession> session, bool stream,
+               StreamWriters writers, std::function<void(const RequestOutput&)> accumulate,
+               TailWriter whole);
 
   // Renders the turn's prompt (thinking resolved against the template's default) into *prompt.
   std::optional<ApiError> RenderTurn(ChatTurn* turn, std::string* prompt) const;

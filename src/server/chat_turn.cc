@@ -29,6 +29,17 @@ std::string ContentText(const OJson& content) {
 
 }  // namespace
 
+ChatDelta ParseEvent(ChatOutputParser* parser, const RequestOutput& ev) {
+  ChatDelta d = parser->Feed(ev.text);
+  if (ev.finished) {
+    ChatDelta tail = parser->Finish();
+    d.reasoning_content += tail.reasoning_content;
+    d.content += tail.content;
+    d.tool_calls.insert(d.tool_calls.end(), tail.tool_calls.begin(), tail.tool_calls.end());
+  }
+  return d;
+}
+
 OJson MergeLeadingSystemMessages(OJson messages) {
   auto is_system = [](const OJson& m) {
     return m.is_object() && m.value("role", "") == "system" && m.contains("content") &&

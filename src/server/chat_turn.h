@@ -39,6 +39,10 @@ struct ChatTurn {
 // system messages stay where they are, as system turns.
 OJson MergeLeadingSystemMessages(OJson messages);
 
+// The parsed delta of one engine event: its text fed to the sample's parser and, when the sample
+// finished, what the parser still held.
+ChatDelta ParseEvent(ChatOutputParser* parser, const RequestOutput& ev);
+
 // What the answer is built with.
 struct PreparedTurn {
   ToolSchema schema;  // the tools the output parser recognises

@@ -130,14 +130,8 @@ struct ChatState {
   // Feeds one event to its choice's parser; returns the parsed delta.
   ChatDelta Apply(const RequestOutput& ev) {
     ChatChoice& c = choices[ev.index];
-    ChatDelta d = c.parser->Feed(ev.text);
-    if (ev.finished) {
-      ChatDelta tail = c.parser->Finish();
-      d.reasoning_content += tail.reasoning_content;
-      d.content += tail.content;
-      d.tool_calls.insert(d.tool_calls.end(), tail.tool_calls.begin(), tail.tool_calls.end());
-      c.reason = ev.finish_reason;
-    }
+    ChatDelta d = ParseEvent(c.parser.get(), ev);
+    if (ev.finished) c.reason = ev.finish_reason;
     for (const ToolCallDelta& t : d.tool_calls) c.made_calls |= !t.id.empty();
     c.reasoning.Add(ev.token_ids);
     c.output_tokens = ev.num_output_tokens;
@@ -234,20 +228,12 @@ void ApiServer::HandleChat(const httplib::Request& req, httplib::Response& res) 
   auto session = std::make_shared<GenerationSession>(*model_.engine, *metrics_, turn.gen.n);
   const Status s = session->Submit(std::move(turn.gen), 0);
   if (!s.ok()) return SendError(res, FromStatus(s, "messages"), P);
-  if (cr.stream) {
-    StreamWriters w;
-    w.keepalive_seconds = opts_.sse_ping_seconds;
-    w.on_event = [st](const RequestOutput& ev) { return st->StreamEvent(ev); };
-    w.tail = [st] { return st->StreamTail(); };
-    RespondStreaming(res, session, std::move(w), &in_flight_);
-  } else {
-    RespondWhenDone(res, session,
-                    [st](const RequestOutput& ev) {
-                      st->Accumulate(ev);
-                      return std::string();
-                    },
-                    [st] { return st->Whole(); }, &in_flight_);
-  }
+  StreamWriters w;
+  w.on_event = [st](const RequestOutput& ev) { return st->StreamEvent(ev); };
+  w.tail = [st] { return st->StreamTail(); };
+  Respond(
+      res, session, cr.stream, std::move(w), [st](const RequestOutput& ev) { st->Accumulate(ev); },
+      [st] { return st->Whole(); });
 }
 
 namespace {
@@ -443,20 +429,12 @@ void ApiServer::HandleCompletion(const httplib::Request& req, httplib::Response&
       return SendError(res, e, P);  // the session cancels what was submitted
     }
   }
-  if (cr.stream) {
-    StreamWriters w;
-    w.keepalive_seconds = opts_.sse_ping_seconds;
-    w.on_event = [st](const RequestOutput& ev) { return st->StreamEvent(ev); };
-    w.tail = [st] { return st->StreamTail(); };
-    RespondStreaming(res, session, std::move(w), &in_flight_);
-  } else {
-    RespondWhenDone(res, session,
-                    [st](const RequestOutput& ev) {
-                      st->Accumulate(ev);
-                      return std::string();
-                    },
-                    [st] { return st->Whole(); }, &in_flight_);
-  }
+  StreamWriters w;
+  w.on_event = [st](const RequestOutput& ev) { return st->StreamEvent(ev); };
+  w.tail = [st] { return st->StreamTail(); };
+  Respond(
+      res, session, cr.stream, std::move(w), [st](const RequestOutput& ev) { st->Accumulate(ev); },
+      [st] { return st->Whole(); });
 }
 
 }  // namespace mimo

@@ -776,12 +776,8 @@ struct ResponsesState {
   }
 
   ChatDelta Apply(const RequestOutput& ev) {
-    ChatDelta d = parser->Feed(ev.text);
+    ChatDelta d = ParseEvent(parser.get(), ev);
     if (ev.finished) {
-      ChatDelta tail = parser->Finish();
-      d.reasoning_content += tail.reasoning_content;
-      d.content += tail.content;
-      d.tool_calls.insert(d.tool_calls.end(), tail.tool_calls.begin(), tail.tool_calls.end());
       reason = ev.finish_reason;
       error = ev.error;
     }
@@ -921,22 +917,13 @@ void ApiServer::HandleResponses(const httplib::Request& req, httplib::Response& 
   auto session = std::make_shared<GenerationSession>(*model_.engine, *metrics_, 1);
   const Status s = session->Submit(std::move(turn.gen), 0);
   if (!s.ok()) return SendError(res, FromStatus(s, "input"), P);
-  if (rr.stream) {
-    StreamWriters w;
-    w.keepalive_seconds = opts_.sse_ping_seconds;
-    w.head = st->StreamHead();
-    w.on_event = [st](const RequestOutput& ev) { return st->StreamEvent(ev); };
-    w.tail = [] { return std::string(); };
-    RespondStreaming(res, session, std::move(w), &in_flight_);
-  } else {
-    RespondWhenDone(
-        res, session,
-        [st](const RequestOutput& ev) {
-          st->Accumulate(ev);
-          return std::string();
-        },
-        [st] { return st->Whole(); }, &in_flight_);
-  }
+  StreamWriters w;
+  w.head = st->StreamHead();
+  w.on_event = [st](const RequestOutput& ev) { return st->StreamEvent(ev); };
+  w.tail = [] { return std::string(); };
+  Respond(
+      res, session, rr.stream, std::move(w), [st](const RequestOutput& ev) { st->Accumulate(ev); },
+      [st] { return st->Whole(); });
 }
 
 static std::string PathId(const httplib::Request& req) {
