@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <set>
 
 #include "core/check.h"
@@ -275,7 +276,15 @@ void Engine::Finish(Request* r, RequestOutput&& out) {
     if (it->second.empty()) seqs_of_.erase(it);
   }
   std::unique_ptr<Request> gone = scheduler_->Remove(seq);
-  (*sink)(std::move(out));
+  outbox_.emplace_back(std::move(sink), std::move(out));
+}
+
+void Engine::PublishAndFlush() {
+  PublishStats();
+  // After the stats: a client that saw its request end finds it counted in /metrics.
+  std::vector<std::pair<std::shared_ptr<OutputSink>, RequestOutput>> out;
+  out.swap(outbox_);
+  for (auto& [sink, o] : out) (*sink)(std::move(o));
 }
 
 void Engine::Abort(Request* r, FinishReason reason, const std::string& error) {
@@ -318,7 +327,7 @@ bool Engine::EmitTokens(Request* r, std::vector<SampledToken> tokens) {
   out.first_token_time = r->first_token_time;
   out.time = NowSeconds();
   if (!s.finished) {
-    (*r->sink)(std::move(out));
+    outbox_.emplace_back(r->sink, std::move(out));
     return false;
   }
   out.finish_reason = s.by_length ? FinishReason::kLength : FinishReason::kStop;
@@ -394,7 +403,7 @@ bool Engine::Step() {
                     r->num_tokens(), static_cast<long long>(kv_->memory_plan().tokens_that_fit)));
   }
   if (plan.empty()) {
-    PublishStats();
+    PublishAndFlush();
     return inputs || !plan.unschedulable.empty();
   }
   const double now = NowSeconds();
@@ -441,7 +450,7 @@ bool Engine::Step() {
   }
   if (spec_ && !draft_next.empty()) Propose(draft_next);
   ++local_stats_.num_steps;
-  PublishStats();
+  PublishAndFlush();
   return true;
 }
 
@@ -483,7 +492,17 @@ void Engine::RunUntilIdle() {
 
 void Engine::Loop() {
   for (;;) {
-    const bool busy = Step() || scheduler_->has_work();
+    bool busy = false;
+    try {
+      busy = Step() || scheduler_->has_work();
+    } catch (const std::exception& e) {
+      // A step that throws (out of memory, a bug) must not terminate the server: its requests
+      // end with an error, and the engine goes on with the next ones.
+      std::fprintf(stderr, "mimo engine: step failed: %s; ending the requests in flight\n",
+                   e.what());
+      AbortAll(FinishReason::kError, std::string("internal error: ") + e.what());
+      PublishAndFlush();
+    }
     std::unique_lock<std::mutex> lk(mu_);
     if (stop_) return;
     if (!busy) cv_.wait(lk, [&] { return stop_ || !pending_.empty() || !cancels_.empty(); });
@@ -506,10 +525,15 @@ void Engine::Shutdown() {
   if (!scheduler_) return;
   // Everything still queued or in flight ends with kAbort.
   DrainInputs();
+  AbortAll(FinishReason::kAbort, "");
+  PublishAndFlush();
+}
+
+void Engine::AbortAll(FinishReason reason, const std::string& error) {
   std::vector<int> seqs;
   for (const auto& [id, list] : seqs_of_) seqs.insert(seqs.end(), list.begin(), list.end());
   for (int seq : seqs) {
-    if (Request* r = scheduler_->Find(seq)) Abort(r, FinishReason::kAbort, "");
+    if (Request* r = scheduler_->Find(seq)) Abort(r, reason, error);
   }
 }
 

@@ -113,12 +113,15 @@ class Engine {
   void Admit(const Pending& p);
   void Finish(Request* r, RequestOutput&& out);
   void Abort(Request* r, FinishReason reason, const std::string& error);
+  void AbortAll(FinishReason reason, const std::string& error);  // every request in flight
   // Appends tokens (stop rules, KV token ids, one event); true when the request finished.
   bool EmitTokens(Request* r, std::vector<SampledToken> tokens);
   bool SampleAndEmit(Request* r, const float* logits);
   bool VerifyAndEmit(Request* r, const float* logits, int num_draft);
   void Propose(const std::vector<Request*>& reqs);
   void PublishStats();
+  // PublishStats, then deliver the events of the step (outbox_) to their sinks.
+  void PublishAndFlush();
   RequestOutput MakeOutput(const Request& r) const;
   void Loop();
 
@@ -141,6 +144,8 @@ class Engine {
   std::unordered_map<uint64_t, std::vector<int>> seqs_of_;  // request id -> seq ids alive
   int next_seq_id_ = 0;
   EngineStats local_stats_;
+  // Events made during a step, delivered at its end after the stats are published.
+  std::vector<std::pair<std::shared_ptr<OutputSink>, RequestOutput>> outbox_;
 
   // Shared with submitting threads.
   mutable std::mutex mu_;
