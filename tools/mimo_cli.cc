@@ -1,5 +1,7 @@
 // mimo: the command-line entry point. Each subcommand lives in tools/cli/<name>.cc and registers
 // itself with MIMO_CLI_COMMAND.
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -58,13 +60,31 @@ std::string Args::Get(const std::string& k, const std::string& def) const {
   auto it = values_.find(k);
   return it == values_.end() ? def : it->second;
 }
+// A number option that is not a number ("--port abc") is a usage error, never 0.
 long long Args::GetInt(const std::string& k, long long def) const {
   auto it = values_.find(k);
-  return it == values_.end() ? def : std::atoll(it->second.c_str());
+  if (it == values_.end()) return def;
+  const char* s = it->second.c_str();
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(s, &end, 10);
+  if (*s == 0 || *end != 0 || errno == ERANGE) {
+    std::fprintf(stderr, "mimo: error: --%s '%s' is not an integer\n", k.c_str(), s);
+    std::exit(2);
+  }
+  return v;
 }
 double Args::GetDouble(const std::string& k, double def) const {
   auto it = values_.find(k);
-  return it == values_.end() ? def : std::atof(it->second.c_str());
+  if (it == values_.end()) return def;
+  const char* s = it->second.c_str();
+  char* end = nullptr;
+  const double v = std::strtod(s, &end);
+  if (*s == 0 || *end != 0 || !std::isfinite(v)) {
+    std::fprintf(stderr, "mimo: error: --%s '%s' is not a number\n", k.c_str(), s);
+    std::exit(2);
+  }
+  return v;
 }
 
 bool ReadFileToString(const std::string& path, std::string* out) {
@@ -117,7 +137,16 @@ int main(int argc, char** argv) {
   using mimo::cli::Registry;
   if (argc >= 2) {
     for (const auto& c : Registry()) {
-      if (std::strcmp(argv[1], c.name) == 0) return c.run(argc - 1, argv + 1);
+      if (std::strcmp(argv[1], c.name) != 0) continue;
+      // `mimo <command> --help`: the command's usage on stdout, exit 0 (commands with a longer
+      // usage text answer --help themselves).
+      for (int i = 2; i < argc && std::strcmp(c.name, "serve") != 0; ++i) {
+        if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
+          std::printf("usage: mimo %s %s\n", c.name, c.usage);
+          return 0;
+        }
+      }
+      return c.run(argc - 1, argv + 1);
     }
   }
   std::fprintf(stderr, "usage: mimo <command> [options]\ncommands:\n");
