@@ -1,12 +1,15 @@
 // RequestStream: the events of one submission as a blocking queue, for a consumer thread (an
 // HTTP handler, the CLI). Sink() is what Engine::Submit takes; it shares the queue, so events
 // that arrive after the stream is gone (a disconnected client) are simply dropped.
-// Thread-safety: Sink() is called on the engine thread, Next() on one consumer thread.
+// A consumer that does not wait (an HTTP connection) polls TryNext and sets a notify function,
+// called on the engine thread after each event.
+// Thread-safety: Sink() is called on the engine thread, Next()/TryNext() on one consumer thread.
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 
@@ -27,6 +30,8 @@ class RequestStream {
         std::lock_guard<std::mutex> lk(s->mu);
         if (out.finished) --s->open;
         s->events.push_back(std::move(out));
+        // Under the lock, so that once SetNotify(nullptr) returned it is never called again.
+        if (s->notify) s->notify();
       }
       s->cv.notify_all();
     };
@@ -44,6 +49,22 @@ class RequestStream {
     return true;
   }
 
+  // The next event if one is queued; never waits.
+  bool TryNext(RequestOutput* out) {
+    std::lock_guard<std::mutex> lk(state_->mu);
+    if (state_->events.empty()) return false;
+    *out = std::move(state_->events.front());
+    state_->events.pop_front();
+    return true;
+  }
+
+  // Called (on the engine thread, with the queue's lock held: it must not block or call back
+  // into the stream) after each event; nullptr stops the calls.
+  void SetNotify(std::function<void()> notify) {
+    std::lock_guard<std::mutex> lk(state_->mu);
+    state_->notify = std::move(notify);
+  }
+
   // Every sample finished and every event was taken.
   bool done() const {
     std::lock_guard<std::mutex> lk(state_->mu);
@@ -56,6 +77,7 @@ class RequestStream {
     std::condition_variable cv;
     std::deque<RequestOutput> events;
     int open = 0;  // samples not finished yet
+    std::function<void()> notify;
   };
   std::shared_ptr<State> state_;
 };

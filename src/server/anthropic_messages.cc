@@ -5,7 +5,6 @@
 // ChatTurn (OpenAI-style messages for the template); the output goes through the `mimo` parsers
 // and comes back as thinking / text / tool_use blocks, whole or as the message_start ...
 // message_stop event stream (message_start at once, pings while the prompt is processed).
-#include <httplib.h>
 
 #include "chat/chat_output_parser.h"
 #include "core/base64.h"
@@ -556,7 +555,7 @@ struct MessageState {
 
 }  // namespace
 
-void ApiServer::HandleMessages(const httplib::Request& req, httplib::Response& res) {
+void ApiServer::HandleMessages(const HttpRequest& req, HttpResponse& res) {
   const Protocol P = Protocol::kAnthropic;
   OJson body;
   if (!Admit(req, res, P, &body)) return;
@@ -590,7 +589,7 @@ void ApiServer::HandleMessages(const httplib::Request& req, httplib::Response& r
 }
 
 // POST /v1/messages/count_tokens: the prompt's token count, as the request would render it.
-void ApiServer::HandleCountTokens(const httplib::Request& req, httplib::Response& res) {
+void ApiServer::HandleCountTokens(const HttpRequest& req, HttpResponse& res) {
   const Protocol P = Protocol::kAnthropic;
   OJson body;
   if (!Admit(req, res, P, &body)) return;

@@ -2,8 +2,6 @@
 // endpoints (/health, /v1/models, /metrics, /tokenize, /detokenize).
 #include "server/api_server.h"
 
-#include <httplib.h>
-
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -11,6 +9,7 @@
 
 #include "core/log.h"
 #include "core/sha256.h"
+#include "server/http_server.h"
 #include "server/response_store.h"
 #include "server/web_ui.h"
 #include "tokenizer/utf8.h"
@@ -18,23 +17,30 @@
 namespace mimo {
 namespace {
 
-// The access-log record of the request the current HTTP thread serves (cpp-httplib runs a
-// request's routing, handler, content provider and logger on one thread).
-struct AccessRecord {
-  std::chrono::steady_clock::time_point start;
-  int prompt_tokens = -1;
-  int output_tokens = -1;
-};
-thread_local AccessRecord t_access;
+enum RouteTag { kPublic = 0, kApi = 1, kMetrics = 2 };
+
+std::string Lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// The host part of a Host header value ("[::1]:8000" -> "[::1]", "a.b:80" -> "a.b").
+std::string HostName(const std::string& host) {
+  std::string h = Lower(host);
+  if (!h.empty() && h[0] == '[') return h.substr(0, h.find(']') + 1);
+  return h.substr(0, h.find(':'));
+}
+
+bool IsLoopbackAddress(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
 
 bool StartsWith(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
 
 // "Bearer KEY" with the scheme in any case (RFC 7235: schemes are case-insensitive).
 std::string BearerToken(const std::string& header) {
   if (header.size() < 7) return "";
-  std::string scheme = header.substr(0, 7);
-  for (char& c : scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return scheme == "bearer " ? header.substr(7) : "";
+  return Lower(header.substr(0, 7)) == "bearer " ? header.substr(7) : "";
 }
 
 }  // namespace
@@ -52,13 +58,22 @@ std::string RandomId(const char* prefix) {
 }
 
 void NoteRequestTokens(int prompt_tokens, int output_tokens) {
-  t_access.prompt_tokens = prompt_tokens;
-  t_access.output_tokens = output_tokens;
+  if (HttpServer::RequestRecord* r = HttpServer::CurrentRecord()) {
+    r->prompt_tokens = prompt_tokens;
+    r->output_tokens = output_tokens;
+  }
 }
 
 ApiServer::ApiServer(ServerOptions options)
     : opts_(std::move(options)),
-      http_(std::make_unique<httplib::Server>()),
+      http_(std::make_unique<HttpServer>([&] {
+        HttpOptions h;
+        h.host = opts_.host;
+        h.port = opts_.port;
+        h.worker_threads = opts_.http_threads;
+        h.max_connections = opts_.max_connections;
+        return h;
+      }())),
       metrics_(std::make_unique<ServerMetrics>(opts_.served_model_name)),
       responses_(std::make_unique<ResponseStore>(opts_.responses_store_entries,
                                                  opts_.responses_store_bytes)) {
@@ -71,14 +86,14 @@ ApiServer::ApiServer(ServerOptions options)
 
 ApiServer::~ApiServer() { Stop(); }
 
-void ApiServer::SendJson(httplib::Response& res, const OJson& j, int status) {
+void ApiServer::SendJson(HttpResponse& res, const OJson& j, int status) {
   res.status = status;
   res.set_content(DumpJson(j), "application/json");
 }
 
-void ApiServer::Respond(httplib::Response& res, std::shared_ptr<GenerationSession> session,
-                        bool stream, StreamWriters writers,
-                        std::function<void(const RequestOutput&)> accumulate, TailWriter whole) {
+void ApiServer::Respond(HttpResponse& res, std::shared_ptr<GenerationSession> session, bool stream,
+                        StreamWriters writers, std::function<void(const RequestOutput&)> accumulate,
+                        TailWriter whole) {
   if (stream) {
     writers.keepalive_seconds = opts_.sse_ping_seconds;
     RespondStreaming(res, std::move(session), std::move(writers), &in_flight_);
@@ -93,12 +108,11 @@ void ApiServer::Respond(httplib::Response& res, std::shared_ptr<GenerationSessio
       std::move(whole), &in_flight_);
 }
 
-void ApiServer::SendError(httplib::Response& res, const ApiError& e, Protocol p) {
+void ApiServer::SendError(HttpResponse& res, const ApiError& e, Protocol p) {
   SendJson(res, p == Protocol::kAnthropic ? e.AnthropicJson() : e.OpenAiJson(), e.status);
 }
 
-bool ApiServer::Admit(const httplib::Request& req, httplib::Response& res, Protocol p,
-                      OJson* body) {
+bool ApiServer::Admit(const HttpRequest& req, HttpResponse& res, Protocol p, OJson* body) {
   ApiError e;
   if (!ready_.load()) {
     SendError(res, ServiceUnavailable("the model is loading; retry when GET /health answers 200"),
@@ -108,22 +122,6 @@ bool ApiServer::Admit(const httplib::Request& req, httplib::Response& res, Proto
   if (draining_.load()) {
     SendError(res, ServiceUnavailable("the server is shutting down"), p);
     return false;
-  }
-  if (!opts_.api_key.empty()) {
-    const std::string auth = req.get_header_value("Authorization");
-    const std::string x_key = req.get_header_value("x-api-key");
-    const bool ok = ConstantTimeEquals(BearerToken(auth), opts_.api_key) ||
-                    ConstantTimeEquals(x_key, opts_.api_key);
-    if (!ok) {
-      e.status = 401;
-      e.type = "authentication_error";
-      e.code = "invalid_api_key";
-      e.message = auth.empty() && x_key.empty()
-                      ? "missing API key: send 'Authorization: Bearer KEY' (or 'x-api-key: KEY')"
-                      : "incorrect API key";
-      SendError(res, e, p);
-      return false;
-    }
   }
   if (body) {
     if (req.body.find_first_not_of(" \t\r\n") == std::string::npos) {
@@ -149,7 +147,7 @@ ApiServer::Protocol ApiServer::ProtocolOf(const std::string& path) {
 
 // The served model in OpenAI's shape, or in Anthropic's for Anthropic clients (they send an
 // anthropic-version header).
-static OJson ModelJson(const httplib::Request& req, const std::string& name, int max_model_len) {
+static OJson ModelJson(const HttpRequest& req, const std::string& name, int max_model_len) {
   const int64_t now = static_cast<int64_t>(std::time(nullptr));
   if (req.has_header("anthropic-version")) {
     char created[32];
@@ -162,7 +160,7 @@ static OJson ModelJson(const httplib::Request& req, const std::string& name, int
           {"root", name},   {"max_model_len", max_model_len}};
 }
 
-void ApiServer::HandleModels(const httplib::Request& req, httplib::Response& res) {
+void ApiServer::HandleModels(const HttpRequest& req, HttpResponse& res) {
   if (!Admit(req, res, Protocol::kOpenAi, nullptr)) return;
   const OJson m = ModelJson(req, opts_.served_model_name, model_.defaults.max_model_len);
   if (req.has_header("anthropic-version")) {
@@ -174,7 +172,7 @@ void ApiServer::HandleModels(const httplib::Request& req, httplib::Response& res
   SendJson(res, {{"object", "list"}, {"data", OJson::array({m})}});
 }
 
-void ApiServer::HandleModel(const httplib::Request& req, httplib::Response& res) {
+void ApiServer::HandleModel(const HttpRequest& req, HttpResponse& res) {
   if (!Admit(req, res, Protocol::kOpenAi, nullptr)) return;
   const std::string id = req.matches.size() > 1 ? std::string(req.matches[1]) : "";
   if (id != opts_.served_model_name) {
@@ -190,7 +188,7 @@ void ApiServer::HandleModel(const httplib::Request& req, httplib::Response& res)
 // vLLM's /tokenize: {"prompt": text} or {"messages": [...], "add_generation_prompt",
 // "continue_final_message", "chat_template_kwargs", "tools"} -> {"count", "max_model_len",
 // "tokens"}.
-void ApiServer::HandleTokenize(const httplib::Request& req, httplib::Response& res) {
+void ApiServer::HandleTokenize(const HttpRequest& req, HttpResponse& res) {
   OJson body;
   if (!Admit(req, res, Protocol::kOpenAi, &body)) return;
   if (auto e = CheckModel(body, model_.defaults)) return SendError(res, *e, Protocol::kOpenAi);
@@ -226,7 +224,7 @@ void ApiServer::HandleTokenize(const httplib::Request& req, httplib::Response& r
   SendJson(res, out);
 }
 
-void ApiServer::HandleDetokenize(const httplib::Request& req, httplib::Response& res) {
+void ApiServer::HandleDetokenize(const HttpRequest& req, HttpResponse& res) {
   OJson body;
   if (!Admit(req, res, Protocol::kOpenAi, &body)) return;
   if (auto e = CheckModel(body, model_.defaults)) return SendError(res, *e, Protocol::kOpenAi);
@@ -245,111 +243,203 @@ void ApiServer::HandleDetokenize(const httplib::Request& req, httplib::Response&
   SendJson(res, {{"prompt", model_.tokenizer->Decode(ids)}});
 }
 
+std::optional<HttpResponse> ApiServer::Precheck(const HttpRequest& req,
+                                                const HttpRoute* route) const {
+  const Protocol p = ProtocolOf(req.path);
+  const auto refuse = [&](int status, const char* type, std::string message) {
+    HttpResponse res;
+    ApiError e;
+    e.status = status;
+    e.type = type;
+    e.message = std::move(message);
+    SendError(res, e, p);
+    return res;
+  };
+  // Without a key on a loopback address any web page the user opens could call the API: through
+  // a DNS name rebound to 127.0.0.1 (refused by Host) or with a "simple" cross-site POST (no
+  // preflight: refused unless the body is declared application/json, which needs one).
+  const bool guard = opts_.api_key.empty() && IsLoopbackAddress(opts_.host);
+  if (guard && req.has_header("Host")) {
+    const std::string host = HostName(req.get_header_value("Host"));
+    bool ok = host == "localhost" || host == "[::1]" || host.rfind("127.", 0) == 0;
+    for (const std::string& h : opts_.allowed_hosts) ok = ok || Lower(h) == host;
+    if (!ok) {
+      return refuse(403, "permission_error",
+                    "Host '" + req.get_header_value("Host") +
+                        "' is not a loopback name; start the server with --allowed-hosts " + host +
+                        " to accept it");
+    }
+  }
+  // CORS preflight from an allowed origin.
+  if (req.method == "OPTIONS" && req.has_header("Origin") &&
+      req.has_header("Access-Control-Request-Method")) {
+    HttpResponse res;
+    AddCors(req, res);
+    if (res.headers.empty()) {
+      return refuse(
+          403, "permission_error",
+          "origin '" + req.get_header_value("Origin") + "' is not allowed (--allowed-origins)");
+    }
+    res.status = 204;
+    res.set_header("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
+    const std::string asked = req.get_header_value("Access-Control-Request-Headers");
+    res.set_header(
+        "Access-Control-Allow-Headers",
+        asked.empty() ? "Authorization, Content-Type, x-api-key, anthropic-version" : asked);
+    res.set_header("Access-Control-Max-Age", "600");
+    return res;
+  }
+  if (!route) return std::nullopt;  // 404 / 405
+  const bool needs_key = route->tag == kApi || (route->tag == kMetrics && !opts_.public_metrics);
+  if (!opts_.api_key.empty() && needs_key) {
+    const std::string auth = req.get_header_value("Authorization");
+    const std::string x_key = req.get_header_value("x-api-key");
+    const bool ok = ConstantTimeEquals(BearerToken(auth), opts_.api_key) ||
+                    ConstantTimeEquals(x_key, opts_.api_key);
+    if (!ok) {
+      ApiError e;
+      e.status = 401;
+      e.type = "authentication_error";
+      e.code = "invalid_api_key";
+      e.message = auth.empty() && x_key.empty()
+                      ? "missing API key: send 'Authorization: Bearer KEY' (or 'x-api-key: KEY')"
+                      : "incorrect API key";
+      HttpResponse res;
+      SendError(res, e, p);
+      return res;
+    }
+  }
+  const std::string length = req.get_header_value("Content-Length");
+  const bool has_body = req.has_header("Transfer-Encoding") || (!length.empty() && length != "0");
+  if (guard && req.method == "POST" && has_body) {
+    std::string type = Lower(req.get_header_value("Content-Type"));
+    type = type.substr(0, type.find(';'));
+    type.erase(type.find_last_not_of(" \t") + 1);
+    if (type != "application/json") {
+      return refuse(415, "invalid_request_error",
+                    "Content-Type '" + req.get_header_value("Content-Type") +
+                        "' is not accepted: send the body as application/json");
+    }
+  }
+  return std::nullopt;
+}
+
+void ApiServer::AddCors(const HttpRequest& req, HttpResponse& res) const {
+  if (opts_.allowed_origins.empty() || !req.has_header("Origin")) return;
+  for (const auto& [k, v] : res.headers) {
+    if (k == "Access-Control-Allow-Origin") return;  // a preflight answer has them already
+  }
+  const std::string origin = req.get_header_value("Origin");
+  for (const std::string& o : opts_.allowed_origins) {
+    if (o == "*" || o == origin) {
+      res.set_header("Access-Control-Allow-Origin", o == "*" ? "*" : origin);
+      res.set_header("Vary", "Origin");
+      return;
+    }
+  }
+}
+
 void ApiServer::Route() {
-  httplib::Server& s = *http_;
-  const int threads = opts_.http_threads;
-  s.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  s.set_payload_max_length(size_t{64} << 20);
-  s.set_read_timeout(30, 0);
-  s.set_write_timeout(30, 0);
-  s.set_pre_routing_handler([](const httplib::Request&, httplib::Response&) {
-    t_access = AccessRecord{std::chrono::steady_clock::now()};
-    return httplib::Server::HandlerResponse::Unhandled;
-  });
-  // One line per request once it is answered (for a stream: once it ended).
-  s.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-    if (!opts_.log_requests) return;
-    const double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_access.start)
-            .count();
-    std::string tokens;
-    if (t_access.prompt_tokens >= 0) {
-      tokens = " prompt_tokens=" + std::to_string(t_access.prompt_tokens) +
-               " output_tokens=" + std::to_string(t_access.output_tokens);
+  HttpServer& s = *http_;
+  using Req = HttpRequest;
+  using Res = HttpResponse;
+  const auto add = [&](const char* method, const char* pattern, HttpHandler h, int tag,
+                       bool inline_handler = false) {
+    s.Handle(HttpRoute{method, pattern, std::move(h), inline_handler, tag});
+  };
+  // Inline: answered on the I/O threads, so they answer however busy the workers are.
+  add(
+      "GET", "/health",
+      [this](const Req&, Res& res) {
+        if (!ready_.load()) return SendJson(res, {{"status", "loading"}}, 503);
+        if (draining_.load()) return SendJson(res, {{"status", "draining"}}, 503);
+        SendJson(res, {{"status", "ok"}});
+      },
+      kPublic, true);
+  add(
+      "GET", "/metrics",
+      [this](const Req&, Res& res) {
+        EngineStats st;
+        if (ready_.load()) st = model_.engine->Stats();
+        res.set_content(metrics_->Render(st), "text/plain; version=0.0.4; charset=utf-8");
+      },
+      kMetrics, true);
+  add(
+      "GET", "/v1/models", [this](const Req& q, Res& r) { HandleModels(q, r); }, kApi, true);
+  add(
+      "GET", "/v1/models/{+}", [this](const Req& q, Res& r) { HandleModel(q, r); }, kApi, true);
+  add(
+      "POST", "/v1/chat/completions", [this](const Req& q, Res& r) { HandleChat(q, r); }, kApi);
+  add(
+      "POST", "/v1/completions", [this](const Req& q, Res& r) { HandleCompletion(q, r); }, kApi);
+  add(
+      "POST", "/v1/messages", [this](const Req& q, Res& r) { HandleMessages(q, r); }, kApi);
+  add(
+      "POST", "/v1/messages/count_tokens",
+      [this](const Req& q, Res& r) { HandleCountTokens(q, r); }, kApi);
+  add(
+      "POST", "/v1/responses", [this](const Req& q, Res& r) { HandleResponses(q, r); }, kApi);
+  add(
+      "GET", "/v1/responses/{}", [this](const Req& q, Res& r) { HandleGetResponse(q, r); }, kApi);
+  add(
+      "DELETE", "/v1/responses/{}", [this](const Req& q, Res& r) { HandleDeleteResponse(q, r); },
+      kApi);
+  add(
+      "GET", "/v1/responses/{}/input_items",
+      [this](const Req& q, Res& r) { HandleResponseInputItems(q, r); }, kApi);
+  add(
+      "POST", "/tokenize", [this](const Req& q, Res& r) { HandleTokenize(q, r); }, kApi);
+  add(
+      "POST", "/detokenize", [this](const Req& q, Res& r) { HandleDetokenize(q, r); }, kApi);
+  if (opts_.web_ui) {
+    for (const std::string& path : WebUiPaths()) {
+      add(
+          "GET", path.c_str(), [](const Req& q, Res& r) { ServeWebAsset(q, r); }, kPublic, true);
     }
-    std::fprintf(stderr, "mimo serve: %s %s %d%s %.0f ms\n", req.method.c_str(), req.path.c_str(),
-                 res.status, tokens.c_str(), ms);
-  });
-  // Handlers catch everything: a request must never take the server down.
-  s.set_exception_handler([](const httplib::Request& req, httplib::Response& res,
-                             std::exception_ptr ep) {
-    std::string what = "internal error";
-    try {
-      if (ep) std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
-    }
-    ApiError e;
-    e.status = 500;
-    e.type = "internal_server_error";
-    e.message = what;
-    SendError(res, e, ProtocolOf(req.path));
-  });
-  s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-    if (!ready_.load()) return SendJson(res, {{"status", "loading"}}, 503);
-    if (draining_.load()) return SendJson(res, {{"status", "draining"}}, 503);
-    SendJson(res, {{"status", "ok"}});
-  });
-  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    EngineStats st;
-    if (ready_.load()) st = model_.engine->Stats();
-    res.set_content(metrics_->Render(st), "text/plain; version=0.0.4; charset=utf-8");
-  });
-  using Req = httplib::Request;
-  using Res = httplib::Response;
-  s.Get("/v1/models", [this](const Req& q, Res& r) { HandleModels(q, r); });
-  s.Get(R"(/v1/models/(.+))", [this](const Req& q, Res& r) { HandleModel(q, r); });
-  s.Post("/v1/chat/completions", [this](const Req& q, Res& r) { HandleChat(q, r); });
-  s.Post("/v1/completions", [this](const Req& q, Res& r) { HandleCompletion(q, r); });
-  s.Post("/v1/messages", [this](const Req& q, Res& r) { HandleMessages(q, r); });
-  s.Post("/v1/messages/count_tokens", [this](const Req& q, Res& r) { HandleCountTokens(q, r); });
-  s.Post("/v1/responses", [this](const Req& q, Res& r) { HandleResponses(q, r); });
-  s.Get(R"(/v1/responses/([^/]+))", [this](const Req& q, Res& r) { HandleGetResponse(q, r); });
-  s.Delete(R"(/v1/responses/([^/]+))",
-           [this](const Req& q, Res& r) { HandleDeleteResponse(q, r); });
-  s.Get(R"(/v1/responses/([^/]+)/input_items)",
-        [this](const Req& q, Res& r) { HandleResponseInputItems(q, r); });
-  s.Post("/tokenize", [this](const Req& q, Res& r) { HandleTokenize(q, r); });
-  s.Post("/detokenize", [this](const Req& q, Res& r) { HandleDetokenize(q, r); });
-  if (opts_.web_ui) RegisterWebUi(s);
-  // Whatever the HTTP layer itself refuses (no route, a malformed or oversized request) still
-  // gets an error object, in the shape of the protocol the path belongs to.
-  s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;
-    ApiError e;
-    e.status = res.status;
-    if (res.status == 404) {
-      e.type = "not_found_error";
-      e.message = "no route " + req.method + " " + req.path;
-    } else if (res.status == 413) {
-      e.type = "invalid_request_error";
-      e.message = "the request body is too large";
-    } else if (res.status >= 500) {
-      e.type = "internal_server_error";
-      e.message = "the server could not answer this request";
-    } else if (req.method == "POST" && !req.has_header("Content-Length")) {
-      e.message = "the request has no body: send a JSON object (with a Content-Length)";
-    } else {
-      e.message = "malformed HTTP request";
-    }
-    SendError(res, e, ProtocolOf(req.path));
-  });
+  }
+  s.SetHooks(
+      [this](const Req& req, const HttpRoute* route) { return Precheck(req, route); },
+      [this](const Req& req, Res& res) { AddCors(req, res); },
+      // What the HTTP layer itself refuses (no route, a wrong method, a malformed or oversized
+      // request, a full server) gets an error object in the shape of the path's protocol.
+      [](const Req& req, int status, const std::string& message, Res& res) {
+        ApiError e;
+        e.status = status;
+        e.message = message;
+        if (status == 404) {
+          e.type = "not_found_error";
+        } else if (status == 405) {
+          e.type = "invalid_request_error";
+          e.code = "method_not_allowed";
+        } else if (status == 413) {
+          e.type = ProtocolOf(req.path) == Protocol::kAnthropic ? "request_too_large"
+                                                                : "invalid_request_error";
+        } else if (status == 503) {
+          e.type = ProtocolOf(req.path) == Protocol::kAnthropic ? "overloaded_error"
+                                                                : "service_unavailable";
+        } else if (status >= 500) {
+          e.type = "internal_server_error";
+        }
+        SendError(res, e, ProtocolOf(req.path));
+      },
+      // One line per request once it is answered (for a stream: once it ended).
+      [this](const Req& req, int status, double ms, const HttpServer::RequestRecord& rec) {
+        if (!opts_.log_requests) return;
+        std::string tokens;
+        if (rec.prompt_tokens >= 0) {
+          tokens = " prompt_tokens=" + std::to_string(rec.prompt_tokens) +
+                   " output_tokens=" + std::to_string(rec.output_tokens);
+        }
+        std::fprintf(stderr, "mimo serve: %s %s %d%s %.0f ms\n", req.method.c_str(),
+                     req.path.c_str(), status, tokens.c_str(), ms);
+      });
 }
 
 Status ApiServer::Start() {
   Route();
-  if (opts_.port == 0) {
-    port_ = http_->bind_to_any_port(opts_.host);
-    if (port_ <= 0) return Internal("cannot bind %s to any port", opts_.host.c_str());
-  } else {
-    if (!http_->bind_to_port(opts_.host, opts_.port)) {
-      return Internal("cannot listen on %s:%d (in use, or not an address of this host)",
-                      opts_.host.c_str(), opts_.port);
-    }
-    port_ = opts_.port;
-  }
-  listener_ = std::thread([this] { http_->listen_after_bind(); });
+  Status st = http_->Start();
+  if (!st.ok()) return st;
+  port_ = http_->port();
   return Status::Ok();
 }
 
@@ -361,8 +451,7 @@ void ApiServer::SetModel(const ServingModel& m) {
 void ApiServer::BeginDrain() { draining_.store(true); }
 
 void ApiServer::Stop() {
-  if (http_) http_->stop();
-  if (listener_.joinable()) listener_.join();
+  if (http_) http_->Stop();
 }
 
 }  // namespace mimo

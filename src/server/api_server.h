@@ -1,11 +1,14 @@
 // The HTTP API of `mimo serve`: OpenAI (/v1/chat/completions, /v1/completions, /v1/responses,
 // /v1/models), Anthropic (/v1/messages, /v1/messages/count_tokens), /health, /metrics,
-// /tokenize, /detokenize, and the chat page at / (server/web_ui.h). Built on cpp-httplib.
-// HTTP threads parse JSON, render the chat template, tokenize, detokenize and parse model output;
-// only the engine thread touches the model (through Engine::Submit / Cancel). Handlers never
-// throw: every failure becomes an error object with the right HTTP status.
+// /tokenize, /detokenize, and the chat page at / (server/web_ui.h), on server/http_server.h.
+// Worker threads parse JSON, render the chat template, tokenize and submit; responses are pulled
+// from the engine's events by the connection (no thread waits on a generation); only the engine
+// thread touches the model (through Engine::Submit / Cancel). Handlers never throw: every failure
+// becomes an error object with the right HTTP status. Before a body is read the headers are
+// checked: API key, and without a key on a loopback address the Host and the Content-Type
+// (DNS rebinding, CSRF); see docs/SECURITY.md.
 // Thread-safety: Start/SetModel/BeginDrain/Stop from the owning thread; handlers run on the HTTP
-// pool.
+// workers.
 #pragma once
 
 #include <atomic>
@@ -13,21 +16,17 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "chat/chat_template.h"
 #include "engine/engine.h"
 #include "grammar/grammar_cache.h"
 #include "server/chat_turn.h"
+#include "server/http.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
 #include "server/response_writer.h"
 #include "tokenizer/bpe.h"
-
-namespace httplib {
-class Server;
-struct Request;
-struct Response;
-}  // namespace httplib
 
 namespace mimo {
 
@@ -36,7 +35,14 @@ struct ServerOptions {
   int port = 8000;            // 0: any free port (see port())
   std::string api_key;        // non-empty: /v1/* and /tokenize need it
   std::string served_model_name = "mimo";
-  int http_threads = 256;     // each streaming client holds one while it streams
+  int http_threads = 4;        // workers that parse, render and tokenize requests
+  int max_connections = 1024;  // open HTTP connections; more are answered 503
+  // Without an API key on a loopback address: Host values accepted besides localhost,
+  // 127.0.0.1 and [::1] (any port), and whether the Host/Content-Type checks apply at all.
+  std::vector<std::string> allowed_hosts;
+  // CORS: origins whose pages may call the API ("*": any); empty: no CORS headers.
+  std::vector<std::string> allowed_origins;
+  bool public_metrics = false;  // with an API key, GET /metrics without it
   bool web_ui = true;         // GET / serves the built-in chat page (server/web_ui.h)
   // A max_tokens larger than the room the prompt leaves in the context is a 400 (else it is
   // lowered to that room, and the output ends with finish reason "length" there).
@@ -69,6 +75,8 @@ struct ServingModel {
 };
 
 class ResponseStore;
+class HttpServer;
+struct HttpRoute;
 
 class ApiServer {
  public:
@@ -84,38 +92,38 @@ class ApiServer {
   // From now on new requests get 503; requests in flight continue.
   void BeginDrain();
   int requests_in_flight() const { return in_flight_.load(); }
-  void Stop();  // stops listening and joins the listener thread
+  void Stop();  // stops listening and answering; joins the HTTP threads
   int port() const { return port_; }
   ServerMetrics& metrics() { return *metrics_; }
 
   // --- Handlers (one per route; defined across api_server.cc, openai_handlers.cc and
   // anthropic_messages.cc).
-  void HandleChat(const httplib::Request& req, httplib::Response& res);
-  void HandleCompletion(const httplib::Request& req, httplib::Response& res);
-  void HandleMessages(const httplib::Request& req, httplib::Response& res);
-  void HandleCountTokens(const httplib::Request& req, httplib::Response& res);
-  void HandleResponses(const httplib::Request& req, httplib::Response& res);
-  void HandleGetResponse(const httplib::Request& req, httplib::Response& res);
-  void HandleDeleteResponse(const httplib::Request& req, httplib::Response& res);
-  void HandleResponseInputItems(const httplib::Request& req, httplib::Response& res);
-  void HandleModels(const httplib::Request& req, httplib::Response& res);
-  void HandleModel(const httplib::Request& req, httplib::Response& res);
-  void HandleTokenize(const httplib::Request& req, httplib::Response& res);
-  void HandleDetokenize(const httplib::Request& req, httplib::Response& res);
+  void HandleChat(const HttpRequest& req, HttpResponse& res);
+  void HandleCompletion(const HttpRequest& req, HttpResponse& res);
+  void HandleMessages(const HttpRequest& req, HttpResponse& res);
+  void HandleCountTokens(const HttpRequest& req, HttpResponse& res);
+  void HandleResponses(const HttpRequest& req, HttpResponse& res);
+  void HandleGetResponse(const HttpRequest& req, HttpResponse& res);
+  void HandleDeleteResponse(const HttpRequest& req, HttpResponse& res);
+  void HandleResponseInputItems(const HttpRequest& req, HttpResponse& res);
+  void HandleModels(const HttpRequest& req, HttpResponse& res);
+  void HandleModel(const HttpRequest& req, HttpResponse& res);
+  void HandleTokenize(const HttpRequest& req, HttpResponse& res);
+  void HandleDetokenize(const HttpRequest& req, HttpResponse& res);
 
   // --- Shared by the handlers.
   enum class Protocol { kOpenAi, kAnthropic };
   // Ready, not draining, authorised, body is a JSON object: else answers the error and false.
-  bool Admit(const httplib::Request& req, httplib::Response& res, Protocol p, OJson* body);
+  bool Admit(const HttpRequest& req, HttpResponse& res, Protocol p, OJson* body);
   // The protocol whose error shape a path answers in (/v1/messages... is Anthropic's).
   static Protocol ProtocolOf(const std::string& path);
-  static void SendError(httplib::Response& res, const ApiError& e, Protocol p);
-  static void SendJson(httplib::Response& res, const OJson& j, int status = 200);
+  static void SendError(HttpResponse& res, const ApiError& e, Protocol p);
+  static void SendJson(HttpResponse& res, const OJson& j, int status = 200);
   const ServingModel& model() const { return model_; }
   std::atomic<int>& in_flight() { return in_flight_; }
   // Answers a submitted session: streamed (`stream`: the writers, with the server's keep-alive
   // interval) or whole (every event to `accumulate`, then the text of `whole`).
-  void Respond(httplib::Response& res, std::shared_ptr<GenerationSession> session, bool stream,
+  void Respond(HttpResponse& res, std::shared_ptr<GenerationSession> session, bool stream,
                StreamWriters writers, std::function<void(const RequestOutput&)> accumulate,
                TailWriter whole);
 
@@ -133,13 +141,15 @@ class ApiServer {
 
  private:
   void Route();
+  // The checks on a request's headers (see the file comment); an answer refuses it.
+  std::optional<HttpResponse> Precheck(const HttpRequest& req, const HttpRoute* route) const;
+  void AddCors(const HttpRequest& req, HttpResponse& res) const;
 
   ServerOptions opts_;
-  std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<HttpServer> http_;
   std::unique_ptr<ServerMetrics> metrics_;
   std::unique_ptr<ResponseStore> responses_;
   std::string signing_key_;
-  std::thread listener_;
   int port_ = 0;
   ServingModel model_;
   std::atomic<bool> ready_{false};

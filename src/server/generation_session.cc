@@ -11,6 +11,7 @@ GenerationSession::GenerationSession(Engine& engine, ServerMetrics& metrics, int
       open_(total_samples) {}
 
 GenerationSession::~GenerationSession() {
+  stream_.SetNotify(nullptr);
   if (open_ > 0) CancelAll();
 }
 
@@ -29,14 +30,14 @@ Status GenerationSession::Submit(GenerationRequest g, int base_index) {
   return Status::Ok();
 }
 
-bool GenerationSession::Next(RequestOutput* ev, const std::function<bool()>& alive) {
-  for (;;) {
-    if (stream_.Next(ev, 0.1)) break;
-    if (!alive()) {
-      CancelAll();
-      return false;
-    }
-  }
+bool GenerationSession::TryNext(RequestOutput* ev) {
+  if (!stream_.TryNext(ev)) return false;
+  Observe(*ev);
+  return true;
+}
+
+void GenerationSession::Observe(const RequestOutput& e) {
+  const RequestOutput* ev = &e;
   const int i = ev->index;
   if (!ev->token_ids.empty() && i >= 0 && i < static_cast<int>(last_token_time_.size())) {
     if (last_token_time_[i] == 0) {
@@ -51,7 +52,6 @@ bool GenerationSession::Next(RequestOutput* ev, const std::function<bool()>& ali
     --open_;
     metrics_.ObserveFinished(*ev);
   }
-  return true;
 }
 
 }  // namespace mimo

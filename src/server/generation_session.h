@@ -1,7 +1,8 @@
 // GenerationSession: the engine submissions of one HTTP request (n samples of one or several
-// prompts) seen from its handler thread. Waits for events, cancels every submission when the
-// client goes away (or the handler leaves early), and feeds the latency metrics (TTFT, ITL,
-// queue time, e2e, finish reasons). Not thread-safe: one handler thread.
+// prompts) seen from its consumer (a handler, then the connection that writes the response).
+// Hands out events, cancels every submission when the client goes away (or the consumer leaves
+// early), and feeds the latency metrics (TTFT, ITL, queue time, e2e, finish reasons). Not
+// thread-safe: one consumer at a time.
 #pragma once
 
 #include <functional>
@@ -22,13 +23,16 @@ class GenerationSession {
 
   // Submits one prompt's request; its samples get choice indices base_index .. + n - 1.
   Status Submit(GenerationRequest g, int base_index);
-  // The next event (its index is the choice index). `alive` is polled while waiting; when it
-  // returns false everything is cancelled and Next returns false.
-  bool Next(RequestOutput* ev, const std::function<bool()>& alive);
+  // The next event if one is ready (its index is the choice index); never waits.
+  bool TryNext(RequestOutput* ev);
+  // Called on the engine thread after each event (see RequestStream::SetNotify).
+  void SetNotify(std::function<void()> notify) { stream_.SetNotify(std::move(notify)); }
   bool done() const { return stream_.done(); }
   void CancelAll();
 
  private:
+  void Observe(const RequestOutput& ev);  // metrics and the count of open samples
+
   Engine& engine_;
   ServerMetrics& metrics_;
   RequestStream stream_;

@@ -2,7 +2,6 @@
 // submit to the engine, and answer in OpenAI's shapes, whole or streamed as SSE chunks ending in
 // `data: [DONE]`. Chat output goes through the `mimo` reasoning and tool-call parsers per choice
 // (streamed deltas never carry a partial tag).
-#include <httplib.h>
 
 #include <ctime>
 #include <random>
@@ -202,7 +201,7 @@ struct ChatState {
 
 }  // namespace
 
-void ApiServer::HandleChat(const httplib::Request& req, httplib::Response& res) {
+void ApiServer::HandleChat(const HttpRequest& req, HttpResponse& res) {
   const Protocol P = Protocol::kOpenAi;
   OJson body;
   if (!Admit(req, res, P, &body)) return;
@@ -368,7 +367,7 @@ struct CompletionState {
 
 }  // namespace
 
-void ApiServer::HandleCompletion(const httplib::Request& req, httplib::Response& res) {
+void ApiServer::HandleCompletion(const HttpRequest& req, HttpResponse& res) {
   const Protocol P = Protocol::kOpenAi;
   OJson body;
   if (!Admit(req, res, P, &body)) return;

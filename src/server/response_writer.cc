@@ -1,22 +1,61 @@
 // RespondStreaming / RespondWhenDone (see response_writer.h).
 #include "server/response_writer.h"
 
-#include <httplib.h>
-
 #include <chrono>
 
 namespace mimo {
 namespace {
 
-// Decrements the in-flight count when the response is over (the provider is destroyed).
-struct InFlightGuard {
-  std::atomic<int>* n;
-  explicit InFlightGuard(std::atomic<int>* c) : n(c) {
-    if (n) ++*n;
+using Clock = std::chrono::steady_clock;
+
+// The session's events turned into body text. Counts as in flight (for the drain) until the
+// connection drops it.
+class SessionSource : public BodySource {
+ public:
+  SessionSource(std::shared_ptr<GenerationSession> session, StreamWriters w, bool stream,
+                std::atomic<int>* in_flight)
+      : session_(std::move(session)), w_(std::move(w)), stream_(stream), in_flight_(in_flight) {
+    if (in_flight_) ++*in_flight_;
   }
-  ~InFlightGuard() {
-    if (n) --*n;
+  ~SessionSource() override {
+    session_->SetNotify(nullptr);
+    if (in_flight_) --*in_flight_;
   }
+
+  State Pull(std::string* out) override {
+    if (!started_) {
+      started_ = true;
+      *out += w_.head;
+    }
+    RequestOutput ev;
+    while (session_->TryNext(&ev)) *out += w_.on_event(ev);
+    if (session_->done()) {
+      *out += w_.tail();
+      return State::kDone;
+    }
+    const auto now = Clock::now();
+    if (!out->empty()) {
+      last_ = now;
+    } else if (stream_ && !w_.keepalive.empty() &&
+               now - last_ >= std::chrono::duration<double>(w_.keepalive_seconds)) {
+      *out += w_.keepalive;
+      last_ = now;
+    }
+    return State::kMore;
+  }
+  void SetNotify(std::function<void()> notify) override { session_->SetNotify(std::move(notify)); }
+  void Cancel() override { session_->CancelAll(); }
+  double poll_seconds() const override {
+    return stream_ ? std::min(1.0, std::max(0.05, w_.keepalive_seconds)) : 1.0;
+  }
+
+ private:
+  std::shared_ptr<GenerationSession> session_;
+  StreamWriters w_;
+  bool stream_;
+  std::atomic<int>* in_flight_;
+  bool started_ = false;
+  Clock::time_point last_ = Clock::now();
 };
 
 }  // namespace
@@ -26,66 +65,25 @@ std::string SseEvent(const std::string& name, const std::string& json) {
   return "event: " + name + "\ndata: " + json + "\n\n";
 }
 
-void RespondStreaming(httplib::Response& res, std::shared_ptr<GenerationSession> session,
+void RespondStreaming(HttpResponse& res, std::shared_ptr<GenerationSession> session,
                       StreamWriters writers, std::atomic<int>* in_flight) {
-  auto guard = std::make_shared<InFlightGuard>(in_flight);
+  res.content_type = "text/event-stream";
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
-  auto w = std::make_shared<StreamWriters>(std::move(writers));
-  res.set_chunked_content_provider(
-      "text/event-stream", [session, w, guard](size_t, httplib::DataSink& sink) {
-        using Clock = std::chrono::steady_clock;
-        auto last = Clock::now();
-        auto write = [&](const std::string& s) {
-          if (s.empty()) return true;
-          last = Clock::now();
-          return sink.write(s.data(), s.size());
-        };
-        const auto keepalive = std::chrono::duration<double>(w->keepalive_seconds);
-        auto alive = [&] {
-          if (w->keepalive.empty() || Clock::now() - last < keepalive) return sink.is_writable();
-          return write(w->keepalive);
-        };
-        if (!write(w->head)) {
-          session->CancelAll();
-          return false;
-        }
-        while (!session->done()) {
-          RequestOutput ev;
-          if (!session->Next(&ev, alive)) return false;
-          if (!write(w->on_event(ev))) {
-            session->CancelAll();
-            return false;
-          }
-        }
-        if (!write(w->tail())) return false;
-        sink.done();
-        return true;
-      });
+  res.stream = true;
+  res.source =
+      std::make_shared<SessionSource>(std::move(session), std::move(writers), true, in_flight);
 }
 
-void RespondWhenDone(httplib::Response& res, std::shared_ptr<GenerationSession> session,
+void RespondWhenDone(HttpResponse& res, std::shared_ptr<GenerationSession> session,
                      EventWriter on_event, TailWriter body, std::atomic<int>* in_flight) {
-  auto guard = std::make_shared<InFlightGuard>(in_flight);
-  res.set_chunked_content_provider(
-      "application/json", [session, on_event, body, guard](size_t, httplib::DataSink& sink) {
-        auto last = std::chrono::steady_clock::now();
-        auto alive = [&] {
-          const auto now = std::chrono::steady_clock::now();
-          if (now - last < std::chrono::seconds(2)) return sink.is_writable();
-          last = now;
-          return sink.write(" ", 1);
-        };
-        while (!session->done()) {
-          RequestOutput ev;
-          if (!session->Next(&ev, alive)) return false;
-          on_event(ev);
-        }
-        const std::string b = body();
-        if (!sink.write(b.data(), b.size())) return false;
-        sink.done();
-        return true;
-      });
+  StreamWriters w;
+  w.on_event = std::move(on_event);
+  w.tail = std::move(body);
+  w.keepalive.clear();
+  res.content_type = "application/json";
+  res.stream = false;
+  res.source = std::make_shared<SessionSource>(std::move(session), std::move(w), false, in_flight);
 }
 
 }  // namespace mimo

@@ -1,7 +1,8 @@
-// Chunked HTTP responses driven by a GenerationSession: a streamed one (SSE events as they
-// come) and a whole one (the JSON written when the request is done). Both notice a client that
-// went away (a failed write; for whole responses a space written every 2 s while waiting, which
-// is valid leading JSON whitespace) and cancel its requests, so their KV blocks are freed at once.
+// Responses driven by a GenerationSession, as body sources the connection pulls from
+// (server/http.h): a streamed one (SSE events as they come, keep-alives while nothing does) and a
+// whole one (the JSON written when the request is done). The connection watches the client: when
+// it goes away the source is cancelled, and with it the session's requests, so their KV blocks are
+// freed at once.
 #pragma once
 
 #include <atomic>
@@ -10,10 +11,7 @@
 #include <string>
 
 #include "server/generation_session.h"
-
-namespace httplib {
-struct Response;
-}
+#include "server/http.h"
 
 namespace mimo {
 
@@ -29,16 +27,15 @@ struct StreamWriters {
   EventWriter on_event;
   TailWriter tail;
   // Written whenever nothing else was for `keepalive_seconds` (Anthropic's ping event, an SSE
-  // comment), so clients and proxies with idle timeouts wait through a long prompt; also how a
-  // client that went away is noticed while nothing is generated.
+  // comment), so clients and proxies with idle timeouts wait through a long prompt.
   std::string keepalive = ": keepalive\n\n";
   double keepalive_seconds = 5;
 };
 
-void RespondStreaming(httplib::Response& res, std::shared_ptr<GenerationSession> session,
+void RespondStreaming(HttpResponse& res, std::shared_ptr<GenerationSession> session,
                       StreamWriters writers, std::atomic<int>* in_flight);
 
-void RespondWhenDone(httplib::Response& res, std::shared_ptr<GenerationSession> session,
+void RespondWhenDone(HttpResponse& res, std::shared_ptr<GenerationSession> session,
                      EventWriter on_event, TailWriter body, std::atomic<int>* in_flight);
 
 // "data: <json>\n\n"

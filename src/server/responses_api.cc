@@ -11,7 +11,6 @@
 // ["reasoning.encrypted_content"]` (stateless agents), an opaque signed copy that this server
 // reads back: the text, base64, and an HMAC under the server's key (signed, not encrypted); one
 // that does not verify is left out of the prompt.
-#include <httplib.h>
 
 #include <ctime>
 #include <map>
@@ -890,7 +889,7 @@ struct ResponsesState {
 
 }  // namespace
 
-void ApiServer::HandleResponses(const httplib::Request& req, httplib::Response& res) {
+void ApiServer::HandleResponses(const HttpRequest& req, HttpResponse& res) {
   const Protocol P = Protocol::kOpenAi;
   OJson body;
   if (!Admit(req, res, P, &body)) return;
@@ -926,7 +925,7 @@ void ApiServer::HandleResponses(const httplib::Request& req, httplib::Response& 
       [st] { return st->Whole(); });
 }
 
-static std::string PathId(const httplib::Request& req) {
+static std::string PathId(const HttpRequest& req) {
   return req.matches.size() > 1 ? std::string(req.matches[1]) : "";
 }
 
@@ -936,7 +935,7 @@ static ApiError ResponseNotFound(const std::string& id) {
                   "from the bounded store).");
 }
 
-void ApiServer::HandleGetResponse(const httplib::Request& req, httplib::Response& res) {
+void ApiServer::HandleGetResponse(const HttpRequest& req, HttpResponse& res) {
   if (!Admit(req, res, Protocol::kOpenAi, nullptr)) return;
   const std::string id = PathId(req);
   std::optional<StoredResponse> r = responses_->Get(id);
@@ -944,14 +943,14 @@ void ApiServer::HandleGetResponse(const httplib::Request& req, httplib::Response
   SendJson(res, r->response);
 }
 
-void ApiServer::HandleDeleteResponse(const httplib::Request& req, httplib::Response& res) {
+void ApiServer::HandleDeleteResponse(const HttpRequest& req, HttpResponse& res) {
   if (!Admit(req, res, Protocol::kOpenAi, nullptr)) return;
   const std::string id = PathId(req);
   if (!responses_->Erase(id)) return SendError(res, ResponseNotFound(id), Protocol::kOpenAi);
   SendJson(res, {{"id", id}, {"object", "response"}, {"deleted", true}});
 }
 
-void ApiServer::HandleResponseInputItems(const httplib::Request& req, httplib::Response& res) {
+void ApiServer::HandleResponseInputItems(const HttpRequest& req, HttpResponse& res) {
   if (!Admit(req, res, Protocol::kOpenAi, nullptr)) return;
   const std::string id = PathId(req);
   std::optional<StoredResponse> r = responses_->Get(id);

@@ -1,7 +1,5 @@
-// RegisterWebUi: serves the embedded chat page (see web_ui.h).
+// WebUiPaths / ServeWebAsset: the embedded chat page (see web_ui.h).
 #include "server/web_ui.h"
-
-#include <httplib.h>
 
 #include <string>
 
@@ -34,29 +32,24 @@ const WebAsset* FindWebAsset(std::string_view path) {
   return nullptr;
 }
 
-void RegisterWebUi(httplib::Server& server) {
-  const auto serve = [](const httplib::Request& req, httplib::Response& res) {
-    const WebAsset* a = FindWebAsset(req.path);
-    if (!a) {
-      res.status = 404;  // the server's error handler writes the JSON error
-      return;
-    }
-    res.set_header("Content-Security-Policy", kWebUiCsp);
-    res.set_header("X-Content-Type-Options", "nosniff");
-    res.set_header("Referrer-Policy", "no-referrer");
-    res.set_header("Cache-Control", "no-cache");  // a rebuilt binary's page is used at once
-    const std::string_view type = WebContentType(a->name);
-    res.set_content(a->bytes().data(), a->bytes().size(), std::string(type).c_str());
-  };
-  server.Get("/", serve);
-  for (const WebAsset& a : EmbeddedWebAssets()) {
-    std::string pattern = "/";
-    for (const char* c = a.name; *c; ++c) {
-      if (*c == '.') pattern += '\\';  // a regex in this cpp-httplib; names are [A-Za-z0-9_.-]
-      pattern += *c;
-    }
-    server.Get(pattern, serve);
+std::vector<std::string> WebUiPaths() {
+  std::vector<std::string> paths = {"/"};
+  for (const WebAsset& a : EmbeddedWebAssets()) paths.push_back(std::string("/") + a.name);
+  return paths;
+}
+
+void ServeWebAsset(const HttpRequest& req, HttpResponse& res) {
+  const WebAsset* a = FindWebAsset(req.path);
+  if (!a) {
+    res.status = 404;
+    res.set_content("{\"error\":{\"message\":\"not found\"}}", "application/json");
+    return;
   }
+  res.set_header("Content-Security-Policy", kWebUiCsp);
+  res.set_header("X-Content-Type-Options", "nosniff");
+  res.set_header("Referrer-Policy", "no-referrer");
+  res.set_header("Cache-Control", "no-cache");  // a rebuilt binary's page is used at once
+  res.set_content(std::string(a->bytes()), WebContentType(a->name));
 }
 
 }  // namespace mimo

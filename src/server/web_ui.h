@@ -7,11 +7,11 @@
 
 #include <cstddef>
 #include <span>
+#include <string>
 #include <string_view>
+#include <vector>
 
-namespace httplib {
-class Server;
-}
+#include "server/http.h"
 
 namespace mimo {
 
@@ -36,7 +36,9 @@ std::string_view WebContentType(std::string_view name);
 // HTML sink (so markup can never be assigned as HTML, even by mistake).
 extern const char kWebUiCsp[];
 
-// GET / and GET /<asset> for every embedded file.
-void RegisterWebUi(httplib::Server& server);
+// The paths the page is served at: "/" and "/<asset>" for every embedded file.
+std::vector<std::string> WebUiPaths();
+// Answers GET <path> for one of WebUiPaths() (whole file; a Range header is ignored).
+void ServeWebAsset(const HttpRequest& req, HttpResponse& res);
 
 }  // namespace mimo

@@ -84,7 +84,7 @@ describe("nano model: answers through the OpenAI and Anthropic clients", () => {
     }
     assert.equal(streamed, echoed.choices[0].text);
     // Token-id prompts echo their decoded text.
-    const ids = (await (await fetch(server.url + "/tokenize", { method: "POST", body: JSON.stringify({ prompt }) })).json()).tokens;
+    const ids = (await (await fetch(server.url + "/tokenize", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ prompt }) })).json()).tokens;
     const byIds = await openai.completions.create({ model: "mimo-v2-nano", prompt: ids, max_tokens: 16, temperature: 0, echo: true });
     assert.equal(byIds.choices[0].text, echoed.choices[0].text);
   });

@@ -287,7 +287,7 @@ describe("random-weight model: OpenAI shapes", () => {
   });
 
   test("logit_bias, min_tokens, max_completion_tokens take effect", async () => {
-    const ids = (await (await fetch(server.url + "/tokenize", { method: "POST", body: JSON.stringify({ prompt: " banana" }) })).json()).tokens;
+    const ids = (await (await fetch(server.url + "/tokenize", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ prompt: " banana" }) })).json()).tokens;
     assert.equal(ids.length, 1);
     const biased = await client.chat.completions.create({
       messages: USER, max_completion_tokens: 5, temperature: 0, logit_bias: { [ids[0]]: 100 }, ...OFF,
@@ -364,8 +364,8 @@ describe("random-weight model: OpenAI shapes", () => {
         tool_calls: [{ id: "call_1", type: "function", function: { name: "get_weather", arguments: '{"city":"Oslo"}' } }] },
       { role: "tool", tool_call_id: "call_1", content: '{"temperature": 3}' },
     ];
-    const tok = await (await fetch(server.url + "/tokenize", { method: "POST", body: JSON.stringify({ messages, tools: [WEATHER] }) })).json();
-    const text = (await (await fetch(server.url + "/detokenize", { method: "POST", body: JSON.stringify({ tokens: tok.tokens }) })).json()).prompt;
+    const tok = await (await fetch(server.url + "/tokenize", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ messages, tools: [WEATHER] }) })).json();
+    const text = (await (await fetch(server.url + "/detokenize", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ tokens: tok.tokens }) })).json()).prompt;
     assert.match(text, /<think>I should call the tool\.<\/think>/);
     assert.match(text, /<tool_call>\n<function=get_weather>\n<parameter=city>Oslo<\/parameter>\n<\/function>\n<\/tool_call>/);
     assert.match(text, /<tool_response>\n\{"temperature": 3\}\n<\/tool_response>/);

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <thread>
 
 #include "chat/chat_template.h"
@@ -28,6 +29,20 @@ std::string BaseName(std::string path) {
   return s == std::string::npos ? path : path.substr(s + 1);
 }
 
+std::vector<std::string> SplitList(const std::string& s) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (pos < s.size()) {
+    const size_t comma = std::min(s.find(',', pos), s.size());
+    std::string item = s.substr(pos, comma - pos);
+    item.erase(0, item.find_first_not_of(' '));
+    item.erase(item.find_last_not_of(' ') + 1);
+    if (!item.empty()) out.push_back(item);
+    pos = comma + 1;
+  }
+  return out;
+}
+
 int RunServe(int argc, char** argv) {
   Args a;
   std::string err;
@@ -41,23 +56,45 @@ int RunServe(int argc, char** argv) {
                                    "grammar-max-string-length",
                                    "signature-key",
                                    "responses-store-size",
-                                   "sse-ping-interval"};
+                                   "sse-ping-interval",
+                                   "http-threads",
+                                   "max-connections",
+                                   "allowed-hosts",
+                                   "allowed-origins"};
   for (auto& k : EngineKeys()) keys.push_back(k);
   std::vector<std::string> flags = EngineFlags();
   flags.push_back("no-warmup");
   flags.push_back("no-webui");
   flags.push_back("strict-max-tokens");
   flags.push_back("disable-log-requests");
+  flags.push_back("public-metrics");
+  const char* usage =
+      "usage: mimo serve --model DIR [--host 127.0.0.1] [--port 8000] "
+      "[--served-model-name NAME] [--api-key KEY] [--max-model-len N] [--max-num-seqs N] "
+      "[--max-waiting N] [--max-num-batched-tokens N] [--kv-cache-dtype f32|bf16|fp8] "
+      "[--kv-cache-memory B] [--chat-template FILE] [--threads N] "
+      "[--prefill-precision exact|bf16] [--no-warmup] [--no-webui] [--strict-max-tokens] "
+      "[--disable-log-requests] [--signature-key KEY] [--responses-store-size N] "
+      "[--sse-ping-interval S] [--http-threads N] [--max-connections N] "
+      "[--allowed-hosts H1,H2] [--allowed-origins O1,O2|*] [--public-metrics]\n";
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
+      std::printf("%s", usage);
+      return 0;
+    }
+  }
   if (!a.Parse(argc, argv, keys, flags, &err) || !a.Has("model")) {
-    std::fprintf(
-        stderr,
-        "mimo serve: %s\nusage: mimo serve --model DIR [--host 127.0.0.1] [--port 8000] "
-        "[--served-model-name NAME] [--api-key KEY] [--max-model-len N] [--max-num-seqs N] "
-        "[--max-num-batched-tokens N] [--kv-cache-dtype f32|bf16|fp8] [--kv-cache-memory B] "
-        "[--chat-template FILE] [--threads N] [--prefill-precision exact|bf16] [--no-warmup] "
-        "[--no-webui] [--strict-max-tokens] [--disable-log-requests] [--signature-key KEY] "
-        "[--responses-store-size N] [--sse-ping-interval S]\n",
-        err.empty() ? "missing --model" : err.c_str());
+    std::fprintf(stderr, "mimo serve: %s\n%s", err.empty() ? "missing --model" : err.c_str(),
+                 usage);
+    return 2;
+  }
+  const long long port = a.GetInt("port", 8000);
+  const long long http_threads = a.GetInt("http-threads", 4);
+  const long long max_connections = a.GetInt("max-connections", 1024);
+  if (port < 0 || port > 65535 || http_threads < 1 || http_threads > 1024 || max_connections < 1) {
+    std::fprintf(stderr,
+                 "mimo serve: error: --port must be 0..65535 (0: any free port), --http-threads "
+                 "1..1024 and --max-connections >= 1\n");
     return 2;
   }
   // Signals are taken by one thread with sigwait; every other thread inherits the mask.
@@ -67,10 +104,15 @@ int RunServe(int argc, char** argv) {
   sigaddset(&sigs, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
   std::atomic<int> signals{0};
+  std::atomic<bool> serving{false};  // loaded: a signal drains; before, it exits at once
   std::thread sig_thread([&] {
     for (;;) {
       int s = 0;
       if (sigwait(&sigs, &s) != 0) continue;
+      if (!serving.load()) {
+        std::fprintf(stderr, "mimo serve: signal while loading, exiting\n");
+        std::_Exit(0);  // nothing to drain
+      }
       if (++signals >= 2 || s < 0) {
         std::fprintf(stderr, "mimo serve: second signal, exiting now\n");
         std::_Exit(130);
@@ -95,7 +137,12 @@ int RunServe(int argc, char** argv) {
   const std::string dir = a.Get("model");
   ServerOptions so;
   so.host = a.Get("host", "127.0.0.1");
-  so.port = static_cast<int>(a.GetInt("port", 8000));
+  so.port = static_cast<int>(port);
+  so.http_threads = static_cast<int>(http_threads);
+  so.max_connections = static_cast<int>(max_connections);
+  so.allowed_hosts = SplitList(a.Get("allowed-hosts"));
+  so.allowed_origins = SplitList(a.Get("allowed-origins"));
+  so.public_metrics = a.Has("public-metrics");
   so.api_key = a.Get("api-key");
   so.served_model_name = a.Get("served-model-name", BaseName(dir));
   so.web_ui = !a.Has("no-webui");
@@ -142,10 +189,8 @@ int RunServe(int argc, char** argv) {
   if (!a.Has("no-warmup") && a.GetInt("tensor-parallel-size", 1) <= 1) {
     const Checkpoint& ck = rt.lm.model->checkpoint();
     ProgressLine pl("mimo serve: reading weights", static_cast<double>(ck.TotalFileBytes()), "GB");
-    ck.ReadThrough(rt.lm.pool.get(), [&](uint64_t done, uint64_t) {
-      pl.Update(static_cast<double>(done));
-      if (signals.load() > 0) std::_Exit(0);  // nothing to drain while loading
-    });
+    ck.ReadThrough(rt.lm.pool.get(),
+                   [&](uint64_t done, uint64_t) { pl.Update(static_cast<double>(done)); });
     pl.Finish();
   }
   rt.engine->Start();
@@ -167,6 +212,7 @@ int RunServe(int argc, char** argv) {
   m.think_end_id = rt.tok->TokenToId("</think>");
   m.tool_call_id = rt.tok->TokenToId("<tool_call>");
   server.SetModel(m);
+  serving.store(true);
   std::fprintf(stderr,
                "mimo serve: ready: model '%s', max_model_len %d, up to %lld sequences; KV cache "
                "holds %lld tokens\n",
