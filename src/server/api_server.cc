@@ -11,6 +11,7 @@
 
 #include "core/log.h"
 #include "core/sha256.h"
+#include "server/request_json.h"
 #include "server/response_store.h"
 #include "server/web_ui.h"
 #include "tokenizer/utf8.h"
@@ -126,17 +127,8 @@ bool ApiServer::Admit(const httplib::Request& req, httplib::Response& res, Proto
     }
   }
   if (body) {
-    if (req.body.find_first_not_of(" \t\r\n") == std::string::npos) {
-      SendError(res, BadRequest("the request body is empty: send a JSON object"), p);
-      return false;
-    }
-    *body = OJson::parse(req.body, nullptr, /*allow_exceptions=*/false);
-    if (body->is_discarded()) {
-      SendError(res, BadRequest("the request body is not valid JSON"), p);
-      return false;
-    }
-    if (!body->is_object()) {
-      SendError(res, BadRequest("the request body must be a JSON object"), p);
+    if (auto bad = ParseRequestBody(req.body, body)) {
+      SendError(res, *bad, p);
       return false;
     }
   }
@@ -230,18 +222,10 @@ void ApiServer::HandleDetokenize(const httplib::Request& req, httplib::Response&
   OJson body;
   if (!Admit(req, res, Protocol::kOpenAi, &body)) return;
   if (auto e = CheckModel(body, model_.defaults)) return SendError(res, *e, Protocol::kOpenAi);
-  if (!body.contains("tokens") || !body["tokens"].is_array()) {
-    return SendError(res, BadRequest("'tokens' (an array of token ids) is required", "tokens"),
-                     Protocol::kOpenAi);
-  }
   std::vector<int32_t> ids;
-  for (const OJson& x : body["tokens"]) {
-    if (!x.is_number_integer() || !model_.tokenizer->IsValidId(x.get<int32_t>())) {
-      return SendError(res, BadRequest("'tokens' holds an invalid token id: " + x.dump(), "tokens"),
-                       Protocol::kOpenAi);
-    }
-    ids.push_back(x.get<int32_t>());
-  }
+  auto known = [this](int32_t id) { return model_.tokenizer->IsValidId(id); };
+  if (auto e = ParseDetokenizeRequest(body, model_.defaults, known, &ids))
+    return SendError(res, *e, Protocol::kOpenAi);
   SendJson(res, {{"prompt", model_.tokenizer->Decode(ids)}});
 }
 
