@@ -2,7 +2,7 @@
 # Builds the libFuzzer harnesses in tests/fuzz/*_fuzz.cc with clang + ASan/UBSan into build-fuzz/
 # and runs each one for a bounded time from its seed corpus (tests/fuzz/corpus/<name>/). Part of
 # the README's test command (scripts/test.sh); see docs/TESTING.md.
-#   MIMO_FUZZ_SECONDS   seconds per harness (default 20; 4 harnesses -> ~80 s of fuzzing)
+#   MIMO_FUZZ_SECONDS   seconds per harness (default 20; 5 harnesses -> ~100 s of fuzzing)
 #   MIMO_FUZZ_ONLY      run only this harness (e.g. tool_call_parser)
 # A crash, leak, sanitizer report, timeout (> 10 s on one input) or out-of-memory fails the run;
 # the input that did it is left in build-fuzz/artifacts/ (rerun: build-fuzz/<name>_fuzz FILE).
@@ -29,10 +29,12 @@ declare -A SOURCES=(
   [tokenizer_json]="src/tokenizer/*.cc src/core/status.cc src/core/log.cc"
   [jinja_template]="src/chat/jinja_*.cc src/chat/json_escape.cc src/core/status.cc src/core/log.cc"
   [tool_call_parser]="src/chat/tool_call_parser.cc src/chat/tool_schema.cc src/chat/json_escape.cc src/core/status.cc src/core/log.cc"
+  [request_parsers]="src/server/request_json.cc src/server/openai_request.cc src/server/api_error.cc src/core/json_depth.cc src/engine/sampler.cc src/chat/chat_template.cc src/chat/jinja_*.cc src/chat/json_escape.cc src/core/status.cc src/core/log.cc"
 )
 
 # Largest input libFuzzer builds (the chat-template seeds are ~8.5 KB).
-declare -A MAX_LEN=([io_parsers]=4096 [tokenizer_json]=8192 [jinja_template]=16384 [tool_call_parser]=2048)
+declare -A MAX_LEN=([io_parsers]=4096 [tokenizer_json]=8192 [jinja_template]=16384 [tool_call_parser]=2048
+                   [request_parsers]=16384)
 
 mkdir -p "$OUT/obj" "$OUT/artifacts"
 obj_of() { echo "$OUT/obj/$(echo "$1" | tr / _).o"; }

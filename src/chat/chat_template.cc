@@ -6,6 +6,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/json_depth.h"
+
 namespace mimo {
 namespace {
 
@@ -153,7 +155,7 @@ void ChatTemplate::SetSpecialToken(const std::string& name, nlohmann::ordered_js
   special_tokens_.emplace_back(name, std::move(value));
 }
 
-Status ChatTemplate::ParseToolCallArguments(nlohmann::ordered_json* messages) {
+Status ChatTemplate::ParseToolCallArguments(nlohmann::ordered_json* messages, int max_depth) {
   if (!messages->is_array()) return Status::Ok();
   for (size_t i = 0; i < messages->size(); ++i) {
     auto& m = (*messages)[i];
@@ -164,7 +166,13 @@ Status ChatTemplate::ParseToolCallArguments(nlohmann::ordered_json* messages) {
       if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) continue;
       auto& fn = call["function"];
       if (!fn.contains("arguments") || !fn["arguments"].is_string()) continue;
-      auto parsed = nlohmann::ordered_json::parse(fn["arguments"].get<std::string>(), nullptr, false);
+      const std::string& text = fn["arguments"].get_ref<const std::string&>();
+      if (JsonNestsDeeperThan(text, max_depth)) {
+        return InvalidArgument(
+            "messages[%zu].tool_calls[%zu].function.arguments is nested deeper than %d levels", i,
+            j, max_depth);
+      }
+      auto parsed = nlohmann::ordered_json::parse(text, nullptr, false);
       if (parsed.is_discarded()) {
         return InvalidArgument("messages[%zu].tool_calls[%zu].function.arguments is not valid JSON",
                                i, j);

@@ -66,7 +66,8 @@ class ChatTemplate {
 
   // Replaces tool-call `function.arguments` given as JSON strings (the OpenAI wire form) by the
   // parsed JSON values, as vLLM does before rendering: templates iterate arguments as a mapping.
-  static Status ParseToolCallArguments(nlohmann::ordered_json* messages);
+  // Arguments nested deeper than max_depth levels are refused before they are parsed.
+  static Status ParseToolCallArguments(nlohmann::ordered_json* messages, int max_depth = 128);
 
   // Whether the template reasons when a request leaves enable_thinking / thinking unset (MiMo-V2.5
   // templates default to on, V2-Flash ones to off): a one-message probe rendered without the

@@ -3,8 +3,10 @@
 #include "grammar/json_schema_compiler.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <set>
 
 #include "core/check.h"
@@ -104,7 +106,62 @@ StatusOr<int64_t> NonNegativeInt(const SchemaJson& s, const char* key, const std
   return static_cast<int64_t>(std::min(v.get<double>(), 1e15));
 }
 
+// The type of every keyword this compiler reads, checked before any is read (nlohmann's get<>
+// throws on a wrong type): a schema from a request with "minLength": "a" is an InvalidArgument
+// naming the keyword, never an exception.
+Status KeywordTypes(const SchemaJson& s, const std::string& path) {
+  auto bad = [&](const std::string& key, const char* want) {
+    return InvalidArgument("JSON schema: '%s' must be %s (%s)", key.c_str(), want,
+                           Where(path).c_str());
+  };
+  for (auto it = s.begin(); it != s.end(); ++it) {
+    const std::string& k = it.key();
+    const SchemaJson& v = it.value();
+    if (k == "minLength" || k == "maxLength" || k == "minItems" || k == "maxItems" ||
+        k == "minProperties" || k == "maxProperties" || k == "minContains" || k == "maxContains") {
+      if (!v.is_number() || v.get<double>() < 0 || v.get<double>() != std::floor(v.get<double>()))
+        return bad(k, "a non-negative integer");
+    } else if (k == "minimum" || k == "maximum" || k == "multipleOf") {
+      if (!v.is_number()) return bad(k, "a number");
+    } else if (k == "exclusiveMinimum" || k == "exclusiveMaximum") {
+      if (!v.is_number() && !v.is_boolean()) return bad(k, "a number (or, draft 4, a boolean)");
+    } else if (k == "pattern" || k == "format" || k == "$ref") {
+      if (!v.is_string()) return bad(k, "a string");
+    } else if (k == "enum") {
+      if (!v.is_array()) return bad(k, "an array");
+    } else if (k == "required") {
+      if (!v.is_array()) return bad(k, "an array of strings");
+      for (const auto& e : v)
+        if (!e.is_string()) return bad(k, "an array of strings");
+    } else if (k == "type") {
+      bool ok = v.is_string() || v.is_array();
+      if (v.is_array())
+        for (const auto& e : v) ok = ok && e.is_string();
+      if (!ok) return bad(k, "a string or an array of strings");
+    } else if (k == "properties" || k == "$defs" || k == "definitions" ||
+               k == "patternProperties" || k == "dependentSchemas") {
+      if (!v.is_object()) return bad(k, "an object");
+    } else if (k == "prefixItems" || k == "anyOf" || k == "oneOf" || k == "allOf") {
+      if (!v.is_array()) return bad(k, "an array of schemas");
+    } else if (k == "items") {
+      if (!v.is_object() && !v.is_boolean() && !v.is_array())
+        return bad(k, "a schema (or, draft 4, an array of schemas)");
+    } else if (k == "additionalProperties" || k == "additionalItems" || k == "not" ||
+               k == "contains" || k == "propertyNames" || k == "if" || k == "then" || k == "else" ||
+               k == "unevaluatedProperties" || k == "unevaluatedItems") {
+      if (!v.is_object() && !v.is_boolean()) return bad(k, "a schema (an object or a boolean)");
+    } else if (k == "uniqueItems") {
+      if (!v.is_boolean()) return bad(k, "a boolean");
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
+
+Status JsonSchemaCompiler::CheckKeywordTypes(const SchemaJson& s, const std::string& path) {
+  return KeywordTypes(s, path);
+}
 
 JsonSchemaCompiler::JsonSchemaCompiler(GrammarBuilder* builder,
                                        std::shared_ptr<const TokenVocabulary> vocab,
@@ -179,8 +236,9 @@ StatusOr<const SchemaJson*> JsonSchemaCompiler::Resolve(const std::string& ref,
   // JSON pointer with ~0 ~1 escapes and %XX URI escapes.
   std::string pointer;
   for (size_t i = 1; i < ref.size(); ++i) {
-    if (ref[i] == '%' && i + 2 < ref.size()) {
-      pointer += static_cast<char>(std::stoi(ref.substr(i + 1, 2), nullptr, 16));
+    if (ref[i] == '%' && i + 2 < ref.size() && std::isxdigit(static_cast<uint8_t>(ref[i + 1])) &&
+        std::isxdigit(static_cast<uint8_t>(ref[i + 2]))) {
+      pointer += static_cast<char>(std::strtol(ref.substr(i + 1, 2).c_str(), nullptr, 16));
       i += 2;
     } else {
       pointer += ref[i];
@@ -206,10 +264,10 @@ StatusOr<const SchemaJson*> JsonSchemaCompiler::Resolve(const std::string& ref,
     }
     if (cur->is_object() && cur->contains(unescaped)) {
       cur = &(*cur)[unescaped];
-    } else if (cur->is_array() && !unescaped.empty() &&
+    } else if (cur->is_array() && !unescaped.empty() && unescaped.size() <= 9 &&
                unescaped.find_first_not_of("0123456789") == std::string::npos &&
-               std::stoul(unescaped) < cur->size()) {
-      cur = &(*cur)[std::stoul(unescaped)];
+               std::strtoul(unescaped.c_str(), nullptr, 10) < cur->size()) {
+      cur = &(*cur)[std::strtoul(unescaped.c_str(), nullptr, 10)];
     } else {
       return InvalidArgument("JSON schema: '$ref' '%s' does not resolve (%s)", ref.c_str(),
                              Where(path).c_str());
@@ -268,6 +326,7 @@ StatusOr<Nfa::Frag> JsonSchemaCompiler::Value(const SchemaJson& s, const std::st
     int* d;
     ~DepthGuard() { --*d; }
   } guard{&++depth_};
+  MIMO_RETURN_IF_ERROR(KeywordTypes(s, path));
   for (auto it = s.begin(); it != s.end(); ++it) {
     if (UnsupportedKeywords().count(it.key()))
       return Unimplemented("JSON schema: '%s' is not supported (%s)", it.key().c_str(),
@@ -297,6 +356,11 @@ StatusOr<Nfa::Frag> JsonSchemaCompiler::Value(const SchemaJson& s, const std::st
     if (HasOtherConstraints(s, {key}))
       return Unimplemented("JSON schema: '%s' with sibling keywords is not supported (%s)", key,
                            Where(path).c_str());
+    // The disjointness proof reads the branches' keywords before Value does.
+    for (size_t i = 0; i < branches.size(); ++i) {
+      if (branches[i].is_object())
+        MIMO_RETURN_IF_ERROR(KeywordTypes(branches[i], path + "/" + key + "/" + std::to_string(i)));
+    }
     if (std::string_view(key) == "oneOf") MIMO_RETURN_IF_ERROR(CheckOneOf(branches, path));
     std::vector<Nfa::Frag> alts;
     for (size_t i = 0; i < branches.size(); ++i) {

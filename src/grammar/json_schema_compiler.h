@@ -93,6 +93,9 @@ class JsonSchemaCompiler {
   StatusOr<int32_t> GuardedTextRule(const std::string& name, std::shared_ptr<const TextDfa> text,
                                     int32_t min_len, int32_t max_len);
   Status CheckOneOf(const SchemaJson& branches, const std::string& path) const;
+  // The type of every keyword of one schema object that the compiler reads (a wrong one is an
+  // InvalidArgument naming it, not an exception from the JSON library).
+  static Status CheckKeywordTypes(const SchemaJson& s, const std::string& path);
 
   GrammarBuilder* b_;
   std::shared_ptr<const TokenVocabulary> vocab_;
@@ -104,7 +107,7 @@ class JsonSchemaCompiler {
   std::map<std::pair<int32_t, int32_t>, int32_t> string_rules_;  // (min, max) -> text rule
   std::map<std::tuple<std::string, int32_t, int32_t>, int32_t> raw_rules_;
   int32_t any_value_ = -1, any_object_ = -1, any_array_ = -1;
-  int depth_ = 0;
+  int depth_ = 0;  // nesting of Value / RawString calls ($ref cycles included)
 };
 
 }  // namespace mimo

@@ -11,6 +11,8 @@
 namespace mimo {
 namespace {
 
+constexpr int kMaxRawDepth = 200;  // as json_schema_compiler.cc's kMaxDepth
+
 constexpr int kMaxUnrolledItems = 1000;
 constexpr int32_t kMaxKeyStates = 20000;
 
@@ -304,8 +306,21 @@ StatusOr<Nfa::Frag> JsonSchemaCompiler::RawString(const SchemaJson& s0, const st
   }
   if (!s.is_object())
     return InvalidArgument("JSON schema: expected a schema object (%s)", Where(path).c_str());
+  // anyOf branches may $ref back to this schema: bounded like Value's nesting.
+  if (depth_ > kMaxRawDepth)
+    return InvalidArgument("JSON schema: nested too deeply (%s)", Where(path).c_str());
+  struct DepthGuard {
+    int* d;
+    ~DepthGuard() { --*d; }
+  } guard{&++depth_};
+  MIMO_RETURN_IF_ERROR(CheckKeywordTypes(s, path));
   for (const char* key : {"anyOf", "oneOf"}) {
     if (!s.contains(key) || !s[key].is_array()) continue;
+    for (size_t i = 0; i < s[key].size(); ++i) {
+      if (s[key][i].is_object())
+        MIMO_RETURN_IF_ERROR(
+            CheckKeywordTypes(s[key][i], path + "/" + key + "/" + std::to_string(i)));
+    }
     if (std::string_view(key) == "oneOf") MIMO_RETURN_IF_ERROR(CheckOneOf(s[key], path));
     std::vector<Nfa::Frag> alts;
     for (size_t i = 0; i < s[key].size(); ++i) {

@@ -77,6 +77,7 @@ const SchemaJson* SchemaOverlap::Resolved(const SchemaJson& s) const {
 }
 
 unsigned SchemaOverlap::Generated(const SchemaJson& s0, int depth) const {
+  if (--budget_ < 0) return kAll;
   const SchemaJson* s = Resolved(s0);
   if (s == nullptr || depth > 16) return kAll;
   if (s->is_boolean()) return s->get<bool>() ? static_cast<unsigned>(kAll) : 0u;
@@ -110,6 +111,7 @@ unsigned SchemaOverlap::Generated(const SchemaJson& s0, int depth) const {
 }
 
 unsigned SchemaOverlap::Accepted(const SchemaJson& s0, int depth) const {
+  if (--budget_ < 0) return kAll;
   const SchemaJson* s = Resolved(s0);
   if (s == nullptr || depth > 16) return kAll;
   if (s->is_boolean()) return s->get<bool>() ? static_cast<unsigned>(kAll) : 0u;
@@ -132,6 +134,7 @@ unsigned SchemaOverlap::Accepted(const SchemaJson& s0, int depth) const {
 }
 
 bool SchemaOverlap::OutputsFail(const SchemaJson& a0, const SchemaJson& b0, int depth) const {
+  if (--budget_ < 0) return false;
   if (depth > 8) return false;
   const SchemaJson* a = Resolved(a0);
   const SchemaJson* b = Resolved(b0);
@@ -182,7 +185,8 @@ bool SchemaOverlap::OutputsFail(const SchemaJson& a0, const SchemaJson& b0, int 
       if (!b_props.count(k)) return true;  // a always writes a name b forbids
   }
   for (const std::string& k : a_req) {
-    if (!b_props.count(k) || !a->contains("properties") || !(*a)["properties"].contains(k))
+    if (!b_props.count(k) || !a->contains("properties") || !(*a)["properties"].is_object() ||
+        !(*a)["properties"].contains(k) || !(*b)["properties"].is_object())
       continue;
     if (OutputsFail((*a)["properties"][k], (*b)["properties"][k], depth + 1)) return true;
   }

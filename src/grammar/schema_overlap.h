@@ -4,6 +4,7 @@
 // disjoint types, disjoint enum/const values, or objects told apart by a required property.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 
 #include "core/status.h"
@@ -33,6 +34,9 @@ class SchemaOverlap {
   const SchemaJson* Resolved(const SchemaJson& s) const;
 
   Deref deref_;
+  // Calls left: $ref lets a small schema branch exponentially (anyOf of refs to itself); past
+  // the budget every answer is the conservative one ("may overlap").
+  mutable int64_t budget_ = 1'000'000;
 };
 
 }  // namespace mimo

@@ -10,6 +10,7 @@
 #include "core/base64.h"
 #include "core/log.h"
 #include "server/api_server.h"
+#include "server/request_json.h"
 #include "server/response_writer.h"
 #include "server/structured_output.h"
 
@@ -83,6 +84,11 @@ static std::optional<ApiError> ConvertMessages(const ApiServer& server, const OJ
     return BadRequest("'messages' must be a non-empty array", "messages");
   }
   const OJson& in = body["messages"];
+  if (in.size() > static_cast<size_t>(kMaxMessages)) {
+    return BadRequest("'messages' holds " + std::to_string(in.size()) + " messages; at most " +
+                          std::to_string(kMaxMessages) + " are allowed",
+                      "messages");
+  }
   for (size_t i = 0; i < in.size(); ++i) {
     const OJson& m = in[i];
     const std::string field = "messages[" + std::to_string(i) + "]";
@@ -532,7 +538,7 @@ struct MessageState {
       content.push_back({{"type", "text"}, {"text", result.content}});
     }
     for (const ToolCall& c : result.tool_calls) {
-      OJson input = OJson::parse(c.arguments, nullptr, false);
+      OJson input = ParseNestedJson(c.arguments);
       if (input.is_discarded()) input = OJson::object();
       content.push_back(
           {{"type", "tool_use"}, {"id", ToolUseId(c.id)}, {"name", c.name}, {"input", input}});

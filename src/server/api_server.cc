@@ -10,6 +10,7 @@
 #include "core/log.h"
 #include "core/sha256.h"
 #include "server/http_server.h"
+#include "server/request_json.h"
 #include "server/response_store.h"
 #include "server/web_ui.h"
 #include "tokenizer/utf8.h"
@@ -72,6 +73,7 @@ ApiServer::ApiServer(ServerOptions options)
         h.port = opts_.port;
         h.worker_threads = opts_.http_threads;
         h.max_connections = opts_.max_connections;
+        h.max_body_bytes = kMaxRequestBodyBytes;
         return h;
       }())),
       metrics_(std::make_unique<ServerMetrics>(opts_.served_model_name)),
@@ -124,17 +126,8 @@ bool ApiServer::Admit(const HttpRequest& req, HttpResponse& res, Protocol p, OJs
     return false;
   }
   if (body) {
-    if (req.body.find_first_not_of(" \t\r\n") == std::string::npos) {
-      SendError(res, BadRequest("the request body is empty: send a JSON object"), p);
-      return false;
-    }
-    *body = OJson::parse(req.body, nullptr, /*allow_exceptions=*/false);
-    if (body->is_discarded()) {
-      SendError(res, BadRequest("the request body is not valid JSON"), p);
-      return false;
-    }
-    if (!body->is_object()) {
-      SendError(res, BadRequest("the request body must be a JSON object"), p);
+    if (auto bad = ParseRequestBody(req.body, body)) {
+      SendError(res, *bad, p);
       return false;
     }
   }
@@ -228,18 +221,10 @@ void ApiServer::HandleDetokenize(const HttpRequest& req, HttpResponse& res) {
   OJson body;
   if (!Admit(req, res, Protocol::kOpenAi, &body)) return;
   if (auto e = CheckModel(body, model_.defaults)) return SendError(res, *e, Protocol::kOpenAi);
-  if (!body.contains("tokens") || !body["tokens"].is_array()) {
-    return SendError(res, BadRequest("'tokens' (an array of token ids) is required", "tokens"),
-                     Protocol::kOpenAi);
-  }
   std::vector<int32_t> ids;
-  for (const OJson& x : body["tokens"]) {
-    if (!x.is_number_integer() || !model_.tokenizer->IsValidId(x.get<int32_t>())) {
-      return SendError(res, BadRequest("'tokens' holds an invalid token id: " + x.dump(), "tokens"),
-                       Protocol::kOpenAi);
-    }
-    ids.push_back(x.get<int32_t>());
-  }
+  auto known = [this](int32_t id) { return model_.tokenizer->IsValidId(id); };
+  if (auto e = ParseDetokenizeRequest(body, model_.defaults, known, &ids))
+    return SendError(res, *e, Protocol::kOpenAi);
   SendJson(res, {{"prompt", model_.tokenizer->Decode(ids)}});
 }
 

@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "chat/chat_template.h"
+#include "server/request_json.h"
 
 namespace mimo {
 namespace {
@@ -67,6 +68,33 @@ class Fields {
   const OJson& b_;
 };
 
+// A token id as JSON: an integer in [0, vocab_size) (vocab_size 0: any id an int32_t holds). Read
+// as 64 bits, so that 4294967296 + 5 is refused rather than taken for 5.
+bool TokenIdOf(const OJson& x, int64_t vocab_size, int32_t* out) {
+  if (!x.is_number_integer()) return false;
+  if (x.is_number_unsigned() && x.get<uint64_t>() > uint64_t{INT32_MAX}) return false;
+  const int64_t v = x.get<int64_t>();
+  const int64_t end = vocab_size > 0 ? vocab_size : int64_t{INT32_MAX} + 1;
+  if (v < 0 || v >= end) return false;
+  *out = static_cast<int32_t>(v);
+  return true;
+}
+
+ApiError BadTokenId(const std::string& field, const OJson& x, int64_t vocab_size) {
+  std::string got = x.is_number() ? x.dump() : TypeName(x);
+  if (got.size() > 64) got = got.substr(0, 64) + "...";
+  return BadRequest("'" + field + "' holds " + got +
+                        ", which is not a token id (an integer in [0, " +
+                        std::to_string(vocab_size > 0 ? vocab_size : int64_t{INT32_MAX} + 1) + "))",
+                    field);
+}
+
+ApiError TooMany(const std::string& field, size_t got, int64_t limit, const char* what) {
+  return BadRequest("'" + field + "' holds " + std::to_string(got) + " " + what + "; at most " +
+                        std::to_string(limit) + " are allowed",
+                    field);
+}
+
 #define MIMO_TRY(expr)                       \
   do {                                       \
     if (auto _e = (expr)) return *_e;        \
@@ -114,7 +142,18 @@ std::optional<ApiError> ParseGenerationFields(const OJson& body, const ServerDef
     s.seed = static_cast<uint64_t>(v->get<int64_t>());
   }
   MIMO_TRY(f.Int("n", &g->n));
-  if (g->n < 1) return BadRequest("'n' must be >= 1", "n");
+  if (g->n < 1 || g->n > kMaxN) {
+    return BadRequest(
+        "'n' must be in [1, " + std::to_string(kMaxN) + "], got " + std::to_string(g->n), "n");
+  }
+  // best_of (vLLM, legacy OpenAI): samples to draw before returning n; bounded like n.
+  int best_of = g->n;
+  MIMO_TRY(f.Int("best_of", &best_of));
+  if (best_of < 1 || best_of > kMaxN) {
+    return BadRequest(
+        "'best_of' must be in [1, " + std::to_string(kMaxN) + "], got " + std::to_string(best_of),
+        "best_of");
+  }
   // max_completion_tokens (newer OpenAI name) wins over max_tokens.
   MIMO_TRY(f.Int("max_tokens", &st.max_tokens));
   const char* max_field = "max_tokens";
@@ -132,6 +171,9 @@ std::optional<ApiError> ParseGenerationFields(const OJson& body, const ServerDef
     if (v->is_string()) {
       st.stop.push_back(v->get<std::string>());
     } else if (v->is_array()) {
+      if (v->size() > static_cast<size_t>(kMaxStopStrings)) {
+        return TooMany("stop", v->size(), kMaxStopStrings, "strings");
+      }
       for (const OJson& x : *v) {
         if (!x.is_string()) return WrongType("stop", "a string or an array of strings", *v);
         st.stop.push_back(x.get<std::string>());
@@ -141,22 +183,44 @@ std::optional<ApiError> ParseGenerationFields(const OJson& body, const ServerDef
     }
     for (const std::string& x : st.stop) {
       if (x.empty()) return BadRequest("'stop' contains an empty string", "stop");
+      if (x.size() > kMaxStopStringBytes) {
+        return BadRequest("'stop' holds a string of " + std::to_string(x.size()) +
+                              " bytes; at most " + std::to_string(kMaxStopStringBytes) +
+                              " are allowed",
+                          "stop");
+      }
     }
   }
   if (const OJson* v = f.Get("stop_token_ids")) {
     if (!v->is_array()) return WrongType("stop_token_ids", "an array of token ids", *v);
+    if (v->size() > static_cast<size_t>(kMaxStopTokenIds)) {
+      return TooMany("stop_token_ids", v->size(), kMaxStopTokenIds, "token ids");
+    }
     for (const OJson& x : *v) {
       if (!x.is_number_integer()) return WrongType("stop_token_ids", "an array of token ids", *v);
-      st.stop_token_ids.push_back(x.get<int32_t>());
+      int32_t id = 0;
+      if (!TokenIdOf(x, d.vocab_size, &id)) return BadTokenId("stop_token_ids", x, d.vocab_size);
+      st.stop_token_ids.push_back(id);
     }
   }
   if (const OJson* v = f.Get("logit_bias")) {
     if (!v->is_object()) return WrongType("logit_bias", "an object {token id: bias}", *v);
+    if (v->size() > static_cast<size_t>(kMaxLogitBias)) {
+      return TooMany("logit_bias", v->size(), kMaxLogitBias, "entries");
+    }
     for (auto it = v->begin(); it != v->end(); ++it) {
-      char* end = nullptr;
-      const long id = std::strtol(it.key().c_str(), &end, 10);
-      if (it.key().empty() || *end != '\0') {
-        return BadRequest("'logit_bias' keys must be token ids, got '" + it.key() + "'",
+      const std::string& key = it.key();
+      const std::string shown = key.size() > 32 ? key.substr(0, 32) + "..." : key;
+      // Digits only (strtol would take "+5", " 5" and wrap past 2^31).
+      if (key.empty() || key.size() > 12 ||
+          key.find_first_not_of("0123456789") != std::string::npos) {
+        return BadRequest("'logit_bias' keys must be token ids, got '" + shown + "'", "logit_bias");
+      }
+      const int64_t id = std::strtoll(key.c_str(), nullptr, 10);
+      const int64_t vocab_end = d.vocab_size > 0 ? d.vocab_size : int64_t{INT32_MAX} + 1;
+      if (id >= vocab_end) {
+        return BadRequest("'logit_bias' key " + shown + " is not a token id (an integer in [0, " +
+                              std::to_string(vocab_end) + "))",
                           "logit_bias");
       }
       if (!it.value().is_number()) return WrongType("logit_bias", "an object {token id: bias}", *v);
@@ -171,12 +235,18 @@ std::optional<ApiError> ParseGenerationFields(const OJson& body, const ServerDef
     if (f.Get("top_logprobs") && !lp) {
       return BadRequest("'top_logprobs' needs 'logprobs' set to true", "top_logprobs");
     }
-    if (top < 0 || top > 20) return BadRequest("'top_logprobs' must be in [0, 20]", "top_logprobs");
+    if (top < 0 || top > kMaxLogprobs) {
+      return BadRequest("'top_logprobs' must be in [0, " + std::to_string(kMaxLogprobs) + "]",
+                        "top_logprobs");
+    }
     s.logprobs = lp ? top : -1;
   } else if (const OJson* v = f.Get("logprobs")) {
     if (!v->is_number_integer()) return WrongType("logprobs", "an integer", *v);
     const int64_t lp = v->get<int64_t>();
-    if (lp < 0 || lp > 20) return BadRequest("'logprobs' must be in [0, 20]", "logprobs");
+    if (lp < 0 || lp > kMaxLogprobs) {
+      return BadRequest("'logprobs' must be in [0, " + std::to_string(kMaxLogprobs) + "]",
+                        "logprobs");
+    }
     s.logprobs = static_cast<int>(lp);
   }
   // Range checks with the engine's own messages, which name the field.
@@ -250,6 +320,9 @@ std::optional<ApiError> CheckMessages(const OJson& body, OJson* out) {
   if (!m) return BadRequest("'messages' is required", "messages");
   if (!m->is_array()) return WrongType("messages", "an array", *m);
   if (m->empty()) return BadRequest("'messages' must not be empty", "messages");
+  if (m->size() > static_cast<size_t>(kMaxMessages)) {
+    return TooMany("messages", m->size(), kMaxMessages, "messages");
+  }
   for (size_t i = 0; i < m->size(); ++i) {
     const OJson& msg = (*m)[i];
     const std::string field = "messages[" + std::to_string(i) + "]";
@@ -298,7 +371,7 @@ std::optional<ApiError> CheckMessages(const OJson& body, OJson* out) {
   for (OJson& msg : *out) {
     if (!msg.contains("content") || msg["content"].is_null()) msg["content"] = "";
   }
-  const Status st = ChatTemplate::ParseToolCallArguments(out);
+  const Status st = ChatTemplate::ParseToolCallArguments(out, kMaxJsonDepth);
   if (!st.ok()) return BadRequest(st.message(), "messages");
   return std::nullopt;
 }
@@ -309,6 +382,9 @@ std::optional<ApiError> CheckTools(const OJson& body, ChatTurn* r) {
   const Fields f(body);
   if (const OJson* t = f.Get("tools")) {
     if (!t->is_array()) return WrongType("tools", "an array", *t);
+    if (t->size() > static_cast<size_t>(kMaxTools)) {
+      return TooMany("tools", t->size(), kMaxTools, "tools");
+    }
     for (size_t i = 0; i < t->size(); ++i) {
       const OJson& tool = (*t)[i];
       const std::string field = "tools[" + std::to_string(i) + "]";
@@ -400,10 +476,17 @@ std::optional<ApiError> ParseCompletionRequest(const OJson& body, const ServerDe
   MIMO_TRY(CheckModel(body, d));
   const OJson* p = Fields(body).Get("prompt");
   if (!p) return BadRequest("'prompt' is required", "prompt");
+  // Token ids: integers (else the shape is wrong) within the vocabulary (else a bad id).
+  std::optional<ApiError> bad_id;
   auto ids_of = [&](const OJson& a, CompletionRequest::Prompt* out) -> bool {
     for (const OJson& x : a) {
       if (!x.is_number_integer()) return false;
-      out->ids.push_back(x.get<int32_t>());
+      int32_t id = 0;
+      if (!TokenIdOf(x, d.vocab_size, &id)) {
+        bad_id = BadTokenId("prompt", x, d.vocab_size);
+        return false;
+      }
+      out->ids.push_back(id);
     }
     out->is_ids = true;
     return true;
@@ -413,15 +496,18 @@ std::optional<ApiError> ParseCompletionRequest(const OJson& body, const ServerDe
     r->prompts.push_back({p->get<std::string>(), {}, false});
   } else if (p->is_array() && !p->empty() && (*p)[0].is_number_integer()) {
     CompletionRequest::Prompt one;
-    if (!ids_of(*p, &one)) return WrongType("prompt", want, *p);
+    if (!ids_of(*p, &one)) return bad_id ? *bad_id : WrongType("prompt", want, *p);
     r->prompts.push_back(std::move(one));
   } else if (p->is_array() && !p->empty()) {
+    if (p->size() > static_cast<size_t>(kMaxCompletionPrompts)) {
+      return TooMany("prompt", p->size(), kMaxCompletionPrompts, "prompts");
+    }
     for (const OJson& x : *p) {
       CompletionRequest::Prompt one;
       if (x.is_string()) {
         one.text = x.get<std::string>();
       } else if (!x.is_array() || !ids_of(x, &one)) {
-        return WrongType("prompt", want, *p);
+        return bad_id ? *bad_id : WrongType("prompt", want, *p);
       }
       r->prompts.push_back(std::move(one));
     }
@@ -441,12 +527,32 @@ std::optional<ApiError> ParseCompletionRequest(const OJson& body, const ServerDe
   MIMO_TRY(ParseStreamOptions(body, &r->stream, &r->include_usage));
   MIMO_TRY(CheckResponseFormat(body, &r->response_format));
   MIMO_TRY(ParseGenerationFields(body, d, false, &r->gen));
+  MIMO_TRY(CheckChoiceCount(r->gen.n, static_cast<int64_t>(r->prompts.size())));
   // The engine computes log-probabilities of generated tokens only, not of the prompt's.
   if (r->echo && r->gen.sampling.logprobs >= 0) {
     return BadRequest(
         "'echo' with 'logprobs' is not supported: prompt log-probabilities are not "
         "computed",
         "echo");
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> ParseDetokenizeRequest(const OJson& body, const ServerDefaults& d,
+                                               const std::function<bool(int32_t)>& known,
+                                               std::vector<int32_t>* ids) {
+  const OJson* t = Fields(body).Get("tokens");
+  if (!t || !t->is_array()) {
+    return BadRequest("'tokens' (an array of token ids) is required", "tokens");
+  }
+  ids->clear();
+  ids->reserve(t->size());
+  for (const OJson& x : *t) {
+    int32_t id = 0;
+    if (!TokenIdOf(x, d.vocab_size, &id) || (known && !known(id))) {
+      return BadTokenId("tokens", x, d.vocab_size);
+    }
+    ids->push_back(id);
   }
   return std::nullopt;
 }

@@ -3,6 +3,7 @@
 // becomes a GenerationRequest for the engine.
 #pragma once
 
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -63,5 +64,11 @@ struct CompletionRequest {
 };
 std::optional<ApiError> ParseCompletionRequest(const OJson& body, const ServerDefaults& d,
                                                CompletionRequest* out);
+
+// /detokenize: {"tokens": [ids]}; every id an integer within the vocabulary (read as 64 bits)
+// that `known` (when given: the tokenizer's) accepts.
+std::optional<ApiError> ParseDetokenizeRequest(const OJson& body, const ServerDefaults& d,
+                                               const std::function<bool(int32_t)>& known,
+                                               std::vector<int32_t>* ids);
 
 }  // namespace mimo

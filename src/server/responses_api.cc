@@ -21,6 +21,7 @@
 #include "core/base64.h"
 #include "core/log.h"
 #include "server/api_server.h"
+#include "server/request_json.h"
 #include "server/response_store.h"
 #include "server/response_writer.h"
 
@@ -95,6 +96,11 @@ static std::optional<ApiError> InputToMessages(ApiServer& server, const OJson& i
   }
   if (!input.is_array())
     return BadRequest("'input' must be a string or an array of items", "input");
+  if (input.size() > static_cast<size_t>(kMaxMessages)) {
+    return BadRequest("'input' holds " + std::to_string(input.size()) + " items; at most " +
+                          std::to_string(kMaxMessages) + " are allowed",
+                      "input");
+  }
   OJson pending = nullptr;  // the assistant turn being gathered
   auto flush = [&] {
     if (!pending.is_null()) msgs->push_back(std::move(pending));
@@ -165,9 +171,11 @@ static std::optional<ApiError> InputToMessages(ApiServer& server, const OJson& i
       if (args && !args->is_string()) {
         return BadRequest("'" + f + ".arguments' must be a string (JSON)", f + ".arguments");
       }
-      OJson parsed = OJson::parse(args ? args->get<std::string>() : "{}", nullptr, false);
+      OJson parsed = ParseNestedJson(args ? args->get<std::string>() : "{}");
       if (parsed.is_discarded() || !parsed.is_object()) {
-        return BadRequest("'" + f + ".arguments' must be a JSON object text", f + ".arguments");
+        return BadRequest("'" + f + ".arguments' must be a JSON object text, nested at most " +
+                              std::to_string(kMaxJsonDepth) + " levels deep",
+                          f + ".arguments");
       }
       OJson& a = assistant();
       if (!a.contains("tool_calls")) a["tool_calls"] = OJson::array();
@@ -537,7 +545,7 @@ static std::optional<ApiError> ParseResponsesRequest(ApiServer& server, const OJ
   }
   if (msgs.empty()) return BadRequest("'input' must not be empty", "input");
   t.messages = MergeLeadingSystemMessages(std::move(msgs));
-  const Status st = ChatTemplate::ParseToolCallArguments(&t.messages);
+  const Status st = ChatTemplate::ParseToolCallArguments(&t.messages, kMaxJsonDepth);
   if (!st.ok()) return BadRequest(st.message(), "input");
   if (auto e = ConvertTools(body, &t, &r->tools)) return e;
   if (auto e = ConvertTextFormat(body, &t)) return e;
@@ -685,7 +693,7 @@ struct ResponsesState {
     const std::string status = done ? "completed" : "in_progress";
     if (tools.custom.count(c.name)) {
       std::string input;
-      const OJson a = OJson::parse(args, nullptr, false);
+      const OJson a = ParseNestedJson(args);
       if (a.is_object() && a.contains("input") && a["input"].is_string()) input = a["input"];
       return {{"type", "custom_tool_call"},
               {"id", "ctc_" + suffix},
@@ -844,7 +852,7 @@ struct ResponsesState {
         if (!a.contains("tool_calls")) a["tool_calls"] = OJson::array();
         OJson args = item["type"] == "custom_tool_call"
                          ? OJson{{"input", item["input"]}}
-                         : OJson::parse(item["arguments"].get<std::string>(), nullptr, false);
+                         : ParseNestedJson(item["arguments"].get<std::string>());
         if (args.is_discarded()) args = OJson::object();
         a["tool_calls"].push_back({{"id", item["call_id"]},
                                    {"type", "function"},

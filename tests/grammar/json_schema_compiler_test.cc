@@ -117,6 +117,78 @@ TEST(JsonSchemaCompiler, RejectsUnsupportedFeaturesNamingThem) {
   }
 }
 
+// A keyword of the wrong type ("minLength": "a", from a request) is an InvalidArgument naming the
+// keyword, never an exception from the JSON library (which the server answered with a 500).
+TEST(JsonSchemaCompiler, WrongKeywordTypesAreInvalidArgumentsNamingTheKeyword) {
+  struct Case {
+    const char* schema;
+    const char* keyword;
+  };
+  const Case cases[] = {
+      {R"({"type": "string", "minLength": "a"})", "'minLength'"},
+      {R"({"type": "string", "maxLength": [1]})", "'maxLength'"},
+      {R"({"type": "string", "minLength": -1e300})", "'minLength'"},
+      {R"({"type": "string", "minLength": 1.5})", "'minLength'"},
+      {R"({"type": "array", "minItems": "2"})", "'minItems'"},
+      {R"({"type": "array", "maxItems": {}})", "'maxItems'"},
+      {R"({"type": "object", "minProperties": "1"})", "'minProperties'"},
+      {R"({"type": "number", "minimum": "0"})", "'minimum'"},
+      {R"({"type": "number", "maximum": null})", "'maximum'"},
+      {R"({"type": "number", "exclusiveMinimum": "0"})", "'exclusiveMinimum'"},
+      {R"({"type": "integer", "multipleOf": "3"})", "'multipleOf'"},
+      {R"({"type": "string", "pattern": 5})", "'pattern'"},
+      {R"({"type": "string", "format": {}})", "'format'"},
+      {R"({"enum": "a"})", "'enum'"},
+      {R"({"type": "object", "required": [1]})", "'required'"},
+      {R"({"type": "object", "properties": []})", "'properties'"},
+      {R"({"type": "object", "additionalProperties": 1})", "'additionalProperties'"},
+      {R"({"type": "array", "items": 1})", "'items'"},
+      {R"({"type": "array", "prefixItems": {}})", "'prefixItems'"},
+      {R"({"type": "array", "uniqueItems": "yes"})", "'uniqueItems'"},
+      {R"({"anyOf": {"type": "string"}})", "'anyOf'"},
+      {R"({"oneOf": "x"})", "'oneOf'"},
+      {R"({"allOf": 1})", "'allOf'"},
+      {R"({"$ref": 5})", "'$ref'"},
+      {R"({"type": 5})", "'type'"},
+      {R"({"type": "object", "properties": {"a": {"type": "string", "maxLength": "9"}}})",
+       "'maxLength'"},
+      {R"({"$defs": {"a": {"minItems": true}}, "$ref": "#/$defs/a"})", "'minItems'"},
+      {R"({"oneOf": [{"type": "object", "properties": [], "required": ["a"]}, {"type": "object", "properties": {"a": {}}, "required": ["a"], "additionalProperties": false}]})",
+       "'properties'"},
+  };
+  for (const Case& c : cases) {
+    auto g = Grammar::FromJsonSchema(c.schema, QwenVocab());
+    ASSERT_FALSE(g.ok()) << c.schema;
+    EXPECT_EQ(g.status().code(), StatusCode::kInvalidArgument)
+        << c.schema << ": " << g.status().message();
+    EXPECT_NE(g.status().message().find(c.keyword), std::string::npos)
+        << c.schema << ": '" << g.status().message() << "' does not name " << c.keyword;
+  }
+}
+
+// $ref pointers that do not parse as numbers or escapes are errors, not exceptions.
+TEST(JsonSchemaCompiler, MalformedRefPointersAreErrors) {
+  for (const char* schema : {
+           R"({"$defs": {"a": {"type": "string"}}, "$ref": "#/$defs/%zz"})",
+           R"({"$defs": {"a": [{"type": "string"}]}, "$ref": "#/$defs/a/99999999999999999999999"})",
+       }) {
+    auto g = Grammar::FromJsonSchema(schema, QwenVocab());
+    ASSERT_FALSE(g.ok()) << schema;
+    EXPECT_EQ(g.status().code(), StatusCode::kInvalidArgument) << g.status().message();
+  }
+}
+
+// A oneOf over branches that $ref themselves grows exponentially in the disjointness proof; the
+// proof gives up (conservatively: "may overlap") instead of running for hours.
+TEST(JsonSchemaCompiler, OneOfProofOverSelfReferencesEnds) {
+  std::string refs;
+  for (int i = 0; i < 8; ++i) refs += std::string(i ? "," : "") + R"({"$ref": "#/$defs/a"})";
+  const std::string schema = R"({"$defs": {"a": {"anyOf": [)" + refs +
+                             R"(]}}, "oneOf": [{"$ref": "#/$defs/a"}, {"type": "null"}]})";
+  auto g = Grammar::FromJsonSchema(schema, QwenVocab());
+  EXPECT_FALSE(g.ok());  // the branches are not provably disjoint: refused, and quickly
+}
+
 // Schemas that look unusual but are supported (and what they generate).
 TEST(JsonSchemaCompiler, AcceptsAnnotationsAndHarmlessKeywords) {
   for (const char* schema : {

@@ -70,6 +70,25 @@ TEST(ToolCallGrammar, RequiredCallsParseIntoValidArguments) { CheckWalks("", fal
 TEST(ToolCallGrammar, ParallelCallsParseIntoValidArguments) { CheckWalks("", true, 30); }
 TEST(ToolCallGrammar, NamedFunctionIsTheOnlyOne) { CheckWalks("create_event", false, 30); }
 
+// A string parameter whose anyOf refers back to itself: the raw-string compiler follows the $ref
+// each time, so it must stop at its nesting limit instead of overflowing the stack.
+TEST(ToolCallGrammar, SelfReferencingStringParameterEnds) {
+  const char* tools = R"([{"type": "function", "function": {"name": "f", "parameters": {
+      "type": "object", "properties": {"a": {"anyOf": [{"$ref": "#/properties/a"}]}}}}}])";
+  auto g = Grammar::ToolCalls(tools, "", false, QwenVocab());
+  ASSERT_FALSE(g.ok());  // reaching here at all is the point: no stack overflow
+  EXPECT_NE(g.status().message().find("parameter 'a'"), std::string::npos) << g.status().message();
+}
+
+// Keywords of the wrong type in a tool's parameters are errors naming the keyword.
+TEST(ToolCallGrammar, WrongKeywordTypesInParametersAreErrors) {
+  const char* tools = R"([{"type": "function", "function": {"name": "f", "parameters": {
+      "type": "object", "properties": {"a": {"type": "string", "minLength": "a"}}}}}])";
+  auto g = Grammar::ToolCalls(tools, "", false, QwenVocab());
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("'minLength'"), std::string::npos) << g.status().message();
+}
+
 TEST(ToolCallGrammar, RejectsWhatTheFormatCannotCarry) {
   struct Case {
     const char* tools;

@@ -1,0 +1,42 @@
+// See json_depth.h.
+#include "core/json_depth.h"
+
+namespace mimo {
+
+int64_t JsonNestingDepth(std::string_view text, int64_t stop_above) {
+  int64_t depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (const char c : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    switch (c) {
+      case '"':
+        in_string = true;
+        break;
+      case '[':
+      case '{':
+        if (++depth > deepest) {
+          deepest = depth;
+          if (deepest > stop_above) return deepest;
+        }
+        break;
+      case ']':
+      case '}':
+        if (depth > 0) --depth;
+        break;
+      default:
+        break;
+    }
+  }
+  return deepest;
+}
+
+}  // namespace mimo

@@ -1,0 +1,49 @@
+// Request bodies -> JSON, parsed once with limits, before any handler copies, dumps or walks the
+// document (all of which recurse in nlohmann::json), and the limits on every count a request
+// gives, checked before anything is sized from them. Each refusal is a 400 naming the field and
+// the limit. docs/SECURITY.md lists these.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "server/api_error.h"
+
+namespace mimo {
+
+// --- The body ---------------------------------------------------------------------------------
+// Deepest '[' / '{' nesting of a request body, and of JSON text inside it that the server parses
+// (tool-call arguments). 128 leaves room for any real schema or message while bounding the
+// recursion of copies, dumps, the chat template and the schema compiler.
+inline constexpr int kMaxJsonDepth = 128;
+// Largest request body (the HTTP layer's payload limit should be the same).
+inline constexpr size_t kMaxRequestBodyBytes = size_t{64} << 20;
+
+// --- Counts (each names its field in the 400) --------------------------------------------------
+inline constexpr int kMaxN = 128;                    // n, best_of: samples per prompt
+inline constexpr int kMaxCompletionPrompts = 1024;   // /v1/completions: prompts in one request
+inline constexpr int kMaxCompletionChoices = 1024;   // /v1/completions: prompts x n
+inline constexpr int kMaxStopStrings = 64;           // stop, stop_sequences: entries
+inline constexpr size_t kMaxStopStringBytes = 4096;  // stop, stop_sequences: bytes of each
+inline constexpr int kMaxStopTokenIds = 1024;        // stop_token_ids: entries
+inline constexpr int kMaxLogitBias = 1024;           // logit_bias: entries
+inline constexpr int kMaxLogprobs = 20;              // logprobs (completions), top_logprobs
+inline constexpr int kMaxTools = 512;                // tools (functions, after flattening)
+inline constexpr int kMaxMessages = 16384;           // messages; Responses API input items
+
+// Parses a request body: empty, too large, nested deeper than kMaxJsonDepth, not JSON, or not an
+// object -> a 400 (413 for the size) saying which. The depth is checked by a scan of the text
+// (no recursion) before nlohmann builds anything, so the document that comes out is at most
+// kMaxJsonDepth deep.
+std::optional<ApiError> ParseRequestBody(std::string_view body, OJson* out);
+
+// JSON text that arrives inside a request (tool-call arguments as a string): the same depth
+// limit; nested too deep or not JSON -> a discarded value (is_discarded()).
+OJson ParseNestedJson(std::string_view text);
+
+// `n` samples of each of `prompts` prompts within the limits above, or a 400 naming the field.
+std::optional<ApiError> CheckChoiceCount(int64_t n, int64_t prompts);
+
+}  // namespace mimo
