@@ -436,7 +436,11 @@ void ApiServer::SetModel(const ServingModel& m) {
 void ApiServer::BeginDrain() { draining_.store(true); }
 
 void ApiServer::Stop() {
-  if (http_) http_->Stop();
+  if (!http_) return;
+  http_->Stop();
+  // Connections still open hold generation sessions, which cancel their engine requests when
+  // destroyed: destroy them now, while the engine (owned by the caller) still exists.
+  http_.reset();
 }
 
 }  // namespace mimo

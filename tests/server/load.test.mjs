@@ -193,4 +193,29 @@ describe("SIGTERM drains", () => {
       await server.stop();
     }
   });
+
+  test("past --drain-timeout: the requests still running end, the process exits 0 (no crash)", async () => {
+    const server = await startServer(ensureE2eModel(), ["--max-model-len", "512", "--drain-timeout", "0.5"]);
+    try {
+      const client = server.openai();
+      const body = { messages: USER(3), max_tokens: 450, ignore_eos: true, ...OFF };
+      const stream = await client.chat.completions.create({ ...body, stream: true });
+      // A non-streaming one and a streaming one in flight when the drain gives up on them.
+      const whole = fetch(server.url + "/v1/chat/completions", {
+        method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
+      }).then((r) => r.status, () => "closed");
+      let chunks = 0;
+      const read = (async () => {
+        try {
+          for await (const ch of stream) if (++chunks === 2) server.signal("SIGTERM");
+        } catch { /* the stream may be cut */ }
+      })();
+      await read;
+      assert.equal(await server.exited, 0, server.stderr());
+      assert.match(server.stderr(), /draining[\s\S]*stopped/);
+      assert.ok([200, "closed"].includes(await whole), "the non-streaming request ended");
+    } finally {
+      await server.stop();
+    }
+  });
 });
