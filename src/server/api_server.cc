@@ -50,14 +50,6 @@ std::string DumpJson(const OJson& j) {
   return j.dump(-1, ' ', false, OJson::error_handler_t::replace);
 }
 
-std::string RandomId(const char* prefix) {
-  static thread_local std::mt19937_64 rng(std::random_device{}());
-  static const char kAlnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-  std::string s = prefix;
-  for (int i = 0; i < 24; ++i) s += kAlnum[rng() % 62];
-  return s;
-}
-
 void NoteRequestTokens(int prompt_tokens, int output_tokens) {
   if (HttpServer::RequestRecord* r = HttpServer::CurrentRecord()) {
     r->prompt_tokens = prompt_tokens;

@@ -25,6 +25,7 @@
 #include "server/http.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
+#include "server/parse_context.h"
 #include "server/response_writer.h"
 #include "tokenizer/bpe.h"
 
@@ -136,6 +137,9 @@ class ApiServer {
   // HMAC-SHA256 under the server's key, bound to `kind`.
   std::string Sign(std::string_view kind, std::string_view text) const;
   bool Verify(std::string_view kind, std::string_view text, std::string_view signature) const;
+  // What the Anthropic and Responses request parsers need of the server: the defaults, Verify
+  // and the response store.
+  ParseContext ParseCtx() const;
   const ServerOptions& options() const { return opts_; }
   ResponseStore& responses() { return *responses_; }
 
@@ -159,9 +163,6 @@ class ApiServer {
 
 // JSON text safe for the wire: invalid UTF-8 in strings (partial tokens) becomes U+FFFD.
 std::string DumpJson(const OJson& j);
-
-// Random ids: prefix + 24 alphanumerics (chatcmpl-, msg_, resp_, call_, ...).
-std::string RandomId(const char* prefix);
 
 // For the access log: the token counts of the request this HTTP thread is serving.
 void NoteRequestTokens(int prompt_tokens, int output_tokens);

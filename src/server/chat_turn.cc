@@ -1,5 +1,5 @@
-// ApiServer::RenderTurn / PrepareTurn, signatures, and the reasoning-token counter (see
-// chat_turn.h).
+// ApiServer::RenderTurn / PrepareTurn, signatures (and the request parsers' ParseContext, which
+// checks them), and the reasoning-token counter (see chat_turn.h).
 #include "server/chat_turn.h"
 
 #include "core/base64.h"
@@ -38,19 +38,6 @@ ChatDelta ParseEvent(ChatOutputParser* parser, const RequestOutput& ev) {
     d.tool_calls.insert(d.tool_calls.end(), tail.tool_calls.begin(), tail.tool_calls.end());
   }
   return d;
-}
-
-OJson MergeLeadingSystemMessages(OJson messages) {
-  auto is_system = [](const OJson& m) {
-    return m.is_object() && m.value("role", "") == "system" && m.contains("content") &&
-           m["content"].is_string();
-  };
-  while (messages.size() >= 2 && is_system(messages[0]) && is_system(messages[1])) {
-    std::string a = messages[0]["content"], b = messages[1]["content"];
-    messages[0]["content"] = a.empty() ? b : b.empty() ? a : a + "\n\n" + b;
-    messages.erase(messages.begin() + 1);
-  }
-  return messages;
 }
 
 std::optional<ApiError> ApiServer::RenderTurn(ChatTurn* t, std::string* prompt) const {
@@ -132,6 +119,13 @@ std::string ApiServer::Sign(std::string_view kind, std::string_view text) const 
 bool ApiServer::Verify(std::string_view kind, std::string_view text,
                        std::string_view signature) const {
   return ConstantTimeEquals(Sign(kind, text), signature);
+}
+
+ParseContext ApiServer::ParseCtx() const {
+  return ParseContext{model_.defaults,
+                      [this](std::string_view kind, std::string_view text,
+                             std::string_view signature) { return Verify(kind, text, signature); },
+                      responses_.get()};
 }
 
 ReasoningTokenCounter::ReasoningTokenCounter(const PreparedTurn& turn, int32_t think_start_id,

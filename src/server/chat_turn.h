@@ -32,13 +32,6 @@ struct ChatTurn {
   GenerationRequest gen;      // sampling and stop rules; prompt_ids filled by PrepareTurn
 };
 
-// System messages at the start of a conversation merged into one (joined by a blank line): the
-// chat template renders only the first message as the system prompt (the tools follow it), so
-// instructions given in several leading messages (Anthropic's top-level system and system
-// messages, the Responses API's instructions and developer messages) stay one prompt. Later
-// system messages stay where they are, as system turns.
-OJson MergeLeadingSystemMessages(OJson messages);
-
 // The parsed delta of one engine event: its text fed to the sample's parser and, when the sample
 // finished, what the parser still held.
 ChatDelta ParseEvent(ChatOutputParser* parser, const RequestOutput& ev);

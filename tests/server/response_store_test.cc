@@ -1,10 +1,11 @@
-// ResponseStore's bounds (entries, bytes; oldest evicted first) and the chat-turn helpers the
+// ResponseStore's bounds (entries, bytes; oldest evicted first) and the chat helpers the
 // protocols share: leading system messages merged into one prompt, reasoning tokens counted.
 #include "server/response_store.h"
 
 #include <gtest/gtest.h>
 
 #include "server/chat_turn.h"
+#include "server/parse_context.h"
 
 namespace mimo {
 namespace {

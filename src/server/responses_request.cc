@@ -1,0 +1,561 @@
+// Request parsing for POST /v1/responses (the OpenAI Responses API; the handlers are in
+// responses_api.cc): instructions, input as a string or items (messages, function_call,
+// function_call_output, custom tool calls, reasoning, item_reference), tools, text.format and
+// reasoning.effort become a ChatTurn like a chat completion. previous_response_id and
+// item_reference are read from the context's ResponseStore; a reasoning item's
+// encrypted_content ("mimo1.<base64 text>.<signature>") is checked with the context's verify.
+// Needs no ApiServer (parse_context.h).
+#include "server/responses_request.h"
+
+#include <algorithm>
+
+#include "chat/chat_template.h"
+#include "core/base64.h"
+#include "core/log.h"
+#include "server/request_json.h"
+#include "server/response_store.h"
+
+namespace mimo {
+namespace {
+
+std::string TypeOf(const OJson& o) {
+  return o.is_object() && o.contains("type") && o["type"].is_string() ? o["type"].get<std::string>()
+                                                                      : "";
+}
+
+const OJson* Field(const OJson& o, const char* k) {
+  auto it = o.find(k);
+  return it == o.end() || it->is_null() ? nullptr : &*it;
+}
+
+// reasoning.effort -> a thinking budget in tokens (-1: unbounded); "none" turns thinking off.
+// A toy CPU model and a 1T-parameter one both get these; they are upper bounds, the model may
+// close its reasoning sooner.
+std::optional<int> EffortBudget(const std::string& effort) {
+  if (effort == "minimal") return 256;
+  if (effort == "low") return 1024;
+  if (effort == "medium") return 4096;
+  if (effort == "high") return 16384;
+  if (effort == "xhigh") return -1;
+  return std::nullopt;
+}
+
+// Text of a message's content: a string or parts (input_text, output_text, text, refusal).
+std::optional<ApiError> ContentText(const OJson& c, const std::string& field, std::string* out) {
+  if (c.is_string()) {
+    *out = c.get<std::string>();
+    return std::nullopt;
+  }
+  if (!c.is_array())
+    return BadRequest("'" + field + "' must be a string or an array of parts", field);
+  for (size_t k = 0; k < c.size(); ++k) {
+    const OJson& p = c[k];
+    const std::string pf = field + "[" + std::to_string(k) + "]";
+    const std::string t = TypeOf(p);
+    if (t == "input_text" || t == "output_text" || t == "text") {
+      if (!p.contains("text") || !p["text"].is_string()) {
+        return BadRequest("'" + pf + ".text' must be a string", pf + ".text");
+      }
+      *out += p["text"].get<std::string>();
+    } else if (t == "refusal") {
+      if (p.contains("refusal") && p["refusal"].is_string())
+        *out += p["refusal"].get<std::string>();
+    } else if (t == "input_image" || t == "input_file" || t == "input_audio") {
+      return BadRequest("'" + pf + "' has type '" + t +
+                            "': this engine is text-only; image, audio and file parts are not "
+                            "supported",
+                        pf);
+    } else {
+      return BadRequest("'" + pf + "' has unsupported type '" + t + "'", pf);
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+// Input items -> chat messages (appended to *msgs). A reasoning item, an assistant message and
+// the function calls that follow form one assistant turn, as the chat template renders it.
+static std::optional<ApiError> InputToMessages(const ParseContext& ctx, const OJson& input,
+                                               OJson* msgs) {
+  if (input.is_string()) {
+    msgs->push_back({{"role", "user"}, {"content", input}});
+    return std::nullopt;
+  }
+  if (!input.is_array())
+    return BadRequest("'input' must be a string or an array of items", "input");
+  if (input.size() > static_cast<size_t>(kMaxMessages)) {
+    return BadRequest("'input' holds " + std::to_string(input.size()) + " items; at most " +
+                          std::to_string(kMaxMessages) + " are allowed",
+                      "input");
+  }
+  OJson pending = nullptr;  // the assistant turn being gathered
+  auto flush = [&] {
+    if (!pending.is_null()) msgs->push_back(std::move(pending));
+    pending = nullptr;
+  };
+  auto assistant = [&]() -> OJson& {
+    if (pending.is_null()) pending = {{"role", "assistant"}, {"content", ""}};
+    return pending;
+  };
+  for (size_t i = 0; i < input.size(); ++i) {
+    const std::string f = "input[" + std::to_string(i) + "]";
+    if (!input[i].is_object()) return BadRequest("'" + f + "' must be an object", f);
+    // item_reference: an item of a stored response (the AI SDK sends the previous output so).
+    OJson referenced;
+    if (TypeOf(input[i]) == "item_reference") {
+      const OJson* id = Field(input[i], "id");
+      if (!id || !id->is_string()) return BadRequest("'" + f + ".id' must be a string", f + ".id");
+      std::optional<OJson> item = ctx.store ? ctx.store->FindItem(*id) : std::nullopt;
+      if (!item) {
+        ApiError e = NotFound("Item with id '" + id->get<std::string>() +
+                              "' not found (never stored, deleted, or evicted from the bounded "
+                              "store).");
+        e.param = f + ".id";
+        return e;
+      }
+      referenced = std::move(*item);
+    }
+    const OJson& it = referenced.is_null() ? input[i] : referenced;
+    std::string type = TypeOf(it);
+    if (type.empty() && it.contains("role")) type = "message";
+    if (type == "message") {
+      const OJson* role_j = Field(it, "role");
+      if (!role_j || !role_j->is_string()) {
+        return BadRequest("'" + f + ".role' must be user, assistant, system or developer",
+                          f + ".role");
+      }
+      const std::string role = *role_j;
+      if (role != "user" && role != "assistant" && role != "system" && role != "developer") {
+        return BadRequest(
+            "'" + f + ".role' must be user, assistant, system or developer, got '" + role + "'",
+            f + ".role");
+      }
+      std::string text;
+      const OJson* c = Field(it, "content");
+      if (!c) return BadRequest("'" + f + ".content' is required", f + ".content");
+      if (auto e = ContentText(*c, f + ".content", &text)) return e;
+      if (role == "assistant") {
+        OJson& a = assistant();
+        if (!a["content"].get<std::string>().empty() || a.contains("tool_calls")) {
+          flush();
+          assistant();
+        }
+        pending["content"] = text;
+      } else {
+        flush();
+        // developer is the Responses API's name for system instructions.
+        msgs->push_back({{"role", role == "user" ? "user" : "system"}, {"content", text}});
+      }
+    } else if (type == "function_call") {
+      const OJson* name = Field(it, "name");
+      const OJson* call_id = Field(it, "call_id");
+      const OJson* args = Field(it, "arguments");
+      if (!name || !name->is_string())
+        return BadRequest("'" + f + ".name' must be a string", f + ".name");
+      if (!call_id || !call_id->is_string()) {
+        return BadRequest("'" + f + ".call_id' must be a string", f + ".call_id");
+      }
+      if (args && !args->is_string()) {
+        return BadRequest("'" + f + ".arguments' must be a string (JSON)", f + ".arguments");
+      }
+      OJson parsed = ParseNestedJson(args ? args->get<std::string>() : "{}");
+      if (parsed.is_discarded() || !parsed.is_object()) {
+        return BadRequest("'" + f + ".arguments' must be a JSON object text, nested at most " +
+                              std::to_string(kMaxJsonDepth) + " levels deep",
+                          f + ".arguments");
+      }
+      OJson& a = assistant();
+      if (!a.contains("tool_calls")) a["tool_calls"] = OJson::array();
+      a["tool_calls"].push_back({{"id", *call_id},
+                                 {"type", "function"},
+                                 {"function", {{"name", *name}, {"arguments", parsed}}}});
+    } else if (type == "custom_tool_call") {
+      // A free-form call (see ConvertTools): the model wrote it as a function of `input`.
+      const OJson* name = Field(it, "name");
+      const OJson* call_id = Field(it, "call_id");
+      const OJson* in = Field(it, "input");
+      if (!name || !name->is_string() || !call_id || !call_id->is_string() ||
+          (in && !in->is_string())) {
+        return BadRequest("'" + f + "' (a custom_tool_call) needs string name, call_id and input",
+                          f);
+      }
+      OJson& a = assistant();
+      if (!a.contains("tool_calls")) a["tool_calls"] = OJson::array();
+      a["tool_calls"].push_back(
+          {{"id", *call_id},
+           {"type", "function"},
+           {"function", {{"name", *name}, {"arguments", {{"input", in ? *in : OJson("")}}}}}});
+    } else if (type == "function_call_output" || type == "custom_tool_call_output") {
+      const OJson* call_id = Field(it, "call_id");
+      const OJson* out = Field(it, "output");
+      if (!call_id || !call_id->is_string()) {
+        return BadRequest("'" + f + ".call_id' must be a string", f + ".call_id");
+      }
+      std::string text;
+      if (out) {
+        if (auto e = ContentText(*out, f + ".output", &text)) return e;
+      }
+      flush();
+      msgs->push_back({{"role", "tool"}, {"tool_call_id", *call_id}, {"content", text}});
+    } else if (type == "reasoning") {
+      std::string text;
+      if (const OJson* c = Field(it, "content")) {
+        if (!c->is_array())
+          return BadRequest("'" + f + ".content' must be an array", f + ".content");
+        for (const OJson& p : *c) {
+          if (p.is_object() && p.contains("text") && p["text"].is_string())
+            text += p["text"].get<std::string>();
+        }
+      }
+      if (const OJson* enc = Field(it, "encrypted_content"); enc && text.empty()) {
+        // "mimo1.<base64 text>.<signature>", as this server issued it.
+        const std::string s = enc->is_string() ? enc->get<std::string>() : "";
+        const size_t dot = s.rfind('.');
+        std::optional<std::string> decoded;
+        if (s.rfind(kEncryptedPrefix, 0) == 0 && dot != std::string::npos && dot > 5) {
+          decoded = Base64Decode(std::string_view(s).substr(6, dot - 6));
+        }
+        // Only reasoning this server wrote reaches the model: content it did not issue (modified,
+        // another provider's, or from before a restart) is left out rather than refused, so a
+        // stateless agent's conversation goes on.
+        if (decoded && ctx.verify &&
+            ctx.verify(kReasoningKind, *decoded, std::string_view(s).substr(dot + 1))) {
+          text = *decoded;
+        } else {
+          MIMO_LOG_WARN(
+              "%s.encrypted_content was not issued by this server: the reasoning is "
+              "left out of the prompt",
+              f.c_str());
+        }
+      }
+      if (text.empty()) {
+        if (const OJson* sum = Field(it, "summary"); sum && sum->is_array()) {
+          for (const OJson& p : *sum) {
+            if (p.is_object() && p.contains("text") && p["text"].is_string())
+              text += p["text"].get<std::string>();
+          }
+        }
+      }
+      OJson& a = assistant();
+      if (!a["content"].get<std::string>().empty() || a.contains("tool_calls")) {
+        flush();
+        assistant();
+      }
+      pending["reasoning_content"] = pending.value("reasoning_content", "") + text;
+    } else {
+      return BadRequest("'" + f + ".type' '" + type +
+                            "' is not supported: input items are message, function_call, "
+                            "function_call_output, custom_tool_call(_output), reasoning and "
+                            "item_reference",
+                        f + ".type");
+    }
+  }
+  flush();
+  return std::nullopt;
+}
+
+namespace {
+
+// Hosted tools: the Responses API's server-side tools. This server has none of them to run, so
+// they are not offered to the model (agents such as Codex always send web_search); the request is
+// served with the tools the client runs.
+bool IsHostedTool(const std::string& type) {
+  static const char* const kHosted[] = {
+      "web_search",   "web_search_preview",   "file_search", "code_interpreter", "image_generation",
+      "computer_use", "computer_use_preview", "mcp",         "local_shell",      "shell",
+      "apply_patch",  "tool_search"};
+  for (const char* h : kHosted) {
+    if (type == h || type.rfind(std::string(h) + "_", 0) == 0) return true;
+  }
+  return false;
+}
+
+void AddFunction(const OJson& tool, OJson* arr) {
+  OJson fn = OJson::object();
+  for (const char* k : {"name", "description", "parameters", "strict"}) {
+    if (const OJson* v = Field(tool, k)) fn[k] = *v;
+  }
+  arr->push_back({{"type", "function"}, {"function", fn}});
+}
+
+// Responses tools -> chat tools: function tools as they are; the functions of a namespace tool
+// flattened; a custom tool as a function of one string `input` (its grammar, if any, is shown to
+// the model in the description but not enforced); hosted tools left out. Then tool_choice (none |
+// auto | required | {type: function | custom, name} | {type: allowed_tools, mode, tools}) and
+// parallel_tool_calls.
+std::optional<ApiError> ConvertTools(const OJson& body, ChatTurn* t, ResponsesTools* kinds) {
+  OJson chat = OJson::object();
+  if (const OJson* tools = Field(body, "tools")) {
+    if (!tools->is_array()) return BadRequest("'tools' must be an array", "tools");
+    OJson arr = OJson::array();
+    for (size_t i = 0; i < tools->size(); ++i) {
+      const OJson& tool = (*tools)[i];
+      const std::string f = "tools[" + std::to_string(i) + "]";
+      const std::string type = TypeOf(tool);
+      if (type == "function") {
+        AddFunction(tool, &arr);
+      } else if (type == "namespace") {
+        const OJson* ns = Field(tool, "name");
+        const OJson* inner = Field(tool, "tools");
+        if (!ns || !ns->is_string() || !inner || !inner->is_array()) {
+          return BadRequest("'" + f + "' (a namespace) needs a string 'name' and 'tools'", f);
+        }
+        for (size_t k = 0; k < inner->size(); ++k) {
+          const OJson& fn = (*inner)[k];
+          const std::string ff = f + ".tools[" + std::to_string(k) + "]";
+          if (TypeOf(fn) != "function") {
+            return BadRequest("'" + ff + ".type' must be function", ff + ".type");
+          }
+          AddFunction(fn, &arr);
+          if (const OJson* n = Field(fn, "name"); n && n->is_string()) {
+            kinds->namespace_of[n->get<std::string>()] = *ns;
+          }
+        }
+      } else if (type == "custom") {
+        const OJson* name = Field(tool, "name");
+        if (!name || !name->is_string())
+          return BadRequest("'" + f + ".name' must be a string", f + ".name");
+        std::string desc = tool.value("description", OJson("")).is_string()
+                               ? tool.value("description", OJson("")).get<std::string>()
+                               : "";
+        const OJson* format = Field(tool, "format");
+        if (format && format->is_object() && (*format).value("definition", OJson()).is_string()) {
+          desc += "\n\nThe input follows this " + (*format).value("syntax", OJson("")).dump() +
+                  " grammar:\n" + (*format)["definition"].get<std::string>();
+        }
+        OJson fn = {
+            {"name", *name},
+            {"description", desc},
+            {"parameters",
+             {{"type", "object"},
+              {"properties",
+               {{"input", {{"type", "string"}, {"description", "The input, as free-form text."}}}}},
+              {"required", OJson::array({"input"})}}}};
+        arr.push_back({{"type", "function"}, {"function", fn}});
+        kinds->custom.insert(name->get<std::string>());
+      } else if (!IsHostedTool(type)) {
+        return BadRequest(
+            "'" + f + ".type' '" + type +
+                "' is not supported: tools are function, namespace and custom tools "
+                "(the client runs them; hosted tools such as web_search are left out)",
+            f + ".type");
+      }
+    }
+    if (!arr.empty()) chat["tools"] = arr;
+  }
+  if (const OJson* p = Field(body, "parallel_tool_calls")) chat["parallel_tool_calls"] = *p;
+  if (const OJson* tc = Field(body, "tool_choice")) {
+    const std::string type = TypeOf(*tc);
+    if (tc->is_string()) {
+      chat["tool_choice"] = *tc;
+    } else if (type == "function" || type == "custom") {
+      chat["tool_choice"] = {{"type", "function"},
+                             {"function", {{"name", tc->value("name", OJson())}}}};
+    } else if (IsHostedTool(type)) {
+      chat["tool_choice"] = "auto";  // a hosted tool is not offered: the model answers
+    } else if (type == "allowed_tools") {
+      // The listed tools only, with mode auto or required.
+      const OJson* allowed = Field(*tc, "tools");
+      const OJson* mode_j = Field(*tc, "mode");
+      const std::string mode = !mode_j               ? "auto"
+                               : mode_j->is_string() ? mode_j->get<std::string>()
+                                                     : "";
+      if (!allowed || !allowed->is_array() || (mode != "auto" && mode != "required")) {
+        return BadRequest(
+            "'tool_choice' allowed_tools needs 'tools' (an array) and mode auto or "
+            "required",
+            "tool_choice");
+      }
+      std::vector<std::string> names;
+      for (const OJson& a : *allowed) {
+        if (a.is_object() && a.contains("name") && a["name"].is_string())
+          names.push_back(a["name"]);
+      }
+      OJson kept = OJson::array();
+      for (const OJson& tool : chat.value("tools", OJson::array())) {
+        const OJson* name = Field(tool["function"], "name");
+        if (name && name->is_string() &&
+            std::find(names.begin(), names.end(), name->get<std::string>()) != names.end()) {
+          kept.push_back(tool);
+        }
+      }
+      if (kept.empty()) {
+        chat.erase("tools");
+      } else {
+        chat["tools"] = kept;
+      }
+      chat["tool_choice"] = mode;
+    } else {
+      return BadRequest(
+          "'tool_choice' must be none, auto, required, {\"type\": \"function\", "
+          "\"name\"} or {\"type\": \"allowed_tools\", ...}",
+          "tool_choice");
+    }
+  }
+  // A required choice with only hosted tools offered: nothing the model could call.
+  if (!chat.contains("tools") && chat.contains("tool_choice") && chat["tool_choice"] != "auto" &&
+      chat["tool_choice"] != "none") {
+    return BadRequest(
+        "'tool_choice' asks for a call, but no function tool is offered "
+        "(hosted tools are not available on this server)",
+        "tool_choice");
+  }
+  if (!chat.contains("tools")) chat.erase("tool_choice");
+  return CheckTools(chat, t);
+}
+
+// text.format: text | json_object | json_schema {name, schema, strict} -> response_format.
+std::optional<ApiError> ConvertTextFormat(const OJson& body, ChatTurn* t) {
+  const OJson* text = Field(body, "text");
+  if (!text) return std::nullopt;
+  if (!text->is_object()) return BadRequest("'text' must be an object", "text");
+  const OJson* f = Field(*text, "format");
+  if (!f) return std::nullopt;
+  const std::string type = TypeOf(*f);
+  if (type == "text") return std::nullopt;
+  if (type == "json_object") {
+    t->response_format = {{"type", "json_object"}};
+    return std::nullopt;
+  }
+  if (type == "json_schema") {
+    const OJson* schema = Field(*f, "schema");
+    if (!schema || !schema->is_object()) {
+      return BadRequest("'text.format.schema' (an object) is required", "text.format.schema");
+    }
+    t->response_format = {
+        {"type", "json_schema"},
+        {"json_schema", {{"name", f->value("name", "output")}, {"schema", *schema}}}};
+    return std::nullopt;
+  }
+  return BadRequest("'text.format.type' must be text, json_object or json_schema",
+                    "text.format.type");
+}
+
+}  // namespace
+
+std::optional<ApiError> ParseResponsesRequest(const ParseContext& ctx, const OJson& body,
+                                              ResponsesRequest* r) {
+  ChatTurn& t = r->turn;
+  const ServerDefaults& d = ctx.defaults;
+  if (auto e = CheckModel(body, d)) return e;
+  for (const char* k : {"background", "conversation", "prompt"}) {
+    const OJson* v = Field(body, k);
+    if (v && !(v->is_boolean() && !v->get<bool>())) {
+      return BadRequest(std::string("'") + k + "' is not supported by this server", k);
+    }
+  }
+  for (const char* k : {"stream", "store"}) {
+    const OJson* v = Field(body, k);
+    if (v && !v->is_boolean()) return BadRequest(std::string("'") + k + "' must be a boolean", k);
+  }
+  r->stream = Field(body, "stream") && body["stream"].get<bool>();
+  r->store = !Field(body, "store") || body["store"].get<bool>();
+  if (const OJson* inc = Field(body, "include")) {
+    if (!inc->is_array()) return BadRequest("'include' must be an array of strings", "include");
+    for (const OJson& x : *inc) r->encrypted_reasoning |= x == "reasoning.encrypted_content";
+  }
+  // Sampling: the chat fields parser, with the Responses API's names mapped.
+  OJson fields = OJson::object();
+  if (const OJson* m = Field(body, "max_output_tokens")) fields["max_tokens"] = *m;
+  for (const char* k : {"temperature", "top_p"}) {
+    if (const OJson* v = Field(body, k)) fields[k] = *v;
+  }
+  if (auto e = ParseGenerationFields(fields, d, true, &t.gen)) {
+    if (e->param == "max_tokens") {  // named as the client sent it
+      e->param = "max_output_tokens";
+      for (size_t at; (at = e->message.find("'max_tokens'")) != std::string::npos;) {
+        e->message.replace(at, 12, "'max_output_tokens'");
+      }
+    }
+    return e;
+  }
+  // The conversation: the previous response's, then instructions first, then this input.
+  OJson msgs = OJson::array();
+  if (const OJson* prev = Field(body, "previous_response_id")) {
+    if (!prev->is_string())
+      return BadRequest("'previous_response_id' must be a string", "previous_response_id");
+    r->previous_response_id = *prev;
+    std::optional<StoredResponse> p =
+        ctx.store ? ctx.store->Get(r->previous_response_id) : std::nullopt;
+    if (!p) {
+      ApiError e = NotFound("Previous response with id '" + r->previous_response_id +
+                            "' not found (never stored, deleted, or evicted from the bounded "
+                            "store).");
+      e.param = "previous_response_id";
+      return e;
+    }
+    msgs = p->messages;
+  }
+  const OJson* input = Field(body, "input");
+  if (!input && r->previous_response_id.empty()) return BadRequest("'input' is required", "input");
+  if (input) {
+    if (auto e = InputToMessages(ctx, *input, &msgs)) return e;
+    OJson items = input->is_string()
+                      ? OJson::array({{{"type", "message"},
+                                       {"role", "user"},
+                                       {"content", {{{"type", "input_text"}, {"text", *input}}}}}})
+                      : *input;
+    for (OJson& item : items) {
+      if (item.is_object() && !item.contains("id")) item["id"] = RandomId("msg_");
+    }
+    r->input_items = std::move(items);
+  }
+  r->history = msgs;
+  if (const OJson* ins = Field(body, "instructions")) {
+    if (!ins->is_string()) return BadRequest("'instructions' must be a string", "instructions");
+    r->instructions = *ins;
+    msgs.insert(msgs.begin(), OJson{{"role", "system"}, {"content", *ins}});
+  }
+  if (msgs.empty()) return BadRequest("'input' must not be empty", "input");
+  t.messages = MergeLeadingSystemMessages(std::move(msgs));
+  const Status st = ChatTemplate::ParseToolCallArguments(&t.messages, kMaxJsonDepth);
+  if (!st.ok()) return BadRequest(st.message(), "input");
+  if (auto e = ConvertTools(body, &t, &r->tools)) return e;
+  if (auto e = ConvertTextFormat(body, &t)) return e;
+  // reasoning.effort: none = off; otherwise on, with a budget; absent: the template's default.
+  OJson reasoning_echo = {{"effort", nullptr}, {"summary", nullptr}};
+  if (const OJson* rs = Field(body, "reasoning")) {
+    if (!rs->is_object()) return BadRequest("'reasoning' must be an object", "reasoning");
+    if (const OJson* eff = Field(*rs, "effort")) {
+      const std::string effort = eff->is_string() ? eff->get<std::string>() : "";
+      if (effort == "none") {
+        t.template_kwargs["enable_thinking"] = false;
+      } else if (auto b = EffortBudget(effort)) {
+        t.template_kwargs["enable_thinking"] = true;
+        t.reasoning_budget = *b;
+      } else {
+        return BadRequest("'reasoning.effort' must be none, minimal, low, medium, high or xhigh",
+                          "reasoning.effort");
+      }
+      reasoning_echo["effort"] = effort;
+    }
+    if (const OJson* s = Field(*rs, "summary")) reasoning_echo["summary"] = *s;
+  }
+  if (const OJson* kw = Field(body, "chat_template_kwargs")) {  // vLLM's extension, as in chat
+    if (!kw->is_object())
+      return BadRequest("'chat_template_kwargs' must be an object", "chat_template_kwargs");
+    for (auto it = kw->begin(); it != kw->end(); ++it) t.template_kwargs[it.key()] = it.value();
+  }
+  // What the Response object repeats back.
+  OJson& echo = r->echo;
+  echo["instructions"] = r->instructions;
+  echo["max_output_tokens"] =
+      Field(body, "max_output_tokens") ? body["max_output_tokens"] : OJson(nullptr);
+  echo["metadata"] = Field(body, "metadata") ? body["metadata"] : OJson::object();
+  echo["parallel_tool_calls"] = t.parallel_tool_calls;
+  echo["previous_response_id"] =
+      Field(body, "previous_response_id") ? body["previous_response_id"] : OJson(nullptr);
+  echo["reasoning"] = reasoning_echo;
+  echo["store"] = r->store;
+  echo["temperature"] = t.gen.sampling.temperature;
+  echo["text"] = Field(body, "text") ? body["text"] : OJson{{"format", {{"type", "text"}}}};
+  echo["tool_choice"] = Field(body, "tool_choice") ? body["tool_choice"] : OJson("auto");
+  echo["tools"] = Field(body, "tools") ? body["tools"] : OJson::array();
+  echo["top_p"] = t.gen.sampling.top_p;
+  echo["truncation"] = "disabled";
+  echo["user"] = Field(body, "user") ? body["user"] : OJson(nullptr);
+  return std::nullopt;
+}
+
+}  // namespace mimo
