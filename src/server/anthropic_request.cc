@@ -179,6 +179,12 @@ static std::optional<ApiError> ConvertMessages(const ParseContext& ctx, const OJ
     } else if (!only_results) {
       msgs.push_back({{"role", "user"}, {"content", text}});
     }
+    // Each tool_result block is a message of its own: bound what the blocks make, too.
+    if (msgs.size() > static_cast<size_t>(kMaxMessages) + 1) {
+      return BadRequest("'messages' make more than " + std::to_string(kMaxMessages) +
+                            " chat messages (each tool_result block is one)",
+                        "messages");
+    }
   }
   *out = MergeLeadingSystemMessages(std::move(msgs));
   return std::nullopt;
