@@ -334,7 +334,8 @@ asio::awaitable<void> HttpServer::Impl::Serve(tcp::socket sock) {
   // Writes all of `data` under the write deadline; false when the client is gone.
   auto write = [&](std::string_view data) -> asio::awaitable<bool> {
     stream.expires_after(Seconds(opts.write_timeout_s));
-    auto [ec, n] = co_await asio::async_write(stream, asio::buffer(data.data(), data.size()), kTuple);
+    auto [ec, n] =
+        co_await asio::async_write(stream, asio::buffer(data.data(), data.size()), kTuple);
     co_return !ec;
   };
 
@@ -360,8 +361,9 @@ asio::awaitable<void> HttpServer::Impl::Serve(tcp::socket sock) {
     {
       auto [ec, n] = co_await http::async_read_header(stream, buf, parser, kTuple);
       if (ec == http::error::header_limit) {
-        Error(req, 431, "the request headers are larger than " +
-                            std::to_string(opts.max_header_bytes) + " bytes",
+        Error(req, 431,
+              "the request headers are larger than " + std::to_string(opts.max_header_bytes) +
+                  " bytes",
               &res);
       } else if (ec == beast::error::timeout || ec == http::error::end_of_stream ||
                  ec == asio::error::eof || ec == asio::error::connection_reset) {
@@ -542,7 +544,8 @@ asio::awaitable<void> HttpServer::Impl::Serve(tcp::socket sock) {
             res.source->Cancel();  // the client closed the connection: free its requests now
             if (logger) {
               logger(req, 499,
-                     std::chrono::duration<double, std::milli>(Clock::now() - start).count(), record);
+                     std::chrono::duration<double, std::milli>(Clock::now() - start).count(),
+                     record);
             }
             co_return;
           }

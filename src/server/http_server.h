@@ -27,9 +27,9 @@ struct HttpOptions {
   std::string host = "127.0.0.1";
   int port = 8000;  // 0: any free port
   int io_threads = 2;
-  int worker_threads = 4;       // handlers that are not inline
-  int worker_queue = 64;        // requests waiting for a worker beyond those; more: 503
-  int max_connections = 1024;   // open connections; more are answered 503 and closed
+  int worker_threads = 4;              // handlers that are not inline
+  int worker_queue = 64;               // requests waiting for a worker beyond those; more: 503
+  int max_connections = 1024;          // open connections; more are answered 503 and closed
   size_t max_header_bytes = 16 << 10;  // request line + headers; more: 431
   int max_header_fields = 100;         // more: 431
   size_t max_body_bytes = size_t{64} << 20;  // fixed or chunked; more: 413
