@@ -104,7 +104,9 @@ int RunServe(int argc, char** argv) {
   sigaddset(&sigs, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
   std::atomic<int> signals{0};
-  std::atomic<bool> serving{false};  // loaded: a signal drains; before, it exits at once
+  // Loaded (or a tensor-parallel follower, which follows rank 0 until it stops them): a signal
+  // drains; before, it exits at once.
+  std::atomic<bool> serving{false};
   std::thread sig_thread([&] {
     for (;;) {
       int s = 0;
@@ -129,6 +131,7 @@ int RunServe(int argc, char** argv) {
     TensorParallelOptions tp;
     if (!TensorParallelOrReport("serve", &a, &tp)) return 1;
     if (!tp.comm->leader()) {
+      serving.store(true);
       EngineRuntime follower;
       MakeEngineOrReport("serve", a, true, 16, &follower);
       return 1;
