@@ -104,8 +104,7 @@ int RunServe(int argc, char** argv) {
   sigaddset(&sigs, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
   std::atomic<int> signals{0};
-  // Loaded (or a tensor-parallel follower, which follows rank 0 until it stops them): a signal
-  // drains; before, it exits at once.
+  // Loaded (or under tensor parallelism, below): a signal drains; before, it exits at once.
   std::atomic<bool> serving{false};
   std::thread sig_thread([&] {
     for (;;) {
@@ -128,10 +127,12 @@ int RunServe(int argc, char** argv) {
   // steps (LoadModelOrReport does not return on them). A signal to mpirun reaches every rank:
   // followers keep following until rank 0 has drained and stops them.
   if (a.GetInt("tensor-parallel-size", 1) > 1) {
+    // Every rank gets the signal (mpirun forwards it): they all load on and rank 0 drains and
+    // stops the followers once ready, rather than leaving a rank mid-collective.
+    serving.store(true);
     TensorParallelOptions tp;
     if (!TensorParallelOrReport("serve", &a, &tp)) return 1;
     if (!tp.comm->leader()) {
-      serving.store(true);
       EngineRuntime follower;
       MakeEngineOrReport("serve", a, true, 16, &follower);
       return 1;
