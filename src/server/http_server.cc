@@ -102,18 +102,8 @@ std::string HttpRequest::get_header_value(std::string_view name) const {
   return "";
 }
 
-bool HttpRequest::has_param(std::string_view name) const {
-  size_t pos = 0;
-  while (pos <= query.size()) {
-    const size_t amp = std::min(query.find('&', pos), query.size());
-    const std::string_view kv = std::string_view(query).substr(pos, amp - pos);
-    if (kv.substr(0, kv.find('=')) == name) return true;
-    pos = amp + 1;
-  }
-  return false;
-}
-
-std::string HttpRequest::get_param_value(std::string_view name) const {
+// The value of a query parameter ("" for "?name" or "?name="), or nullopt when absent.
+static std::optional<std::string> QueryParam(const std::string& query, std::string_view name) {
   size_t pos = 0;
   while (pos <= query.size()) {
     const size_t amp = std::min(query.find('&', pos), query.size());
@@ -122,7 +112,15 @@ std::string HttpRequest::get_param_value(std::string_view name) const {
     if (kv.substr(0, eq) == name) return eq == kv.npos ? "" : std::string(kv.substr(eq + 1));
     pos = amp + 1;
   }
-  return "";
+  return std::nullopt;
+}
+
+bool HttpRequest::has_param(std::string_view name) const {
+  return QueryParam(query, name).has_value();
+}
+
+std::string HttpRequest::get_param_value(std::string_view name) const {
+  return QueryParam(query, name).value_or("");
 }
 
 HttpServer::RequestRecord* HttpServer::CurrentRecord() { return t_record; }

@@ -76,7 +76,6 @@ class HttpServer {
   // Stops accepting and answering and joins the threads; idempotent, safe before Start.
   void Stop();
   int port() const { return port_; }
-  int open_connections() const { return connections_.load(); }
 
   // For the access log: set while a handler or a body source runs for a request on this
   // thread (null otherwise).

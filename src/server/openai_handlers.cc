@@ -89,6 +89,19 @@ struct ChatChoice {
 };
 
 // Shared by the event and tail writers of one response.
+// Answers a session from a handler's state (ChatState, CompletionState): its stream events and
+// tail when streamed, else its accumulated whole answer.
+template <typename State>
+void RespondWith(ApiServer& server, HttpResponse& res, std::shared_ptr<GenerationSession> session,
+                 bool stream, std::shared_ptr<State> st) {
+  StreamWriters w;
+  w.on_event = [st](const RequestOutput& ev) { return st->StreamEvent(ev); };
+  w.tail = [st] { return st->StreamTail(); };
+  server.Respond(
+      res, std::move(session), stream, std::move(w),
+      [st](const RequestOutput& ev) { st->Accumulate(ev); }, [st] { return st->Whole(); });
+}
+
 struct ChatState {
   std::string id;
   int64_t created = 0;
@@ -227,12 +240,7 @@ void ApiServer::HandleChat(const HttpRequest& req, HttpResponse& res) {
   auto session = std::make_shared<GenerationSession>(*model_.engine, *metrics_, turn.gen.n);
   const Status s = session->Submit(std::move(turn.gen), 0);
   if (!s.ok()) return SendError(res, FromStatus(s, "messages"), P);
-  StreamWriters w;
-  w.on_event = [st](const RequestOutput& ev) { return st->StreamEvent(ev); };
-  w.tail = [st] { return st->StreamTail(); };
-  Respond(
-      res, session, cr.stream, std::move(w), [st](const RequestOutput& ev) { st->Accumulate(ev); },
-      [st] { return st->Whole(); });
+  RespondWith(*this, res, std::move(session), cr.stream, st);
 }
 
 namespace {
@@ -428,12 +436,7 @@ void ApiServer::HandleCompletion(const HttpRequest& req, HttpResponse& res) {
       return SendError(res, e, P);  // the session cancels what was submitted
     }
   }
-  StreamWriters w;
-  w.on_event = [st](const RequestOutput& ev) { return st->StreamEvent(ev); };
-  w.tail = [st] { return st->StreamTail(); };
-  Respond(
-      res, session, cr.stream, std::move(w), [st](const RequestOutput& ev) { st->Accumulate(ev); },
-      [st] { return st->Whole(); });
+  RespondWith(*this, res, std::move(session), cr.stream, st);
 }
 
 }  // namespace mimo
