@@ -357,13 +357,20 @@ bool Engine::SampleAndEmit(Request* r, const float* logits) {
 // are appended. KV written for rejected drafts is rolled back first, so their slots are never
 // published to the prefix cache under the accepted tokens' ids.
 bool Engine::VerifyAndEmit(Request* r, const float* logits, int num_draft) {
-  std::vector<SampledToken> toks = spec_->Verify(*r, logits, vocab_size_, eos_ids_, sampler_);
-  // The accepted drafts: the matching prefix (a rejection is replaced by a different token; a
-  // grammar may end on an accepted draft, then no token follows).
-  int accepted = 0;
-  while (accepted < num_draft && accepted < static_cast<int>(toks.size()) &&
-         toks[accepted].id == r->draft[accepted]) {
-    ++accepted;
+  VerifyResult v = spec_->Verify(*r, logits, vocab_size_, eos_ids_, sampler_);
+  const int accepted = v.num_accepted;
+  // The verifier's contract: the accepted drafts come first, unchanged, and at most one token
+  // follows them. Anything else would corrupt the sequence's KV bookkeeping.
+  bool valid = accepted >= 0 && accepted <= num_draft &&
+               static_cast<int>(v.tokens.size()) >= accepted &&
+               static_cast<int>(v.tokens.size()) <= accepted + 1 && !v.tokens.empty();
+  for (int i = 0; valid && i < accepted; ++i) valid = v.tokens[i].id == r->draft[i];
+  if (!valid) {
+    Abort(r, FinishReason::kError,
+          StrFormat("internal error: draft verification returned %d tokens with %d of %d drafts "
+                    "accepted",
+                    static_cast<int>(v.tokens.size()), accepted, num_draft));
+    return true;
   }
   ++local_stats_.spec_num_drafts;
   local_stats_.spec_num_draft_tokens += num_draft;
@@ -376,7 +383,7 @@ bool Engine::VerifyAndEmit(Request* r, const float* logits, int num_draft) {
   r->num_computed = r->num_tokens() + accepted;  // x_N and the accepted drafts
   const Status st = kv_->Rewind(r->seq_id, r->num_computed);
   MIMO_CHECK(st.ok(), "%s", st.message().c_str());
-  return EmitTokens(r, std::move(toks));
+  return EmitTokens(r, std::move(v.tokens));
 }
 
 void Engine::Propose(const std::vector<Request*>& reqs) {
@@ -403,6 +410,19 @@ bool Engine::Step() {
                     r->num_tokens(), static_cast<long long>(kv_->memory_plan().tokens_that_fit)));
   }
   if (plan.empty()) {
+    const bool progress = inputs || !plan.unschedulable.empty() || !plan.preempted.empty();
+    if (!progress && scheduler_->has_work()) {
+      // Requests are queued or running, nothing new arrived, and none could be given a token to
+      // compute: no later step would differ from this one. End them with an error rather than
+      // spin (RunUntilIdle and the serving loop would never return).
+      const std::string why = StrFormat(
+          "internal error: the engine cannot advance the %d running and %d waiting requests",
+          scheduler_->num_running(), scheduler_->num_waiting());
+      std::fprintf(stderr, "mimo engine: %s\n", why.c_str());
+      AbortAll(FinishReason::kError, why);
+      PublishAndFlush();
+      return true;
+    }
     PublishAndFlush();
     return inputs || !plan.unschedulable.empty();
   }
@@ -441,7 +461,15 @@ bool Engine::Step() {
     Request* r = scheduler_->Find(c.seq_id);
     const float* rows = logits_.data() + k * vocab_size_;
     k += 1 + c.num_draft;
-    const bool done = c.num_draft > 0 ? VerifyAndEmit(r, rows, c.num_draft) : SampleAndEmit(r, rows);
+    bool done = c.num_draft > 0 ? VerifyAndEmit(r, rows, c.num_draft) : SampleAndEmit(r, rows);
+    if (!done && r->num_computed != r->num_tokens() - 1) {
+      // A continuing request computes its newest token next step; any other count means the
+      // step's bookkeeping went wrong, and the request could never be scheduled again.
+      Abort(r, FinishReason::kError,
+            StrFormat("internal error: after a step %d of %d tokens are computed (expected %d)",
+                      r->num_computed, r->num_tokens(), r->num_tokens() - 1));
+      done = true;
+    }
     if (done) {
       if (spec_) spec_->Release(c.seq_id);
     } else if (spec_) {

@@ -18,6 +18,15 @@ namespace mimo {
 class PagedKvAttention;
 struct SchedulePlan;
 
+// What verification decided: the tokens to append (the accepted drafts, then the target's token
+// at the first rejection or the bonus token; none after a grammar that ended on a draft) and how
+// many of them are accepted drafts. The engine takes the count from here, never by comparing ids
+// (a rejected draft may be replaced by a token with the same id on a fallback path).
+struct VerifyResult {
+  std::vector<SampledToken> tokens;
+  int num_accepted = 0;
+};
+
 class Speculator {
  public:
   virtual ~Speculator() = default;
@@ -38,12 +47,11 @@ class Speculator {
   // distribution of the token after draft i - 1, processed as the engine samples: penalties over
   // r's history plus the tokens accepted before it, min_tokens masking of eos_ids). Returns the
   // tokens to append: the accepted drafts and one more (the target's own token at the first
-  // rejection, or the bonus token), each with raw logprobs when asked. Greedy: exact match with
-  // the target's argmax. Sampling: rejection sampling with the draft probabilities, so the
-  // output distribution is exactly the target's.
-  virtual std::vector<SampledToken> Verify(Request& r, const float* logits, int64_t vocab,
-                                           const std::vector<int32_t>& eos_ids,
-                                           Sampler& sampler) = 0;
+  // rejection, or the bonus token), each with raw logprobs when asked, and the accepted count.
+  // Greedy: exact match with the target's argmax. Sampling: rejection sampling with the draft
+  // probabilities, so the output distribution is exactly the target's.
+  virtual VerifyResult Verify(Request& r, const float* logits, int64_t vocab,
+                              const std::vector<int32_t>& eos_ids, Sampler& sampler) = 0;
   // Proposes drafts (r->draft, and r->draft_probs when sampling) for requests that continue;
   // max_drafts[i] bounds request i's (remaining max_tokens / context).
   virtual void Propose(ExecContext& ctx, std::span<Request* const> reqs,

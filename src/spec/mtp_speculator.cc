@@ -110,9 +110,8 @@ void MtpSpeculator::ObserveStep(const SchedulePlan& plan, const float* hidden,
   }
 }
 
-std::vector<SampledToken> MtpSpeculator::Verify(Request& r, const float* logits, int64_t vocab,
-                                                 const std::vector<int32_t>& eos_ids,
-                                                 Sampler& sampler) {
+VerifyResult MtpSpeculator::Verify(Request& r, const float* logits, int64_t vocab,
+                                   const std::vector<int32_t>& eos_ids, Sampler& sampler) {
   return VerifyDrafts(r, logits, vocab, eos_ids, sampler);
 }
 

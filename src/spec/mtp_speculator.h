@@ -45,8 +45,8 @@ class MtpSpeculator final : public Speculator {
   Status Attach(PagedKvAttention& kv, int block_size) override;
   void ObserveStep(const SchedulePlan& plan, const float* hidden,
                    std::span<Request* const> chunk_requests) override;
-  std::vector<SampledToken> Verify(Request& r, const float* logits, int64_t vocab,
-                                   const std::vector<int32_t>& eos_ids, Sampler& sampler) override;
+  VerifyResult Verify(Request& r, const float* logits, int64_t vocab,
+                      const std::vector<int32_t>& eos_ids, Sampler& sampler) override;
   void Propose(ExecContext& ctx, std::span<Request* const> reqs,
                std::span<const int> max_drafts) override;
   void Release(int seq_id) override;

@@ -43,8 +43,8 @@ int32_t SampleResidual(const std::vector<TokenProb>& p, const std::vector<TokenP
   return Draw(res, u * total);
 }
 
-std::vector<SampledToken> VerifyDrafts(Request& r, const float* logits, int64_t vocab,
-                                       const std::vector<int32_t>& eos_ids, Sampler& sampler) {
+VerifyResult VerifyDrafts(Request& r, const float* logits, int64_t vocab,
+                          const std::vector<int32_t>& eos_ids, Sampler& sampler) {
   const GenerationRequest& g = *r.spec;
   const SamplingParams& sp = g.sampling;
   const int k = static_cast<int>(r.draft.size());
@@ -53,7 +53,8 @@ std::vector<SampledToken> VerifyDrafts(Request& r, const float* logits, int64_t 
                          sp.repetition_penalty != 1.0f;
   std::vector<float> work(vocab);  // [vocab] one processed row
   std::vector<uint32_t> allowed;   // [ceil(vocab / 32)] the constraint's mask
-  std::vector<SampledToken> out;
+  VerifyResult res;
+  std::vector<SampledToken>& out = res.tokens;
   for (int i = 0; i <= k; ++i) {
     const float* row = logits + static_cast<int64_t>(i) * vocab;
     work.assign(row, row + vocab);
@@ -93,10 +94,12 @@ std::vector<SampledToken> VerifyDrafts(Request& r, const float* logits, int64_t 
     if (sp.logprobs >= 0) Sampler::RawLogprobs(row, vocab, t.id, sp.logprobs, &t);
     if (r.constraint) r.constraint->Accept(t.id);
     out.push_back(std::move(t));
-    if (!accepted || (r.constraint && r.constraint->IsTerminated())) break;
+    if (!accepted) break;
+    ++res.num_accepted;
+    if (r.constraint && r.constraint->IsTerminated()) break;
     if (penalties) ++counts[out.back().id];
   }
-  return out;
+  return res;
 }
 
 }  // namespace mimo

@@ -12,14 +12,15 @@
 
 #include "engine/request.h"
 #include "engine/sampler.h"
+#include "engine/speculator.h"
 
 namespace mimo {
 
 // r.draft [K] (and r.draft_probs [K] when sampling) against logits [K + 1, vocab]. Each row is
 // processed as the engine processes a row before sampling (penalties over r's history plus the
 // tokens accepted before it, min_tokens masking of eos_ids), using r.rng for the draws.
-std::vector<SampledToken> VerifyDrafts(Request& r, const float* logits, int64_t vocab,
-                                       const std::vector<int32_t>& eos_ids, Sampler& sampler);
+VerifyResult VerifyDrafts(Request& r, const float* logits, int64_t vocab,
+                          const std::vector<int32_t>& eos_ids, Sampler& sampler);
 
 // One draw from residual(p, q) ∝ max(0, p - q); from p when p <= q everywhere.
 int32_t SampleResidual(const std::vector<TokenProb>& p, const std::vector<TokenProb>& q,

@@ -2,13 +2,17 @@
 // speculative sampling outputs exactly the target distribution (drafts from a different
 // distribution, on a subset of the vocabulary). The bound is chosen so that it fails for a wrong
 // correction (resampling the target instead of the residual after a rejection): the test runs
-// that wrong rule too and requires it to be rejected.
+// that wrong rule too and requires it to be rejected. At draft positions >= 1 the row is the
+// distribution after the accepted drafts: penalties count them (worked out here from the
+// penalties' definitions), and each position is checked with its own draft distribution.
 #include "spec/verify.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <memory>
+#include <set>
 
 #include "core/max_error.h"
 
@@ -36,19 +40,47 @@ TEST(VerifyDrafts, GreedyAcceptsTheMatchingPrefixPlusOne) {
   Sampler s;
   auto r = MakeRequest(0.0f, 0);
   r->draft = {3, 1, 0};
-  std::vector<SampledToken> out = VerifyDrafts(*r, rows.data(), kVocab, {}, s);
-  ASSERT_EQ(out.size(), 3u);
-  EXPECT_EQ(out[0].id, 3);
-  EXPECT_EQ(out[1].id, 1);
-  EXPECT_EQ(out[2].id, 4);  // the target's token replaces the rejected draft
-  r->draft = {3, 1, 4};     // all accepted: plus the bonus
-  out = VerifyDrafts(*r, rows.data(), kVocab, {}, s);
-  ASSERT_EQ(out.size(), 4u);
-  EXPECT_EQ(out[3].id, 2);
+  VerifyResult v = VerifyDrafts(*r, rows.data(), kVocab, {}, s);
+  ASSERT_EQ(v.tokens.size(), 3u);
+  EXPECT_EQ(v.num_accepted, 2);
+  EXPECT_EQ(v.tokens[0].id, 3);
+  EXPECT_EQ(v.tokens[1].id, 1);
+  EXPECT_EQ(v.tokens[2].id, 4);  // the target's token replaces the rejected draft
+  r->draft = {3, 1, 4};          // all accepted: plus the bonus
+  v = VerifyDrafts(*r, rows.data(), kVocab, {}, s);
+  ASSERT_EQ(v.tokens.size(), 4u);
+  EXPECT_EQ(v.num_accepted, 3);
+  EXPECT_EQ(v.tokens[3].id, 2);
   r->draft = {5, 1, 4};  // first rejected
-  out = VerifyDrafts(*r, rows.data(), kVocab, {}, s);
-  ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].id, 3);
+  v = VerifyDrafts(*r, rows.data(), kVocab, {}, s);
+  ASSERT_EQ(v.tokens.size(), 1u);
+  EXPECT_EQ(v.num_accepted, 0);
+  EXPECT_EQ(v.tokens[0].id, 3);
+}
+
+// Greedy rows after an accepted draft are penalised by it: row 1's raw argmax is token 2, the
+// first draft; a frequency penalty on it makes token 4 the target's choice there.
+TEST(VerifyDrafts, GreedyRowsCountTheAcceptedDraftsInPenalties) {
+  std::vector<float> rows(3 * kVocab, 0.0f);
+  rows[0 * kVocab + 2] = 5.0f;
+  rows[1 * kVocab + 2] = 3.0f;
+  rows[1 * kVocab + 4] = 2.5f;
+  rows[2 * kVocab + 1] = 1.0f;
+  Sampler s;
+  auto r = MakeRequest(0.0f, 0);
+  auto g = std::make_shared<GenerationRequest>(*r->spec);
+  g->sampling.frequency_penalty = 1.0f;
+  r->spec = g;
+  r->draft = {2, 2};
+  VerifyResult v = VerifyDrafts(*r, rows.data(), kVocab, {}, s);
+  ASSERT_EQ(v.tokens.size(), 2u);
+  EXPECT_EQ(v.num_accepted, 1);
+  EXPECT_EQ(v.tokens[1].id, 4);  // 3 - 1 < 2.5
+  r->draft = {2, 4};             // both accepted; the bonus row sees 2 and 4 penalised
+  v = VerifyDrafts(*r, rows.data(), kVocab, {}, s);
+  ASSERT_EQ(v.tokens.size(), 3u);
+  EXPECT_EQ(v.num_accepted, 2);
+  EXPECT_EQ(v.tokens[2].id, 1);
 }
 
 // Frequency of the first output token over n verifications with one draft d ~ q.
@@ -75,7 +107,7 @@ std::vector<double> FirstTokenFrequencies(const std::vector<float>& target_logit
     r->draft_probs = {q};
     int32_t first;
     if (!wrong) {
-      first = VerifyDrafts(*r, rows.data(), kVocab, {}, s)[0].id;
+      first = VerifyDrafts(*r, rows.data(), kVocab, {}, s).tokens[0].id;
     } else {
       // The classic mistake: on rejection, draw from p itself instead of the residual.
       double pd = 0, qd = 0;
@@ -116,6 +148,103 @@ TEST(VerifyDrafts, SpeculativeSamplingOutputsTheTargetDistribution) {
   const double z_wrong = max_z(FirstTokenFrequencies(target, q, n, true));
   EXPECT_LT(z_right, 5.0);
   EXPECT_GT(z_wrong, 5.0) << "the bound cannot tell a wrong correction apart";
+}
+
+// softmax(l) at temperature 1, after the penalties of vLLM's definitions for a request whose
+// prompt holds `prompt` and whose output holds each `output` id `count` times: repetition
+// (divide a positive logit, multiply a negative one, once per distinct id of prompt or output),
+// then frequency (x count) and presence (once) on output ids.
+std::vector<double> PenalisedSoftmax(std::vector<float> l, const std::vector<int32_t>& prompt,
+                                     const std::map<int32_t, int>& output, float rep, float freq,
+                                     float pres) {
+  std::set<int32_t> seen(prompt.begin(), prompt.end());
+  for (const auto& [id, n] : output) seen.insert(id);
+  for (int32_t id : seen) l[id] = l[id] > 0 ? l[id] / rep : l[id] * rep;
+  for (const auto& [id, n] : output) l[id] -= freq * n + pres;
+  std::vector<double> p(l.size());
+  double z = 0;
+  for (size_t i = 0; i < l.size(); ++i) z += p[i] = std::exp(static_cast<double>(l[i]));
+  for (double& x : p) x /= z;
+  return p;
+}
+
+// Two drafts: the first always token 0 (q0 a point mass), the second drawn from q1, a
+// distribution far from the target's. Given the first draft accepted, the second output token
+// (accepted draft or correction) and, given both accepted, the bonus token follow the target's
+// rows 1 and 2 after penalising the accepted tokens. Wrong: the second position verified with
+// q0 (the first draft's probabilities), or penalties that ignore the accepted drafts.
+TEST(VerifyDrafts, LaterPositionsFollowThePenalisedTargetGivenTheAcceptedDrafts) {
+  const std::vector<float> l0 = {2.5f, 0.0f, 0.3f, -0.5f, 0.1f, -1.0f};
+  const std::vector<float> l1 = {1.2f, 0.4f, -0.2f, 0.9f, 0.0f, 0.6f};
+  const std::vector<float> l2 = {0.8f, 0.5f, 1.0f, -0.4f, 0.2f, 0.0f};
+  const std::vector<TokenProb> q0 = {{0, 1.0}};
+  const std::vector<TokenProb> q1 = {{0, 0.45}, {3, 0.05}, {4, 0.5}};
+  const float rep = 1.3f, freq = 0.7f, pres = 0.4f;
+  const std::vector<int32_t> prompt = {1, 2};
+  std::vector<float> rows;
+  for (const auto* l : {&l0, &l1, &l2}) rows.insert(rows.end(), l->begin(), l->end());
+  Sampler s;
+  auto r = MakeRequest(1.0f, 777);
+  auto g = std::make_shared<GenerationRequest>(*r->spec);
+  g->sampling.repetition_penalty = rep;
+  g->sampling.frequency_penalty = freq;
+  g->sampling.presence_penalty = pres;
+  r->spec = g;
+  r->prompt_unique = prompt;
+  SamplerRng draw(99);
+  const int n = 200000;
+  std::vector<double> second(kVocab, 0.0), bonus(kVocab, 0.0);
+  std::map<int32_t, std::vector<double>> bonus_by_second;
+  int n_second = 0;
+  std::map<int32_t, int> n_bonus;
+  for (int it = 0; it < n; ++it) {
+    double u = draw.Uniform(), c = 0.0;
+    int32_t d1 = q1.back().id;
+    for (const TokenProb& e : q1) {
+      c += e.p;
+      if (u < c) {
+        d1 = e.id;
+        break;
+      }
+    }
+    r->draft = {0, d1};
+    r->draft_probs = {q0, q1};
+    const VerifyResult v = VerifyDrafts(*r, rows.data(), kVocab, {}, s);
+    ASSERT_EQ(v.tokens.size(), static_cast<size_t>(v.num_accepted) + 1);
+    if (v.num_accepted == 0) continue;
+    second[v.tokens[1].id] += 1;
+    ++n_second;
+    if (v.num_accepted == 2) {
+      auto& b = bonus_by_second[d1];
+      b.resize(kVocab);
+      b[v.tokens[2].id] += 1;
+      ++n_bonus[d1];
+    }
+  }
+  auto max_z = [](const std::vector<double>& counts, int total, const std::vector<double>& p) {
+    test::MaxError z;
+    for (int i = 0; i < kVocab; ++i) {
+      const double f = counts[i] / total, sd = std::sqrt(p[i] * (1 - p[i]) / total);
+      z.Add(std::abs(f - p[i]) / sd, i);
+    }
+    return z.max;
+  };
+  const double p0 = PenalisedSoftmax(l0, prompt, {}, rep, freq, pres)[0];
+  EXPECT_NEAR(static_cast<double>(n_second) / n, p0, 5 * std::sqrt(p0 * (1 - p0) / n));
+  const std::vector<double> p1 = PenalisedSoftmax(l1, prompt, {{0, 1}}, rep, freq, pres);
+  const std::vector<double> p1_unpenalised = PenalisedSoftmax(l1, prompt, {}, rep, freq, pres);
+  EXPECT_LT(max_z(second, n_second, p1), 5.0);
+  EXPECT_GT(max_z(second, n_second, p1_unpenalised), 5.0) << "the bound cannot see the penalty";
+  // The bonus after drafts 0 then 4 (0 then 0 is checked too: two counts of token 0).
+  for (int32_t d1 : {4, 0}) {
+    ASSERT_GT(n_bonus[d1], 10000) << d1;
+    std::map<int32_t, int> out = {{0, 1}};
+    ++out[d1];
+    EXPECT_LT(
+        max_z(bonus_by_second[d1], n_bonus[d1], PenalisedSoftmax(l2, prompt, out, rep, freq, pres)),
+        5.0)
+        << "bonus after 0, " << d1;
+  }
 }
 
 TEST(VerifyDrafts, ResidualIsTheNormalisedPositivePart) {
