@@ -9,10 +9,10 @@
 
 #include <chrono>
 #include <fstream>
+#include <functional>
 #include <map>
-#include <thread>
-
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "engine/request_stream.h"
 #include "spec/mtp_speculator.h"
@@ -66,9 +66,9 @@ std::vector<int32_t> Chat(const std::string& system, const std::string& user) {
   return Load().tok->Encode(text);
 }
 
-// 16 prompts: short and long (past the 64-key window and past a 32-token chunk), several
-// sharing a long system prompt (prefix-cache hits across requests).
-std::vector<GenerationRequest> MixedRequests(int max_tokens) {
+// Prompt i of the mixed set: short and long (past the 64-key window and past a 32-token chunk),
+// two in three sharing a long system prompt (prefix-cache hits across requests).
+std::vector<int32_t> MixedPrompt(int i) {
   const std::string shared =
       "You are MiMo, a helpful assistant. Notes: Venlo lives in Gostead and works as a baker. "
       "Pelden lives in Marrow and works as a painter. Answer briefly and exactly.";
@@ -76,11 +76,16 @@ std::vector<GenerationRequest> MixedRequests(int max_tokens) {
                              "What is Pelden's job?",  "What is 3 + 9?",
                              "Where does Pelden live?", "What is 40 + 1?",
                              "Spell the word garden.", "What is 12 + 19?"};
+  const std::string q = questions[i % 8];
+  return i % 3 == 0 ? Chat(shared, q) : i % 3 == 1 ? Chat("", q) : Chat(shared + " " + shared, q);
+}
+
+// 16 greedy requests over the mixed prompts.
+std::vector<GenerationRequest> MixedRequests(int max_tokens) {
   std::vector<GenerationRequest> out;
   for (int i = 0; i < 16; ++i) {
     GenerationRequest g;
-    const std::string q = questions[i % 8];
-    g.prompt_ids = i % 3 == 0 ? Chat(shared, q) : i % 3 == 1 ? Chat("", q) : Chat(shared + " " + shared, q);
+    g.prompt_ids = MixedPrompt(i);
     g.sampling.temperature = 0.0f;
     g.stop.max_tokens = max_tokens + (i % 4);
     out.push_back(std::move(g));
@@ -244,6 +249,48 @@ TEST(Engine, SeedsReproduceAloneAndInABatch) {
   EXPECT_NE(RunAll(*e, {reqs[0]})[0].ids, together[0]);
 }
 
+// Every row of a batch is sampled with its own parameters: eight requests that differ in every
+// sampling field (temperature, top_p, top_k, min_p, the three penalties, logit bias, seed) give,
+// batched, exactly what each gives alone.
+TEST(Engine, DistinctSamplingParametersPerRowEqualEachRequestAlone) {
+  std::vector<GenerationRequest> reqs = MixedRequests(14);
+  reqs.resize(8);
+  const int32_t the = Load().tok->Encode(" the")[0];
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    SamplingParams& sp = reqs[i].sampling;
+    sp.temperature = i == 0 ? 0.0f : 0.3f + 0.2f * static_cast<float>(i);
+    sp.top_p = i % 2 ? 0.8f + 0.02f * static_cast<float>(i) : 1.0f;
+    sp.top_k = i % 3 == 1 ? 5 + static_cast<int>(i) : 0;
+    sp.min_p = i % 4 == 2 ? 0.05f : 0.0f;
+    sp.frequency_penalty = i % 3 == 0 ? 0.25f * static_cast<float>(i) : 0.0f;
+    sp.presence_penalty = i % 3 == 2 ? 0.5f : 0.0f;
+    sp.repetition_penalty = i == 5 ? 1.3f : 1.0f;
+    if (i == 6) sp.logit_bias = {{the, 3.0f}};
+    sp.seed = 9000 + 17 * i;
+    sp.logprobs = 1;
+    reqs[i].stop.max_tokens = 20;
+    reqs[i].stop.ignore_eos = true;
+  }
+  auto batch = MakeEngine(16, 64);
+  const std::vector<Result> together = RunAll(*batch, reqs);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    auto e = MakeEngine(1, 4096);
+    const Result alone = RunAll(*e, {reqs[i]})[0];
+    EXPECT_EQ(together[i].ids, alone.ids) << "request " << i;
+    EXPECT_EQ(together[i].logprobs, alone.logprobs) << "request " << i;
+  }
+  // Each row's parameters matter: a row run with the next row's parameters gives another output,
+  // so a batch that sampled a row with its neighbour's parameters would be seen above.
+  int differ = 0;
+  for (size_t i = 0; i + 1 < reqs.size(); ++i) {
+    GenerationRequest swapped = reqs[i];
+    swapped.sampling = reqs[i + 1].sampling;
+    auto e = MakeEngine(1, 4096);
+    differ += RunAll(*e, {swapped})[0].ids != together[i].ids;
+  }
+  EXPECT_GE(differ, 6);
+}
+
 TEST(Engine, NSamplesShareThePromptBlocksAndFollowSeedPlusIndex) {
   GenerationRequest g = MixedRequests(1)[2];  // a long prompt
   ASSERT_GT(g.prompt_ids.size(), 64u);
@@ -379,6 +426,274 @@ TEST(EngineSpec, GreedyOutputsAreIdenticalWithMtp) {
   auto e = MakeEngine(16, 64, DType::kF32, 0, 16, Mtp(3, true));
   const std::vector<Result> got = RunAll(*e, reqs);
   for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(got[i].ids, want[i].ids) << "chained " << i;
+}
+
+// The request options speculative decoding must honour on every verify row, over the mixed
+// prompts: penalties (which must count the drafts accepted before a row), logit bias, min_tokens
+// (eos masked on the rows before it), stop strings and stop token ids cutting inside a verified
+// run, and all of them together, each over a frequency, presence or repetition penalty; 48 of the
+// 64 rows run 48 tokens past eos (a trained model repeats itself there, inside draft runs).
+// `sampled`: temperature 0.8 and a seed per request (else greedy). Any speculator must give
+// greedy outputs identical to plain decoding's on all of them (the DFlash drafter reuses it).
+std::vector<GenerationRequest> OptionMatrix(bool sampled) {
+  Nano& n = Load();
+  const int32_t the = n.tok->Encode(" the")[0];
+  const int32_t period = n.tok->Encode(".")[0];
+  std::vector<GenerationRequest> reqs;
+  for (int row = 0; row < 64; ++row) {
+    GenerationRequest g;
+    g.prompt_ids = MixedPrompt(row);
+    SamplingParams& sp = g.sampling;
+    sp.temperature = sampled ? 0.8f : 0.0f;
+    if (sampled) sp.seed = 300 + row;
+    sp.logprobs = 0;
+    // Strong penalties (a trained model's argmax moves only under a large one): frequency,
+    // presence or repetition by row.
+    switch (row % 3) {
+      case 0:
+        sp.frequency_penalty = 1.5f;
+        break;
+      case 1:
+        sp.presence_penalty = 2.0f;
+        break;
+      default:
+        sp.repetition_penalty = 2.0f + 0.25f * static_cast<float>(row / 16);
+        break;
+    }
+    if (row < 48) {
+      // 48 tokens past eos: the rows that would show a verify row not counting the drafts
+      // accepted before it repeat a token inside one verified run (about 1 in 10). Some add a
+      // logit bias or min_tokens (neither ends a run early).
+      g.stop.max_tokens = 48;
+      g.stop.ignore_eos = true;
+      if (row % 5 == 1) sp.logit_bias = {{the, 2.0f}, {period, -100.0f}};
+      if (row % 5 == 3) {
+        g.stop.min_tokens = 12;
+        g.stop.ignore_eos = false;
+      }
+    } else {
+      // Stops cutting inside verified runs, and everything together.
+      g.stop.max_tokens = 32;
+      switch (row % 4) {
+        case 0:
+          g.stop.stop = {" in ", "."};
+          break;
+        case 1:
+          g.stop.stop_token_ids = {period};
+          break;
+        case 2:
+          g.stop.min_tokens = 16;
+          break;
+        default:
+          sp.logit_bias = {{the, 1.5f}};
+          g.stop.min_tokens = 4;
+          g.stop.stop = {" is "};
+          break;
+      }
+    }
+    reqs.push_back(std::move(g));
+  }
+  return reqs;
+}
+
+// Speculative decoding (MTP at depth 1 and 3) equals plain decoding on the option matrix, greedy:
+// tokens, logprobs, text and finish reasons, batched and alone. Seeded sampling draws differently
+// with drafts (the distribution, not the draws, is what speculative sampling keeps: tests/spec/
+// verify_test.cc checks it at every draft position under penalties), so sampled rows must be
+// reproducible: each row alone equals its draws in the batch.
+TEST(EngineSpec, OptionMatrixGreedyEqualsPlainAndSampledReproduces) {
+  const std::vector<GenerationRequest> greedy = OptionMatrix(false);
+  auto plain = MakeEngine(16, 64);
+  const std::vector<Result> want = RunAll(*plain, greedy);
+  int differ_from_free = 0;  // rows whose options changed the output (else the test is vacuous)
+  {
+    std::vector<GenerationRequest> free = greedy;
+    for (GenerationRequest& g : free) {
+      g.sampling = SamplingParams{};
+      g.sampling.temperature = 0.0f;
+      g.sampling.logprobs = 0;
+      g.stop.min_tokens = 0;
+      g.stop.stop.clear();
+      g.stop.stop_token_ids.clear();
+    }
+    auto e = MakeEngine(16, 64);
+    const std::vector<Result> got = RunAll(*e, free);
+    for (size_t i = 0; i < free.size(); ++i) differ_from_free += got[i].ids != want[i].ids;
+  }
+  std::printf("options changed %d of %zu greedy outputs\n", differ_from_free, greedy.size());
+  EXPECT_GE(differ_from_free, static_cast<int>(greedy.size()) / 2);
+  for (int k : {1, 3}) {
+    auto e = MakeEngine(16, 64, DType::kF32, 0, 16, Mtp(k));
+    const std::vector<Result> got = RunAll(*e, greedy);
+    for (size_t i = 0; i < greedy.size(); ++i) {
+      EXPECT_EQ(got[i].ids, want[i].ids) << "row " << i << " k " << k;
+      EXPECT_EQ(got[i].logprobs, want[i].logprobs) << "row " << i << " k " << k;
+      EXPECT_EQ(got[i].text, want[i].text) << "row " << i << " k " << k;
+      EXPECT_EQ(got[i].last.finish_reason, want[i].last.finish_reason) << "row " << i;
+      EXPECT_EQ(got[i].last.stop_reason, want[i].last.stop_reason) << "row " << i;
+    }
+    const EngineStats st = e->Stats();
+    EXPECT_GT(st.spec_num_accepted_tokens, st.spec_num_drafts / 2) << "k " << k;
+    EXPECT_EQ(st.kv_free_blocks_per_group, st.kv_total_blocks_per_group);
+  }
+  for (size_t i : {0u, 1u, 3u, 51u}) {  // alone: penalties, bias, min_tokens, everything
+    auto e = MakeEngine(1, 512, DType::kF32, 0, 16, Mtp(3));
+    EXPECT_EQ(RunAll(*e, {greedy[i]})[0].ids, want[i].ids) << "row " << i << " alone";
+  }
+  const std::vector<GenerationRequest> sampled = OptionMatrix(true);
+  auto s1 = MakeEngine(16, 64, DType::kF32, 0, 16, Mtp(3));
+  const std::vector<Result> first = RunAll(*s1, sampled);
+  for (size_t i : {0u, 2u, 51u}) {
+    auto e = MakeEngine(1, 512, DType::kF32, 0, 16, Mtp(3));
+    EXPECT_EQ(RunAll(*e, {sampled[i]})[0].ids, first[i].ids) << "sampled row " << i << " alone";
+  }
+}
+
+// Forwards to a speculator and keeps every proposal: the request's tokens at that moment, its
+// drafts and (sampling) their distributions. Optional hooks tamper with a verification's result
+// or a request after a proposal (a speculator with a bug).
+class RecordingSpeculator final : public Speculator {
+ public:
+  struct Proposal {
+    std::vector<int32_t> tokens;  // prompt + output when the drafts were proposed
+    std::vector<int32_t> draft;
+    std::vector<std::vector<TokenProb>> probs;
+  };
+  explicit RecordingSpeculator(std::shared_ptr<Speculator> inner) : inner_(std::move(inner)) {}
+  int num_speculative_tokens() const override { return inner_->num_speculative_tokens(); }
+  int mtp_sequences_per_sequence() const override { return inner_->mtp_sequences_per_sequence(); }
+  int mtp_chunk_tokens() const override { return inner_->mtp_chunk_tokens(); }
+  int prefix_hit_margin() const override { return inner_->prefix_hit_margin(); }
+  Status Attach(PagedKvAttention& kv, int block_size) override {
+    return inner_->Attach(kv, block_size);
+  }
+  void ObserveStep(const SchedulePlan& plan, const float* hidden,
+                   std::span<Request* const> reqs) override {
+    inner_->ObserveStep(plan, hidden, reqs);
+  }
+  VerifyResult Verify(Request& r, const float* logits, int64_t vocab,
+                      const std::vector<int32_t>& eos_ids, Sampler& sampler) override {
+    VerifyResult v = inner_->Verify(r, logits, vocab, eos_ids, sampler);
+    if (after_verify) after_verify(r, v);
+    return v;
+  }
+  void Propose(ExecContext& ctx, std::span<Request* const> reqs,
+               std::span<const int> max_drafts) override {
+    inner_->Propose(ctx, reqs, max_drafts);
+    for (Request* r : reqs) {
+      if (after_propose) after_propose(*r);
+      Proposal p;
+      p.tokens = r->prompt();
+      p.tokens.insert(p.tokens.end(), r->output.begin(), r->output.end());
+      p.draft = r->draft;
+      p.probs = r->draft_probs;
+      proposals[r->request_id].push_back(std::move(p));
+    }
+  }
+  void Release(int seq_id) override { inner_->Release(seq_id); }
+
+  std::map<uint64_t, std::vector<Proposal>> proposals;  // by request id
+  std::function<void(Request&, VerifyResult&)> after_verify;
+  std::function<void(Request&)> after_propose;
+
+ private:
+  std::shared_ptr<Speculator> inner_;
+};
+
+// The drafter's state after the rollback of rejected drafts is what a fresh drafter builds from
+// the verified tokens alone: at every step of a sampled request (temperature 1, so each draft
+// comes with its distribution), a new request on the same tokens (the last one forced as its
+// first output) gets the same first-depth distribution, and the same distribution at every later
+// depth whose earlier drafts coincide. A drafter that kept a position computed from a rejected
+// draft differs at the depths that read it.
+TEST(EngineSpec, DrafterStateAfterRollbackEqualsAFreshDrafters) {
+  GenerationRequest a;
+  a.prompt_ids = Chat("", "Where does Pelden live?");
+  a.sampling.temperature = 1.0f;
+  a.sampling.seed = 4;
+  a.stop.max_tokens = 40;
+  a.stop.ignore_eos = true;
+  auto rec = std::make_shared<RecordingSpeculator>(Mtp(3));
+  auto e = MakeEngine(1, 512, DType::kF32, 0, 16, rec);
+  RunAll(*e, {a});
+  ASSERT_EQ(rec->proposals.size(), 1u);
+  const std::vector<RecordingSpeculator::Proposal> steps = rec->proposals.begin()->second;
+  ASSERT_GE(steps.size(), 8u);
+  const EngineStats st = e->Stats();
+  ASSERT_LT(st.spec_num_accepted_tokens, st.spec_num_draft_tokens) << "no draft was rejected";
+  int compared = 0, later_depths = 0;
+  for (size_t s = 1; s < steps.size(); ++s) {
+    const RecordingSpeculator::Proposal& want = steps[s];
+    // A fresh request on the same tokens: the prompt is all but the last, and a logit bias forces
+    // the last as its first output, after which its drafter proposes once.
+    GenerationRequest b;
+    b.prompt_ids.assign(want.tokens.begin(), want.tokens.end() - 1);
+    b.sampling.temperature = 1.0f;
+    b.sampling.seed = 1000 + s;
+    b.sampling.logit_bias = {{want.tokens.back(), 100.0f}};
+    b.stop.max_tokens = 8;  // room for drafts after the first token
+    b.stop.ignore_eos = true;
+    auto fresh = std::make_shared<RecordingSpeculator>(Mtp(3));
+    auto f = MakeEngine(1, 512, DType::kF32, 0, 16, fresh);
+    RunAll(*f, {b});
+    ASSERT_EQ(fresh->proposals.size(), 1u);
+    const RecordingSpeculator::Proposal& got = fresh->proposals.begin()->second.at(0);
+    ASSERT_EQ(got.tokens, want.tokens);
+    ASSERT_FALSE(got.probs.empty());
+    ASSERT_FALSE(want.probs.empty());
+    // The logit bias acts on the target only: the drafter's distributions are its own.
+    for (size_t k = 0; k < std::min(got.probs.size(), want.probs.size()); ++k) {
+      if (k > 0 && got.draft[k - 1] != want.draft[k - 1]) break;  // different inputs from here
+      ASSERT_EQ(got.probs[k].size(), want.probs[k].size()) << "step " << s << " depth " << k;
+      for (size_t j = 0; j < got.probs[k].size(); ++j) {
+        EXPECT_EQ(got.probs[k][j].id, want.probs[k][j].id) << "step " << s << " depth " << k;
+        EXPECT_NEAR(got.probs[k][j].p, want.probs[k][j].p, 1e-6) << "step " << s << " depth " << k;
+      }
+      ++compared;
+      later_depths += k > 0;
+    }
+  }
+  std::printf("compared %d draft distributions (%d at depth >= 1)\n", compared, later_depths);
+  EXPECT_GE(later_depths, 10);
+}
+
+// A speculator bug ends the requests it touches with an error naming it; it never corrupts the
+// sequence nor spins the engine. A verification that counts a rejected draft as accepted (the
+// result no longer starts with the drafts) is refused; a request whose computed count a bug
+// pushed past its tokens cannot be scheduled again, and the step that finds nothing to run ends
+// the requests instead of looping (RunUntilIdle returns).
+TEST(EngineSpec, SpeculatorBugsEndRequestsWithAnErrorNotAHang) {
+  GenerationRequest g;
+  g.prompt_ids = Chat("", "What is 27 + 15?");
+  g.sampling.temperature = 0.0f;
+  g.stop.max_tokens = 40;
+  g.stop.ignore_eos = true;
+  {
+    auto spec = std::make_shared<RecordingSpeculator>(Mtp(3));
+    spec->after_verify = [](Request& r, VerifyResult& v) {
+      if (v.num_accepted < static_cast<int>(r.draft.size())) ++v.num_accepted;  // one too many
+    };
+    auto e = MakeEngine(4, 64, DType::kF32, 0, 16, spec);
+    const Result got = RunAll(*e, {g, g})[0];
+    EXPECT_EQ(got.last.finish_reason, FinishReason::kError);
+    EXPECT_NE(got.last.error.find("draft verification"), std::string::npos) << got.last.error;
+    const EngineStats st = e->Stats();
+    EXPECT_EQ(st.kv_free_blocks_per_group, st.kv_total_blocks_per_group);
+  }
+  {
+    auto spec = std::make_shared<RecordingSpeculator>(Mtp(3));
+    spec->after_propose = [](Request& r) {
+      r.num_computed = r.num_tokens_with_spec();  // nothing left to compute: never scheduled
+    };
+    auto e = MakeEngine(4, 64, DType::kF32, 0, 16, spec);
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::vector<Result> got = RunAll(*e, {g, g});
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(30));
+    for (const Result& r : got) {
+      EXPECT_EQ(r.last.finish_reason, FinishReason::kError);
+      EXPECT_NE(r.last.error.find("cannot advance"), std::string::npos) << r.last.error;
+    }
+  }
 }
 
 // Blocks written during drafting are published to the prefix cache only with verified content:
