@@ -4,9 +4,15 @@
 * checkpoint(variant): a generated tiny MiMo-V2 checkpoint dir (scripts/make_tiny_model.py),
   written once per session into a session tmp dir.
 * reference(variant): the PyTorch reference (scripts/mimo_reference.py) for that checkpoint, cached.
+
+Every test's body runs under a time limit, $MIMO_TEST_TIMEOUT seconds (default 240; the slowest
+test takes about 80 s here): a test that hangs fails with its name and stack instead of running
+into CI's limit. Session fixtures (checkpoint generation) are not counted.
 """
 import os
+import signal
 import sys
+import traceback
 
 import pytest
 
@@ -60,3 +66,22 @@ def reference(checkpoint):
         return refs[variant]
 
     return get
+
+
+TEST_TIMEOUT = int(os.environ.get("MIMO_TEST_TIMEOUT", "240"))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    def expire(signum, frame):
+        stack = "".join(traceback.format_stack(frame))
+        raise TimeoutError(f"{item.nodeid} ran longer than {TEST_TIMEOUT} s (MIMO_TEST_TIMEOUT); "
+                           f"it was at:\n{stack}")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(TEST_TIMEOUT)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
