@@ -164,13 +164,31 @@ SERVER_VARIANTS = {
                 pad_token_id=151643),
 }
 
+# The C++ suite's reference-logits fixture (tests/data/reference_fixture, written by
+# scripts/make_reference_fixture.py): everything a wrong model would get wrong in one small
+# checkpoint (about 1 MB): FP8 weights with two scale columns, MXFP4 experts with a BF16 router
+# and an F32 bias, routed_scaling_factor 2.5, sinks on the sliding-window and the full layer,
+# the two RoPE thetas (1e6 full, 1e4 SWA), value scale 0.612, a 4-key window. Not in VARIANTS.
+FIXTURE_VARIANTS = {
+    "ctest-ref": dict(FLASH_GEOM, vocab_size=256, hidden_size=256, intermediate_size=256,
+                      moe_intermediate_size=128, num_hidden_layers=2,
+                      hybrid_layer_pattern=[0, 1], moe_layer_freq=[0, 1],
+                      num_attention_heads=4, num_key_value_heads=2, swa_num_attention_heads=2,
+                      swa_num_key_value_heads=1, n_routed_experts=4, num_experts_per_tok=2,
+                      mtp_layers=0, n_group=1, topk_group=1, routed_scaling_factor=2.5,
+                      dtype="fp8", experts="mxfp4", router_dtype=("BF16", "F32"),
+                      add_full_attention_sink_bias=True, attention_value_scale=0.612,
+                      rope_theta=1e6, sliding_window=4),
+}
+
 # A variant's seed is its index here: append new variants, never reorder, so every existing
 # checkpoint (and the figures recorded from it) keeps its bytes.
 SEED_ORDER = ["bf16", "bf16-sharded", "f32", "fp8", "fp8-fused", "omni", "tied", "bench-bf16",
               "bench-fp8", "v2.5", "v2.5-pro", "v2.6-flash", "v2.6-pro", "bench-mxfp4",
-              "bench-flash-fp8", "e2e"]
-assert set(SEED_ORDER) == set(VARIANTS) | set(BENCH_VARIANTS) | set(SERVER_VARIANTS)
-ALL_VARIANTS = {**VARIANTS, **BENCH_VARIANTS, **SERVER_VARIANTS}
+              "bench-flash-fp8", "e2e", "ctest-ref"]
+assert set(SEED_ORDER) == (set(VARIANTS) | set(BENCH_VARIANTS) | set(SERVER_VARIANTS) |
+                           set(FIXTURE_VARIANTS))
+ALL_VARIANTS = {**VARIANTS, **BENCH_VARIANTS, **SERVER_VARIANTS, **FIXTURE_VARIANTS}
 
 # ----------------------------------------------------------------------------------------------
 # Storage encodings (own code, independent of the reference's decoder).
