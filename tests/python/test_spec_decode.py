@@ -1,8 +1,9 @@
 """MTP speculative decoding end to end: on generated checkpoints (random weights, full draft
 vocabulary) greedy outputs and their logprobs are identical with and without drafting, for every
 draft depth, alone and in a batch, with block sizes that put block boundaries and the 8-key
-window edge inside the drafts; and through the server, a streamed chat on the default model is
-the same with MTP on and off while /metrics counts the drafts."""
+window edge inside the drafts, over penalised, logit-biased, min_tokens and stop-token requests;
+and through the server, streamed chats on the default model (one penalised) are the same with
+MTP on and off while /metrics counts the drafts."""
 import json
 import os
 import re
@@ -19,6 +20,9 @@ NANO = os.path.join(REPO, "models", "mimo-v2-nano")
 
 
 def requests(vocab, n=12):
+    """Greedy requests; three in four carry an option every verify row must apply as plain
+    decoding does: penalties (counting the drafts accepted before the row), a logit bias,
+    min_tokens with stop token ids (which then cut inside verified runs)."""
     rng = np.random.default_rng(11)
     shared = rng.integers(0, vocab, 24).tolist()
     out = []
@@ -26,8 +30,17 @@ def requests(vocab, n=12):
         ids = rng.integers(0, vocab, [3, 9, 20, 45, 70][i % 5]).tolist()
         if i % 3 == 0:
             ids = shared + ids
-        out.append({"id": i, "prompt_ids": ids, "max_tokens": 10 + 2 * i, "logprobs": 0,
-                    "ignore_eos": True})
+        r = {"id": i, "prompt_ids": ids, "max_tokens": 10 + 2 * i, "logprobs": 0,
+             "ignore_eos": True}
+        if i % 4 == 1:
+            r.update(frequency_penalty=1.5, presence_penalty=0.5)
+        elif i % 4 == 2:
+            r.update(repetition_penalty=1.8)
+        elif i % 4 == 3:
+            picks = rng.integers(0, vocab, 3).tolist()
+            r.update(logit_bias={str(picks[0]): 2.0, str(picks[1]): -100.0}, min_tokens=4,
+                     stop_token_ids=[picks[2]], frequency_penalty=0.8)
+        out.append(r)
     return out
 
 
@@ -133,6 +146,10 @@ def test_streamed_chat_with_mtp_equals_without(mimo_bin):
                "chat_template_kwargs": {"enable_thinking": think}}
               for q, think in [("What is 27 + 15?", True), ("Where does Venlo live?", False),
                                ("What is Pelden's job?", True)]]
+    bodies.append({"messages": [{"role": "user", "content": "Spell the word garden."}],
+                   "temperature": 0, "max_tokens": 60, "frequency_penalty": 1.5,
+                   "presence_penalty": 1.0, "stop": ["zz"],
+                   "chat_template_kwargs": {"enable_thinking": False}})
     plain = Server(mimo_bin)
     try:
         want = [plain.stream_chat(b)[:2] for b in bodies]
