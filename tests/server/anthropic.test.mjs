@@ -2,8 +2,9 @@
 // `mimo serve`: system messages inside `messages` (Claude Code), an assistant prefill continued,
 // count_tokens, thinking (enabled with a budget, adaptive, disabled) with signatures checked
 // when the block comes back (one this server did not issue is left out of the prompt), structured outputs (`messages.parse` with zod: output_config.format),
-// tool streaming, message_start at once and pings while the prompt is processed, and every error
-// in Anthropic's shape. Meaningful answers on the default model (models/mimo-v2-nano: the column
+// tool streaming, message_start at once and pings while the prompt is processed, usage.output_tokens
+// exactly (N at max_tokens N; the tokens the chat endpoint counts and gives logprobs for), and every
+// error in Anthropic's shape. Meaningful answers on the default model (models/mimo-v2-nano: the column
 // working of 27 + 15, get_weather for a weather question); validity on random weights.
 import assert from "node:assert/strict";
 import { createRequire } from "node:module";
@@ -194,6 +195,39 @@ describe("anthropic: the Messages API on the default model", () => {
     assert.equal(ev.at(-1).type, "message_stop");
   });
 
+  test("usage.output_tokens is the number of tokens generated (chat's completion_tokens, one logprob each), whole and streamed", async () => {
+    const chat = server.url + "/v1/chat/completions", msgs = server.url + "/v1/messages";
+    for (const [thinking, enable_thinking] of [[{ type: "disabled" }, false], [{ type: "adaptive" }, true]]) {
+      const body = { model: "mimo-v2-nano", max_tokens: 400, temperature: 0, thinking, messages: Q };
+      const whole = await post(msgs, body);
+      assert.equal(whole.status, 200, whole.text);
+      assert.equal(whole.json.stop_reason, "end_turn", whole.text);  // ran free: stopped by the model
+      // The same greedy request on the chat endpoint: each generated token has its logprobs entry,
+      // the stop token included (it is generated, so it is counted).
+      const c = await post(chat, { messages: Q, max_tokens: 400, temperature: 0, logprobs: true, chat_template_kwargs: { enable_thinking } });
+      assert.equal(c.status, 200, c.text);
+      assert.equal(c.json.choices[0].finish_reason, "stop");
+      const tokens = c.json.choices[0].logprobs.content;
+      assert.equal(tokens.at(-1).token, "<|im_end|>");
+      assert.equal(whole.json.usage.input_tokens + whole.json.usage.cache_read_input_tokens, c.json.usage.prompt_tokens, "the same prompt");
+      assert.equal(c.json.usage.completion_tokens, tokens.length);
+      assert.equal(whole.json.usage.output_tokens, tokens.length, JSON.stringify(whole.json.usage));
+      assert.equal(whole.json.usage.output_tokens_details.thinking_tokens, c.json.usage.completion_tokens_details.reasoning_tokens);
+      if (!enable_thinking) {
+        const text = whole.json.content.map((b) => b.text).join("");
+        assert.equal(text, c.json.choices[0].message.content, "the same answer");
+        // Measured a third way: the answer's text re-tokenized, plus the stop token.
+        assert.equal(whole.json.usage.output_tokens, (await post(server.url + "/tokenize", { prompt: text })).json.count + 1);
+      }
+      // Streamed: the count arrives in message_delta.
+      const ev = await sseEvents(msgs, { ...body, stream: true });
+      const delta = ev.filter((e) => e.type === "message_delta");
+      assert.equal(delta.length, 1);
+      assert.equal(delta[0].delta.stop_reason, "end_turn");
+      assert.equal(delta[0].usage.output_tokens, tokens.length, JSON.stringify(delta[0].usage));
+    }
+  });
+
   test("max_tokens beyond the context is the room left (stop_reason max_tokens)", async () => {
     const r = await client.messages.create({ model: "mimo-v2-nano", max_tokens: 100000, temperature: 0, messages: Q });
     assert.equal(r.type, "message");
@@ -230,6 +264,25 @@ describe("anthropic: structured outputs and errors on random weights", () => {
       assert.ok(use, JSON.stringify(m.content));
       assert.equal(use.name, "get_weather");
       assert.equal(typeof use.input.city, "string");
+    }
+  });
+
+  test("max_tokens N on an answer that goes on: usage.output_tokens is exactly N, whole and streamed", async () => {
+    // Greedy on random weights: no stop token within these lengths (stop_reason says so).
+    const url = server.url + "/v1/messages";
+    for (const n of [1, 2, 5, 16]) {
+      const body = { model: "e2e", max_tokens: n, temperature: 0, messages: [{ role: "user", content: "Tell me a story." }] };
+      const whole = await post(url, body);
+      assert.equal(whole.status, 200, whole.text);
+      assert.equal(whole.json.stop_reason, "max_tokens", whole.text);
+      assert.equal(whole.json.usage.output_tokens, n, `max_tokens ${n}: ${JSON.stringify(whole.json.usage)}`);
+      const ev = await sseEvents(url, { ...body, stream: true });
+      const delta = ev.find((e) => e.type === "message_delta");
+      assert.equal(delta?.delta.stop_reason, "max_tokens", JSON.stringify(delta));
+      assert.equal(delta.usage.output_tokens, n, `max_tokens ${n}, streamed: ${JSON.stringify(delta.usage)}`);
+      // And through the SDK (which takes the final usage from message_delta).
+      const m = await client.messages.stream(body).finalMessage();
+      assert.equal(m.usage.output_tokens, n);
     }
   });
 

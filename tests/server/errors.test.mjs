@@ -2,11 +2,15 @@
 // missing or empty messages, a prompt longer than the context, max_tokens beyond it, bad
 // tool_choice, unknown model (404), wrong or missing API key (401), a full queue (429), still
 // loading (503), each as the OpenAI error object (the Anthropic one on /v1/messages), and through
-// the official clients' own error classes. The server must survive all of them.
+// the official clients' own error classes. The server must survive all of them. With --api-key,
+// every registered route (the list checked against src/server's registrations) is tried without
+// a key, with a wrong one and with the right one (Bearer and x-api-key).
 import assert from "node:assert/strict";
+import fs from "node:fs";
+import path from "node:path";
 import { after, before, describe, test } from "node:test";
 
-import { Anthropic, OpenAI, assertOpenAiError, ensureE2eModel, post, sleep, startServer } from "./harness.mjs";
+import { Anthropic, OpenAI, ROOT, assertOpenAiError, ensureE2eModel, post, sleep, startServer } from "./harness.mjs";
 
 const USER = [{ role: "user", content: "hi" }];
 
@@ -354,5 +358,119 @@ describe("errors: API key (401), full queue (429), loading (503)", () => {
       assert.equal(r.err.error.type, "rate_limit_error");
     }
     for (const r of ok) assert.equal(r.ok.usage.completion_tokens, 64);
+  });
+});
+
+// Every route `mimo serve` registers, with a request it serves (2xx) given the key. `auth`: "key"
+// (the API: 401 without the key), "metrics" (the key unless --public-metrics) or "public" (never
+// a key). `path` may be a function (a fresh stored response for the /v1/responses/{id} routes).
+// Kept by hand; the first test fails when src/server registers a route that is not here (or this
+// lists one it no longer registers), so a new route cannot go untried.
+const ROUTES = [
+  { route: "GET /health", auth: "public" },
+  { route: "GET /metrics", auth: "metrics" },
+  { route: "GET /v1/models", auth: "key" },
+  { route: "GET /v1/models/{+}", auth: "key", path: "/v1/models/e2e" },
+  { route: "POST /v1/chat/completions", auth: "key", body: { messages: USER, max_tokens: 1 } },
+  { route: "POST /v1/completions", auth: "key", body: { prompt: "hi", max_tokens: 1 } },
+  { route: "POST /v1/messages", auth: "key", body: { model: "e2e", max_tokens: 1, messages: USER } },
+  { route: "POST /v1/messages/count_tokens", auth: "key", body: { model: "e2e", messages: USER } },
+  { route: "POST /v1/responses", auth: "key", body: { input: "hi", max_output_tokens: 1 } },
+  { route: "GET /v1/responses/{}", auth: "key", stored: (id) => `/v1/responses/${id}` },
+  { route: "DELETE /v1/responses/{}", auth: "key", stored: (id) => `/v1/responses/${id}` },
+  { route: "GET /v1/responses/{}/input_items", auth: "key", stored: (id) => `/v1/responses/${id}/input_items` },
+  { route: "POST /tokenize", auth: "key", body: { prompt: "hi" } },
+  { route: "POST /detokenize", auth: "key", body: { tokens: [9707, 1879] } },
+];
+
+// The routes src/server registers: every `"METHOD", "/path"` pair in its sources. A route whose
+// pattern is not a string literal would escape that, so those are listed too (only the web UI's
+// assets are, behind --no-webui in these tests), and so are the calls that register routes.
+function registeredRoutes() {
+  const dir = path.join(ROOT, "src/server");
+  const routes = new Set(), computed = [];
+  let handleCalls = 0;
+  for (const f of fs.readdirSync(dir).filter((f) => /\.(cc|h)$/.test(f))) {
+    const text = fs.readFileSync(path.join(dir, f), "utf8");
+    for (const m of text.matchAll(/"(GET|POST|PUT|PATCH|DELETE|HEAD)",\s*"(\/[^"]*)"/g)) routes.add(`${m[1]} ${m[2]}`);
+    for (const m of text.matchAll(/\badd\(\s*"[A-Z]+",\s*([^",\s][^,]*),/g)) computed.push(`${f}: ${m[1]}`);
+    handleCalls += [...text.matchAll(/(\.|->)Handle\(/g)].length;
+  }
+  return { routes: [...routes].sort(), computed, handleCalls };
+}
+
+describe("errors: --api-key guards every route", () => {
+  let server;
+  const KEY = "sk-every-route";
+  const WITH_KEY = [{ Authorization: `Bearer ${KEY}` }, { "x-api-key": KEY }];
+  const WRONG = [{ Authorization: "Bearer sk-wrong" }, { "x-api-key": "sk-wrong" }];
+  before(async () => {
+    server = await startServer(ensureE2eModel(), ["--max-model-len", "512", "--api-key", KEY]);
+  });
+  after(async () => { assert.equal(await server?.stop(), 0, server?.stderr()); });
+
+  const call = async (method, p, body, headers = {}) => {
+    const res = await fetch(server.url + p, {
+      method, headers: { ...(body ? { "Content-Type": "application/json" } : {}), ...headers },
+      body: body ? JSON.stringify(body) : undefined, signal: AbortSignal.timeout(30000),
+    });
+    const text = await res.text();
+    let json = null;
+    try { json = JSON.parse(text); } catch { /* /metrics is text */ }
+    return { status: res.status, json, text };
+  };
+  // A stored response (made with the key), for the /v1/responses/{id} routes.
+  const stored = async () => {
+    const r = await call("POST", "/v1/responses", { input: "hi", max_output_tokens: 1 }, WITH_KEY[0]);
+    assert.equal(r.status, 200, r.text);
+    assert.match(r.json.id, /^resp_/);
+    return r.json.id;
+  };
+  const pathOf = async (r) => (r.stored ? r.stored(await stored()) : r.path || r.route.split(" ")[1]);
+
+  test("the route list is every route src/server registers", () => {
+    const { routes, computed, handleCalls } = registeredRoutes();
+    assert.deepEqual(ROUTES.map((r) => r.route).sort(), routes,
+      "a route registered in src/server is missing from ROUTES (or ROUTES has one no longer registered): add it with a request it serves");
+    assert.deepEqual(computed, ["api_server.cc: path.c_str()"], "a route registered with a computed pattern: list it in ROUTES");
+    assert.equal(handleCalls, 1, "routes registered other than through ApiServer::Route's add()");
+  });
+
+  test("without a key, or with a wrong one (Bearer or x-api-key): 401 that says so; nothing is done", async () => {
+    for (const r of ROUTES) {
+      const [method] = r.route.split(" ");
+      const p = await pathOf(r);
+      const anthropic = p.startsWith("/v1/messages");
+      for (const headers of [{}, ...WRONG]) {
+        const res = await call(method, p, r.body, headers);
+        const what = `${r.route} (${p}) with ${JSON.stringify(headers)}`;
+        if (r.auth === "public") {
+          assert.equal(res.status, 200, `${what}: ${res.text}`);
+          continue;
+        }
+        assert.equal(res.status, 401, `${what}: ${res.status} ${res.text.slice(0, 300)}`);
+        assert.ok(res.json?.error, `${what}: not an error object: ${res.text.slice(0, 300)}`);
+        assert.equal(res.json.error.type, "authentication_error", what);
+        if (anthropic) assert.equal(res.json.type, "error", what);
+        else assert.equal(res.json.error.code, "invalid_api_key", what);
+        assert.match(res.json.error.message, Object.keys(headers).length ? /incorrect API key/ : /missing API key/, what);
+      }
+      // A refused DELETE deleted nothing.
+      if (method === "DELETE") assert.equal((await call("GET", p, null, WITH_KEY[0])).status, 200, `${p} after refused DELETEs`);
+    }
+  });
+
+  test("with the right key (Bearer or x-api-key): every route answers 2xx", async () => {
+    for (const r of ROUTES) {
+      const [method] = r.route.split(" ");
+      for (const headers of WITH_KEY) {
+        const p = await pathOf(r);
+        const res = await call(method, p, r.body, headers);
+        const what = `${r.route} (${p}) with ${Object.keys(headers)[0]}`;
+        assert.ok(res.status >= 200 && res.status < 300, `${what}: ${res.status} ${res.text.slice(0, 300)}`);
+        if (r.auth === "metrics") assert.match(res.text, /mimo:num_requests_running/, what);
+        else assert.equal(typeof res.json, "object", `${what}: ${res.text.slice(0, 300)}`);
+      }
+    }
   });
 });
