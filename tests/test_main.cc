@@ -1,5 +1,5 @@
 // The main() of every gtest binary: gtest's own, plus a watchdog that fails a test which runs
-// longer than $MIMO_TEST_TIMEOUT seconds (default 240; the slowest test takes about 40 s here).
+// longer than $MIMO_TEST_TIMEOUT seconds (default 240; the slowest test takes about 35 s here).
 // A hang then reports the test's name within minutes, instead of running into ctest's per-binary
 // limit or CI's. The watchdog ends the process (a hung test cannot be unwound from another
 // thread); the tests before it have already reported.

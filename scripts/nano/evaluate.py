@@ -179,6 +179,9 @@ def main():
     ap.add_argument("--n-per-kind", type=int, default=40)
     ap.add_argument("--mtp-samples", type=int, default=40)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--check", action="store_true",
+                    help="exit 1 unless every number equals the model's shipped nano_eval.json "
+                         "(the README's; run when the model or scripts/nano change: ~2.5 min)")
     a = ap.parse_args()
     s = evaluate(a.model, a.n_per_kind, a.mtp_samples)
     for k, v in s.items():
@@ -186,6 +189,15 @@ def main():
     if a.json:
         with open(a.json, "w") as f:
             json.dump(s, f, indent=1)
+    if a.check:
+        with open(os.path.join(a.model, "nano_eval.json")) as f:
+            shipped = json.load(f)
+        bad = [(k, s.get(k), v) for k, v in shipped.items() if k != "eval seconds" and s.get(k) != v]
+        for k, got, want in bad:
+            print(f"MISMATCH {k}: got {got}, shipped {want}")
+        if bad:
+            raise SystemExit(1)
+        print("matches the shipped nano_eval.json")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@
 * reference(variant): the PyTorch reference (scripts/mimo_reference.py) for that checkpoint, cached.
 
 Every test's body runs under a time limit, $MIMO_TEST_TIMEOUT seconds (default 240; the slowest
-test takes about 80 s here): a test that hangs fails with its name and stack instead of running
+test takes about 90 s here): a test that hangs fails with its name and stack instead of running
 into CI's limit. Session fixtures (checkpoint generation) are not counted.
 """
 import os

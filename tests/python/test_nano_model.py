@@ -1,7 +1,8 @@
 """The shipped mimo-v2-nano checkpoints (models/ after scripts/setup.sh): real MiMo-V2-Flash config
 and tensor formats, the training module agrees with the independent float64 reference
 (scripts/mimo_reference.py) on both variants, tokens the model was never trained to write can never
-win the argmax or be sampled, and a held-out evaluation subset passes."""
+win the argmax or be sampled. The held-out evaluation's README numbers (nano_eval.json) are
+checked outside the suite, by `scripts/nano/py.sh evaluate.py --check` (2.5 minutes here)."""
 import json
 import os
 import re
@@ -263,16 +264,3 @@ def test_heldout_split_is_disjoint_from_training():
         if s.kind == "context":
             v = s.meta["answer"]
             assert data.is_heldout_name(v) and not re.search(rf"\b{v}\b", corpus), v
-
-
-
-def test_heldout_evaluation_reproduces_shipped_numbers():
-    """scripts/nano/evaluate.py rerun on the shipped BF16 model gives exactly the numbers in its
-    README (nano_eval.json, written by export.py from the evaluation of the exported run)."""
-    d = model_path("mimo-v2-nano")
-    with open(os.path.join(d, "nano_eval.json")) as f:
-        shipped = json.load(f)
-    got = evaluate.evaluate(d, n_per_kind=40, mtp_samples=40, log=lambda _: None)
-    for k in shipped:
-        if k != "eval seconds":
-            assert got[k] == shipped[k], (k, got[k], shipped[k])
