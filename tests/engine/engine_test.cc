@@ -66,6 +66,16 @@ std::vector<int32_t> Chat(const std::string& system, const std::string& user) {
   return Load().tok->Encode(text);
 }
 
+// A greedy chat turn that runs max_tokens tokens (past eos).
+GenerationRequest GreedyPastEos(const std::string& user, int max_tokens) {
+  GenerationRequest g;
+  g.prompt_ids = Chat("", user);
+  g.sampling.temperature = 0.0f;
+  g.stop.max_tokens = max_tokens;
+  g.stop.ignore_eos = true;
+  return g;
+}
+
 // Prompt i of the mixed set: short and long (past the 64-key window and past a 32-token chunk),
 // two in three sharing a long system prompt (prefix-cache hits across requests).
 std::vector<int32_t> MixedPrompt(int i) {
@@ -663,11 +673,7 @@ TEST(EngineSpec, DrafterStateAfterRollbackEqualsAFreshDrafters) {
 // pushed past its tokens cannot be scheduled again, and the step that finds nothing to run ends
 // the requests instead of looping (RunUntilIdle returns).
 TEST(EngineSpec, SpeculatorBugsEndRequestsWithAnErrorNotAHang) {
-  GenerationRequest g;
-  g.prompt_ids = Chat("", "What is 27 + 15?");
-  g.sampling.temperature = 0.0f;
-  g.stop.max_tokens = 40;
-  g.stop.ignore_eos = true;
+  const GenerationRequest g = GreedyPastEos("What is 27 + 15?", 40);
   {
     auto spec = std::make_shared<RecordingSpeculator>(Mtp(3));
     spec->after_verify = [](Request& r, VerifyResult& v) {
@@ -700,11 +706,7 @@ TEST(EngineSpec, SpeculatorBugsEndRequestsWithAnErrorNotAHang) {
 // a later request whose prompt is an earlier request's prompt + output reuses those blocks and
 // continues exactly as the earlier request did.
 TEST(EngineSpec, PrefixCacheAfterRollbackServesVerifiedContent) {
-  GenerationRequest a;
-  a.prompt_ids = Chat("", "What is 27 + 15?");
-  a.sampling.temperature = 0.0f;
-  a.stop.max_tokens = 160;
-  a.stop.ignore_eos = true;
+  const GenerationRequest a = GreedyPastEos("What is 27 + 15?", 160);
   auto plain = MakeEngine(1, 512, DType::kF32, 0, 4);
   const std::vector<int32_t> out = RunAll(*plain, {a})[0].ids;
   ASSERT_EQ(out.size(), 160u);

@@ -32,6 +32,16 @@ std::unique_ptr<Request> MakeRequest(float temperature, uint64_t seed) {
   return r;
 }
 
+// The token at cumulative probability u of q (the test's own draw of a draft).
+int32_t DrawFrom(const std::vector<TokenProb>& q, double u) {
+  double c = 0.0;
+  for (const TokenProb& e : q) {
+    c += e.p;
+    if (u < c) return e.id;
+  }
+  return q.back().id;
+}
+
 TEST(VerifyDrafts, GreedyAcceptsTheMatchingPrefixPlusOne) {
   // Rows' argmax: 3, 1, 4, 2 (draft 0 and 1 match, draft 2 does not).
   std::vector<float> rows(4 * kVocab, 0.0f);
@@ -94,15 +104,7 @@ std::vector<double> FirstTokenFrequencies(const std::vector<float>& target_logit
   std::copy(target_logits.begin(), target_logits.end(), rows.begin() + kVocab);
   const std::vector<TokenProb> p = s.Distribution(target_logits.data(), kVocab, r->spec->sampling);
   for (int i = 0; i < n; ++i) {
-    double u = r->rng.Uniform(), c = 0.0;  // the draft, drawn from q
-    int32_t d = q.back().id;
-    for (const TokenProb& e : q) {
-      c += e.p;
-      if (u < c) {
-        d = e.id;
-        break;
-      }
-    }
+    const int32_t d = DrawFrom(q, r->rng.Uniform());  // the draft, drawn from q
     r->draft = {d};
     r->draft_probs = {q};
     int32_t first;
@@ -198,15 +200,7 @@ TEST(VerifyDrafts, LaterPositionsFollowThePenalisedTargetGivenTheAcceptedDrafts)
   int n_second = 0;
   std::map<int32_t, int> n_bonus;
   for (int it = 0; it < n; ++it) {
-    double u = draw.Uniform(), c = 0.0;
-    int32_t d1 = q1.back().id;
-    for (const TokenProb& e : q1) {
-      c += e.p;
-      if (u < c) {
-        d1 = e.id;
-        break;
-      }
-    }
+    const int32_t d1 = DrawFrom(q1, draw.Uniform());
     r->draft = {0, d1};
     r->draft_probs = {q0, q1};
     const VerifyResult v = VerifyDrafts(*r, rows.data(), kVocab, {}, s);
