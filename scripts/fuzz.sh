@@ -27,9 +27,9 @@ PCRE2_LIBS=$(pkg-config --libs libpcre2-8)
 declare -A SOURCES=(
   [io_parsers]="src/io/safetensors.cc src/io/hf_config.cc src/core/status.cc src/core/log.cc src/core/tensor.cc src/core/dtype.cc"
   [tokenizer_json]="src/tokenizer/*.cc src/core/status.cc src/core/log.cc"
-  [jinja_template]="src/chat/jinja_*.cc src/chat/json_escape.cc src/core/status.cc src/core/log.cc"
-  [tool_call_parser]="src/chat/tool_call_parser.cc src/chat/tool_schema.cc src/chat/json_escape.cc src/core/status.cc src/core/log.cc"
-  [request_parsers]="src/server/request_json.cc src/server/openai_request.cc src/server/anthropic_request.cc src/server/responses_request.cc src/server/parse_context.cc src/server/response_store.cc src/server/api_error.cc src/core/json_depth.cc src/core/base64.cc src/core/sha256.cc src/engine/sampler.cc src/chat/chat_template.cc src/chat/jinja_*.cc src/chat/json_escape.cc src/core/status.cc src/core/log.cc"
+  [jinja_template]="src/jinja/jinja_*.cc src/core/json_escape.cc src/core/status.cc src/core/log.cc"
+  [tool_call_parser]="src/chat/tool_call_parser.cc src/chat/tool_schema.cc src/core/json_escape.cc src/core/status.cc src/core/log.cc"
+  [request_parsers]="src/server/request_json.cc src/server/openai_request.cc src/server/anthropic_request.cc src/server/responses_request.cc src/server/parse_context.cc src/server/response_store.cc src/server/api_error.cc src/core/json_depth.cc src/core/base64.cc src/core/sha256.cc src/engine/sampler.cc src/chat/chat_template.cc src/jinja/jinja_*.cc src/core/json_escape.cc src/core/status.cc src/core/log.cc"
 )
 
 # Largest input libFuzzer builds (the chat-template seeds are ~8.5 KB).

@@ -15,7 +15,7 @@ APT_PACKAGES=(
   git libgtest-dev libgmock-dev libbenchmark-dev
   python3-torch python3-numpy python3-jinja2 python3-pytest python3-jsonschema
   chromium  # headless, for the web UI tests (tests/webui)
-  openmpi-bin libopenmpi-dev  # tensor/expert parallelism (src/dist) and its mpirun tests
+  openmpi-bin libopenmpi-dev  # tensor/expert parallelism (src/parallel) and its mpirun tests
   clang libclang-rt-14-dev  # libFuzzer + ASan/UBSan runtimes for scripts/fuzz.sh (tests/fuzz)
 )
 apt_install "${APT_PACKAGES[@]}"

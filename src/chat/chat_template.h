@@ -8,8 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "chat/jinja_template.h"
 #include "core/status.h"
+#include "jinja/jinja_template.h"
 
 namespace mimo {
 

@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "chat/json_escape.h"
+#include "core/json_escape.h"
 #include "core/status.h"
 
 namespace mimo {

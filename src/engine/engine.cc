@@ -164,7 +164,7 @@ StatusOr<uint64_t> Engine::Submit(GenerationRequest req, OutputSink sink) {
   Pending p;
   const uint64_t id = next_request_id_.fetch_add(1);
   p.id = id;
-  p.spec = std::make_shared<const GenerationRequest>(std::move(req));
+  p.params = std::make_shared<const GenerationRequest>(std::move(req));
   p.sink = std::make_shared<OutputSink>(std::move(sink));
   p.arrival_time = NowSeconds();
   {
@@ -207,7 +207,7 @@ RequestOutput Engine::MakeOutput(const Request& r) const {
 }
 
 void Engine::Admit(const Pending& p) {
-  const GenerationRequest& g = *p.spec;
+  const GenerationRequest& g = *p.params;
   std::vector<int32_t> unique;
   if (g.sampling.repetition_penalty != 1.0f) {
     unique = g.prompt_ids;
@@ -223,13 +223,13 @@ void Engine::Admit(const Pending& p) {
     r->index = i;
     r->seq_id = next_seq_id_++;
     if (next_seq_id_ == (1 << 30)) next_seq_id_ = 0;
-    r->spec = p.spec;
+    r->params = p.params;
     r->sink = p.sink;
     r->max_tokens = g.stop.max_tokens > 0 ? g.stop.max_tokens
                                           : max_model_len_ - static_cast<int>(g.prompt_ids.size());
     r->rng = SamplerRng(seed + static_cast<uint64_t>(i));  // sample i: seed + i (as vLLM)
     r->prompt_unique = unique;
-    r->stop = std::make_unique<StopChecker>(tokenizer_, p.spec->stop, eos_ids_);
+    r->stop = std::make_unique<StopChecker>(tokenizer_, p.params->stop, eos_ids_);
     if (g.constraint) r->constraint = g.constraint();
     r->arrival_time = p.arrival_time;
     // Samples 1.. reuse sample 0's prompt blocks through the prefix cache once it computed them.
@@ -296,7 +296,7 @@ void Engine::Abort(Request* r, FinishReason reason, const std::string& error) {
 }
 
 bool Engine::EmitTokens(Request* r, std::vector<SampledToken> tokens) {
-  const GenerationRequest& g = *r->spec;
+  const GenerationRequest& g = *r->params;
   const bool counts = g.sampling.frequency_penalty != 0.0f || g.sampling.presence_penalty != 0.0f ||
                       g.sampling.repetition_penalty != 1.0f;
   RequestOutput out = MakeOutput(*r);
@@ -337,7 +337,7 @@ bool Engine::EmitTokens(Request* r, std::vector<SampledToken> tokens) {
 }
 
 bool Engine::SampleAndEmit(Request* r, const float* logits) {
-  const GenerationRequest& g = *r->spec;
+  const GenerationRequest& g = *r->params;
   const TokenHistory h{r->prompt_unique, &r->output_counts};
   std::vector<int32_t> mask;
   if (static_cast<int>(r->output.size()) < g.stop.min_tokens) mask = r->stop->MinTokensMask(eos_ids_);

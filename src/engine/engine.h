@@ -105,7 +105,7 @@ class Engine {
   Engine(MimoV2Model& model, ExecContext ctx, const Tokenizer* tokenizer);
   struct Pending {
     uint64_t id;
-    std::shared_ptr<const GenerationRequest> spec;
+    std::shared_ptr<const GenerationRequest> params;
     std::shared_ptr<OutputSink> sink;
     double arrival_time;
   };

@@ -67,7 +67,7 @@ struct Request {
   uint64_t request_id = 0;
   int index = 0;
   int seq_id = 0;  // KV-cache sequence id, unique among live requests
-  std::shared_ptr<const GenerationRequest> spec;
+  std::shared_ptr<const GenerationRequest> params;
   std::shared_ptr<OutputSink> sink;
   std::vector<int32_t> output;  // sampled ids so far
   // Speculative decoding: proposed tokens after the last verified one, scheduled for
@@ -86,17 +86,17 @@ struct Request {
   std::unordered_map<int32_t, int> output_counts;  // penalties
   std::vector<int32_t> prompt_unique;              // sorted distinct prompt ids (repetition)
   std::unique_ptr<StopChecker> stop;
-  std::unique_ptr<TokenConstraint> constraint;  // from spec->constraint, or null
+  std::unique_ptr<TokenConstraint> constraint;  // from params->constraint, or null
   // Timings.
   double arrival_time = 0, first_scheduled_time = 0, first_token_time = 0;
 
-  const std::vector<int32_t>& prompt() const { return spec->prompt_ids; }
-  int num_prompt_tokens() const { return static_cast<int>(spec->prompt_ids.size()); }
+  const std::vector<int32_t>& prompt() const { return params->prompt_ids; }
+  int num_prompt_tokens() const { return static_cast<int>(params->prompt_ids.size()); }
   int num_tokens() const { return num_prompt_tokens() + static_cast<int>(output.size()); }
   int num_tokens_with_spec() const { return num_tokens() + static_cast<int>(draft.size()); }
   // Prompt, then output, then drafts.
   int32_t token_at(int pos) const {
-    if (pos < num_prompt_tokens()) return spec->prompt_ids[pos];
+    if (pos < num_prompt_tokens()) return params->prompt_ids[pos];
     pos -= num_prompt_tokens();
     return pos < static_cast<int>(output.size()) ? output[pos] : draft[pos - output.size()];
   }

@@ -2,7 +2,7 @@
 // decoding request's drafts for verification (1 + drafts tokens in one forward pass), asks the
 // Speculator to verify them against the target rows, rolls rejected drafts back in the KV
 // cache, applies stop rules to the accepted tokens, and asks for new drafts. The drafter and
-// the acceptance rule live in src/spec (MtpSpeculator); the model only runs forwards.
+// the acceptance rule live in src/speculative (MtpSpeculator); the model only runs forwards.
 // Engine thread only.
 #pragma once
 

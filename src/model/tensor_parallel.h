@@ -22,9 +22,9 @@
 #include "attention/kv_attention.h"
 #include "core/matrix_weight.h"
 #include "core/status.h"
-#include "dist/communicator.h"
 #include "io/checkpoint.h"
 #include "io/hf_config.h"
+#include "parallel/communicator.h"
 
 namespace mimo {
 

@@ -9,11 +9,11 @@
 
 #include "core/log.h"
 #include "core/sha256.h"
+#include "core/utf8.h"
 #include "server/http_server.h"
 #include "server/request_json.h"
 #include "server/response_store.h"
 #include "server/web_ui.h"
-#include "tokenizer/utf8.h"
 
 namespace mimo {
 namespace {

@@ -7,10 +7,10 @@
 #include <random>
 
 #include "chat/chat_output_parser.h"
+#include "core/utf8.h"
 #include "server/api_server.h"
 #include "server/response_writer.h"
 #include "server/structured_output.h"
-#include "tokenizer/utf8.h"
 
 namespace mimo {
 namespace {

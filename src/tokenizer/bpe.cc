@@ -10,10 +10,10 @@
 #include <queue>
 #include <sstream>
 
+#include "core/utf8.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/regex_splitter.h"
 #include "tokenizer/unicode_nfc.h"
-#include "tokenizer/utf8.h"
 
 namespace mimo {
 namespace {

@@ -3,7 +3,7 @@
 
 #include <array>
 
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace mimo {
 namespace {

@@ -1,7 +1,7 @@
 // Streaming detokenizer: emit complete UTF-8, hold back an unfinished trailing character.
 #include "tokenizer/detokenize_stream.h"
 
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace mimo {
 

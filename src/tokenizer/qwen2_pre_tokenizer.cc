@@ -2,8 +2,8 @@
 // order at `pos`, with the outcome of PCRE2's greedy backtracking written out per alternative.
 #include "tokenizer/qwen2_pre_tokenizer.h"
 
+#include "core/utf8.h"
 #include "tokenizer/unicode_category_tables.h"
-#include "tokenizer/utf8.h"
 
 namespace mimo {
 

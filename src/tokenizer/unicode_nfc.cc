@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/utf8.h"
 #include "tokenizer/unicode_nfc_tables.h"
-#include "tokenizer/utf8.h"
 
 namespace mimo {
 namespace {

@@ -15,7 +15,7 @@
 #include <thread>
 
 #include "engine/request_stream.h"
-#include "spec/mtp_speculator.h"
+#include "speculative/mtp_speculator.h"
 
 namespace mimo {
 namespace {
@@ -508,9 +508,9 @@ std::vector<GenerationRequest> OptionMatrix(bool sampled) {
 
 // Speculative decoding (MTP at depth 1 and 3) equals plain decoding on the option matrix, greedy:
 // tokens, logprobs, text and finish reasons, batched and alone. Seeded sampling draws differently
-// with drafts (the distribution, not the draws, is what speculative sampling keeps: tests/spec/
-// verify_test.cc checks it at every draft position under penalties), so sampled rows must be
-// reproducible: each row alone equals its draws in the batch.
+// with drafts (the distribution, not the draws, is what speculative sampling keeps:
+// tests/speculative/verify_test.cc checks it at every draft position under penalties), so
+// sampled rows must be reproducible: each row alone equals its draws in the batch.
 TEST(EngineSpec, OptionMatrixGreedyEqualsPlainAndSampledReproduces) {
   const std::vector<GenerationRequest> greedy = OptionMatrix(false);
   auto plain = MakeEngine(16, 64);

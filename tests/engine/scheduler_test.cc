@@ -55,7 +55,7 @@ std::unique_ptr<Request> MakeRequest(int seq, int prompt_len, int first_id = 100
   auto r = std::make_unique<Request>();
   r->seq_id = seq;
   r->request_id = seq;
-  r->spec = g;
+  r->params = g;
   r->max_tokens = 1000;
   return r;
 }

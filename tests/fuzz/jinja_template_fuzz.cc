@@ -1,4 +1,4 @@
-// libFuzzer harness for the Jinja renderer (src/chat/jinja_template.h); built and run by
+// libFuzzer harness for the Jinja renderer (src/jinja/jinja_template.h); built and run by
 // scripts/fuzz.sh. The input is a template source. Parse must return a Status for any input; a
 // template that parses is rendered with a chat-shaped context (messages with tool calls, tools,
 // flags). Errors are fine, a crash, hang or sanitizer report is a bug. Loops over `range` are
@@ -11,8 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "chat/jinja_template.h"
-#include "chat/jinja_value.h"
+#include "jinja/jinja_template.h"
+#include "jinja/jinja_value.h"
 
 namespace {
 

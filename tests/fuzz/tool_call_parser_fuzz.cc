@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "chat/tool_call_parser.h"
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace {
 

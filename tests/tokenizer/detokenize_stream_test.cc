@@ -4,8 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "core/utf8.h"
 #include "tokenizer/tiny_tokenizer.h"
-#include "tokenizer/utf8.h"
 
 namespace mimo {
 namespace {

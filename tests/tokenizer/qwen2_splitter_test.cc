@@ -6,10 +6,10 @@
 
 #include <random>
 
+#include "core/utf8.h"
 #include "tokenizer/qwen2_pre_tokenizer.h"
 #include "tokenizer/regex_splitter.h"
 #include "tokenizer/unicode_category_tables.h"
-#include "tokenizer/utf8.h"
 
 namespace mimo {
 namespace {

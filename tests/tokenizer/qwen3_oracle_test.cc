@@ -10,9 +10,9 @@
 #include <sstream>
 #include <string>
 
+#include "core/utf8.h"
 #include "tokenizer/bpe.h"
 #include "tokenizer/detokenize_stream.h"
-#include "tokenizer/utf8.h"
 
 namespace mimo {
 namespace {

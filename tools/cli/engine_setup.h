@@ -11,8 +11,8 @@
 
 #include "cli/model_loading.h"
 #include "engine/engine.h"
-#include "spec/mtp_speculator.h"
 #include "io/generation_config.h"
+#include "speculative/mtp_speculator.h"
 #include "tokenizer/bpe.h"
 
 namespace mimo::cli {

@@ -10,11 +10,11 @@
 
 #include "cli/command.h"
 #include "core/thread_pool.h"
-#include "dist/communicator.h"
 #include "engine/tp_follower.h"
 #include "kernels/dispatch.h"
 #include "kv/paged_kv_attention.h"
 #include "model/mimo_v2.h"
+#include "parallel/communicator.h"
 
 namespace mimo::cli {
 

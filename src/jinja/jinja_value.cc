@@ -1,12 +1,12 @@
 // JinjaValue semantics: Python's str/repr/==/</len/json.dumps for the engine's dynamic values.
-#include "chat/jinja_value.h"
+#include "jinja/jinja_value.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
-#include "chat/json_escape.h"
+#include "core/json_escape.h"
 
 namespace mimo::jinja {
 

@@ -1,6 +1,6 @@
 // JinjaValue: Python str()/repr(), json.dumps and comparison semantics, written from the Python
 // language reference.
-#include "chat/jinja_value.h"
+#include "jinja/jinja_value.h"
 
 #include <gtest/gtest.h>
 

@@ -3,7 +3,7 @@
 // the timeout it prints which rank gave up on which collective and calls MPI_Abort, so a peer
 // that hangs cannot hang the job (a peer that dies is reported by mpirun itself, which then
 // stops every rank).
-#include "dist/communicator.h"
+#include "parallel/communicator.h"
 
 #include <sched.h>
 #include <unistd.h>

@@ -3,9 +3,9 @@
 
 #include <string>
 
-#include "chat/jinja_ast.h"
-#include "chat/jinja_lexer.h"
 #include "core/status.h"
+#include "jinja/jinja_ast.h"
+#include "jinja/jinja_lexer.h"
 
 namespace mimo::jinja {
 

@@ -7,12 +7,12 @@
 //   exactly as in jinja2.
 // - Errors inside the engine are JinjaError exceptions; they never leave Render(), which turns
 //   them into a Status with the line of the node being evaluated.
-#include "chat/jinja_template.h"
+#include "jinja/jinja_template.h"
 
 #include <unordered_map>
 
-#include "chat/jinja_builtins.h"
-#include "chat/jinja_parser.h"
+#include "jinja/jinja_builtins.h"
+#include "jinja/jinja_parser.h"
 
 namespace mimo::jinja {
 namespace {

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <set>
 
-#include "chat/jinja_builtins.h"
+#include "jinja/jinja_builtins.h"
 
 namespace mimo::jinja {
 namespace {

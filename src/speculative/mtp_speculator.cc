@@ -1,5 +1,5 @@
 // MtpSpeculator (see mtp_speculator.h).
-#include "spec/mtp_speculator.h"
+#include "speculative/mtp_speculator.h"
 
 #include <algorithm>
 #include <cstring>
@@ -7,7 +7,7 @@
 #include "core/check.h"
 #include "engine/scheduler.h"
 #include "kv/paged_kv_attention.h"
-#include "spec/verify.h"
+#include "speculative/verify.h"
 
 namespace mimo {
 
@@ -198,7 +198,7 @@ void MtpSpeculator::Propose(ExecContext& ctx, std::span<Request* const> reqs,
       SeqState& st = seqs_[r->seq_id];
       const SequenceChunk& ch = batch.chunks[c];
       const float* row = logits.data() + c * DV;
-      const SamplingParams& sp = r->spec->sampling;
+      const SamplingParams& sp = r->params->sampling;
       if (sp.greedy()) {
         drafts[i].push_back(draft_ids_[Argmax(row, DV)]);
       } else {

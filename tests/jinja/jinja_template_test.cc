@@ -1,6 +1,6 @@
 // JinjaTemplate: engine features in isolation. Expected strings are written by hand from Jinja2's
 // documented semantics (and Python's str()/repr()), not produced by the code under test.
-#include "chat/jinja_template.h"
+#include "jinja/jinja_template.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,6 @@
-// Small UTF-8 helpers shared by the tokenizer: decode one code point, append one, validate and
-// repair lossily (invalid subparts -> U+FFFD, as WHATWG TextDecoder / Rust from_utf8_lossy do).
+// Small UTF-8 helpers shared by the tokenizer and the server: decode one code point, append one,
+// validate and repair lossily (invalid subparts -> U+FFFD, as WHATWG TextDecoder / Rust
+// from_utf8_lossy do).
 #pragma once
 
 #include <cstddef>

@@ -1,6 +1,6 @@
 // Jinja parser: recursive descent mirroring jinja2/parser.py (same precedence: condexpr < or < and
 // < not < compare < +,- < ~ < *,/,//,% < ** < unary < primary/postfix/filter/test).
-#include "chat/jinja_parser.h"
+#include "jinja/jinja_parser.h"
 
 #include <initializer_list>
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "chat/jinja_value.h"
+#include "jinja/jinja_value.h"
 
 namespace mimo::jinja {
 

@@ -1,5 +1,5 @@
 // VerifyDrafts and SampleResidual (see verify.h).
-#include "spec/verify.h"
+#include "speculative/verify.h"
 
 #include <algorithm>
 #include <unordered_map>
@@ -45,7 +45,7 @@ int32_t SampleResidual(const std::vector<TokenProb>& p, const std::vector<TokenP
 
 VerifyResult VerifyDrafts(Request& r, const float* logits, int64_t vocab,
                           const std::vector<int32_t>& eos_ids, Sampler& sampler) {
-  const GenerationRequest& g = *r.spec;
+  const GenerationRequest& g = *r.params;
   const SamplingParams& sp = g.sampling;
   const int k = static_cast<int>(r.draft.size());
   std::unordered_map<int32_t, int> counts = r.output_counts;  // + the tokens accepted so far

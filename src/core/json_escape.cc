@@ -1,5 +1,5 @@
 // JSON string escaping shared by the template engine and the tool-call parser.
-#include "chat/json_escape.h"
+#include "core/json_escape.h"
 
 namespace mimo {
 

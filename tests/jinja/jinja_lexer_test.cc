@@ -1,5 +1,5 @@
 // Lexer: token kinds, jinja2's whitespace rules (trim_blocks, lstrip_blocks, -, +), and errors.
-#include "chat/jinja_lexer.h"
+#include "jinja/jinja_lexer.h"
 
 #include <gtest/gtest.h>
 

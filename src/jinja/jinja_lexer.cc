@@ -1,11 +1,11 @@
 // Jinja lexer. Mirrors jinja2/lexer.py: the root rule finds the next tag, applies `-`/lstrip to the
 // text before it; block/variable/comment ends apply `-`, `+` and trim_blocks to the text after.
-#include "chat/jinja_lexer.h"
+#include "jinja/jinja_lexer.h"
 
 #include <cctype>
 #include <cstdlib>
 
-#include "chat/jinja_value.h"
+#include "jinja/jinja_value.h"
 
 namespace mimo::jinja {
 namespace {

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <ctime>
 
-#include "chat/jinja_builtins.h"
+#include "jinja/jinja_builtins.h"
 
 namespace mimo::jinja {
 namespace {

@@ -5,7 +5,7 @@
 // that wrong rule too and requires it to be rejected. At draft positions >= 1 the row is the
 // distribution after the accepted drafts: penalties count them (worked out here from the
 // penalties' definitions), and each position is checked with its own draft distribution.
-#include "spec/verify.h"
+#include "speculative/verify.h"
 
 #include <gtest/gtest.h>
 
@@ -26,7 +26,7 @@ std::unique_ptr<Request> MakeRequest(float temperature, uint64_t seed) {
   g->prompt_ids = {1, 2};
   g->sampling.temperature = temperature;
   auto r = std::make_unique<Request>();
-  r->spec = g;
+  r->params = g;
   r->rng = SamplerRng(seed);
   r->stop = std::make_unique<StopChecker>(nullptr, g->stop, std::vector<int32_t>{});
   return r;
@@ -78,9 +78,9 @@ TEST(VerifyDrafts, GreedyRowsCountTheAcceptedDraftsInPenalties) {
   rows[2 * kVocab + 1] = 1.0f;
   Sampler s;
   auto r = MakeRequest(0.0f, 0);
-  auto g = std::make_shared<GenerationRequest>(*r->spec);
+  auto g = std::make_shared<GenerationRequest>(*r->params);
   g->sampling.frequency_penalty = 1.0f;
-  r->spec = g;
+  r->params = g;
   r->draft = {2, 2};
   VerifyResult v = VerifyDrafts(*r, rows.data(), kVocab, {}, s);
   ASSERT_EQ(v.tokens.size(), 2u);
@@ -102,7 +102,8 @@ std::vector<double> FirstTokenFrequencies(const std::vector<float>& target_logit
   std::vector<float> rows(2 * kVocab);
   std::copy(target_logits.begin(), target_logits.end(), rows.begin());
   std::copy(target_logits.begin(), target_logits.end(), rows.begin() + kVocab);
-  const std::vector<TokenProb> p = s.Distribution(target_logits.data(), kVocab, r->spec->sampling);
+  const std::vector<TokenProb> p =
+      s.Distribution(target_logits.data(), kVocab, r->params->sampling);
   for (int i = 0; i < n; ++i) {
     const int32_t d = DrawFrom(q, r->rng.Uniform());  // the draft, drawn from q
     r->draft = {d};
@@ -132,7 +133,7 @@ TEST(VerifyDrafts, SpeculativeSamplingOutputsTheTargetDistribution) {
   const std::vector<TokenProb> q = {{0, 0.2}, {2, 0.5}, {3, 0.3}};
   Sampler s;
   auto probe = MakeRequest(1.0f, 0);
-  const std::vector<TokenProb> p = s.Distribution(target.data(), kVocab, probe->spec->sampling);
+  const std::vector<TokenProb> p = s.Distribution(target.data(), kVocab, probe->params->sampling);
   std::vector<double> pv(kVocab, 0.0);
   for (const TokenProb& e : p) pv[e.id] = e.p;
   const int n = 200000;
@@ -187,11 +188,11 @@ TEST(VerifyDrafts, LaterPositionsFollowThePenalisedTargetGivenTheAcceptedDrafts)
   for (const auto* l : {&l0, &l1, &l2}) rows.insert(rows.end(), l->begin(), l->end());
   Sampler s;
   auto r = MakeRequest(1.0f, 777);
-  auto g = std::make_shared<GenerationRequest>(*r->spec);
+  auto g = std::make_shared<GenerationRequest>(*r->params);
   g->sampling.repetition_penalty = rep;
   g->sampling.frequency_penalty = freq;
   g->sampling.presence_penalty = pres;
-  r->spec = g;
+  r->params = g;
   r->prompt_unique = prompt;
   SamplerRng draw(99);
   const int n = 200000;

@@ -9,10 +9,10 @@
 #include <utility>
 #include <vector>
 
-#include "chat/jinja_ast.h"
-#include "chat/jinja_lexer.h"
-#include "chat/jinja_value.h"
 #include "core/status.h"
+#include "jinja/jinja_ast.h"
+#include "jinja/jinja_lexer.h"
+#include "jinja/jinja_value.h"
 
 namespace mimo::jinja {
 

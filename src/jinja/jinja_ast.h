@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "chat/jinja_value.h"
+#include "jinja/jinja_value.h"
 
 namespace mimo::jinja {
 
