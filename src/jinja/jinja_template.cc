@@ -10,6 +10,7 @@
 #include "jinja/jinja_template.h"
 
 #include <unordered_map>
+#include <unordered_set>
 
 #include "jinja/jinja_builtins.h"
 #include "jinja/jinja_parser.h"
@@ -65,6 +66,13 @@ class Interpreter {
   }
   int line() const { return line_; }
 
+  // Namespaces are the only mutable values, so every reference cycle (`{% set ns.self = ns %}`,
+  // two namespaces holding each other) runs through one that was assigned to. Emptying those
+  // when the render ends frees the cycles (nothing of a render outlives it but its text).
+  ~Interpreter() {
+    for (const JinjaValue& ns : assigned_namespaces_) ns.mutable_namespace().Clear();
+  }
+
   Flow Exec(const Body& body, const ScopePtr& scope, std::string* out) {
     for (const auto& s : body) {
       Flow f = ExecStmt(*s, scope, out);
@@ -84,6 +92,8 @@ class Interpreter {
   JinjaValue EvalCompare(const Expr& e, const ScopePtr& scope);
 
   int line_ = 0;
+  std::vector<JinjaValue> assigned_namespaces_;        // each once
+  std::unordered_set<const ValueMap*> assigned_maps_;  // their maps
 };
 
 JinjaValue MacroFunction::Call(const CallArgs& args) {
@@ -208,6 +218,7 @@ void Interpreter::Assign(const Target& t, const JinjaValue& v, const ScopePtr& s
       throw JinjaError("cannot assign attribute on non-namespace object");
     }
     ns->mutable_namespace().Set(t.ns_attr, v);
+    if (assigned_maps_.insert(&ns->mutable_namespace()).second) assigned_namespaces_.push_back(*ns);
     return;
   }
   if (!t.is_tuple) {

@@ -15,6 +15,13 @@ const JinjaValue* ValueMap::Find(const std::string& key) const {
   return it == index_.end() ? nullptr : &items_[it->second].second;
 }
 
+void ValueMap::Clear() {
+  // Moved out first: destroying a value may end the last reference to this map.
+  std::vector<std::pair<std::string, JinjaValue>> items = std::move(items_);
+  items_.clear();
+  index_.clear();
+}
+
 void ValueMap::Set(const std::string& key, JinjaValue value) {
   auto it = index_.find(key);
   if (it != index_.end()) {

@@ -32,6 +32,8 @@ class ValueMap {
   void Set(const std::string& key, JinjaValue value);
   size_t size() const;  // defined below JinjaValue: clang needs the complete pair type here
   const std::vector<std::pair<std::string, JinjaValue>>& items() const { return items_; }
+  // Drops every entry (ends a render: a namespace may hold itself, a cycle of shared_ptrs).
+  void Clear();
 
  private:
   std::vector<std::pair<std::string, JinjaValue>> items_;
