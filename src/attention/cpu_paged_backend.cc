@@ -132,8 +132,9 @@ class CpuPagedBackend final : public AttentionBackend {
       auto fn = [&](int64_t b, int64_t e, int) {
         Scratch scratch;
         for (int64_t i = b; i < e; ++i) {
-          RunItem<decltype(tag)>(k, g, kv, batch.seqs[items[i].seq], items[i], q, sinks, out,
-                                 partial, &scratch);
+          const AttentionSequence& sq = batch.seqs[items[i].seq];
+          RunItem<decltype(tag)>(k, g, kv, sq, batch.table(sq), items[i], q, sinks, out, partial,
+                                 &scratch);
         }
       };
       if (ctx.pool != nullptr) {
@@ -177,8 +178,8 @@ class CpuPagedBackend final : public AttentionBackend {
 
   template <typename Tag>
   static void RunItem(const KernelTable& kern, const AttentionGeometry& g, const PagedKvView& kv,
-                      const AttentionSequence& s, const WorkItem& w, const float* q,
-                      const float* sinks, float* out, float* partial, Scratch* sc) {
+                      const AttentionSequence& s, const int32_t* block_table, const WorkItem& w,
+                      const float* q, const float* sinks, float* out, float* partial, Scratch* sc) {
     const PagedKvLayout& L = kv.layout;
     const int bs = L.block_size, dk = g.head_dim, dv = g.v_head_dim;
     const int group = g.num_heads / g.num_kv_heads;
@@ -213,10 +214,10 @@ class CpuPagedBackend final : public AttentionBackend {
       for (int b = kb / bs; b <= ke / bs; ++b) {
         const int j0 = std::max(b * bs, kb);
         const int j1 = std::min(b * bs + bs - 1, ke);  // keys [j0, j1] of this block are used
-        const int64_t slot0 = int64_t{s.block_table[b]} * bs;
+        const int64_t slot0 = int64_t{block_table[b]} * bs;
         // Next block's slot for offset o, while its key (b + 1) * bs + o is still used.
         const int next_keys = b < ke / bs ? std::min(bs, ke - (b + 1) * bs + 1) : 0;
-        const int64_t next_slot0 = next_keys > 0 ? int64_t{s.block_table[b + 1]} * bs : 0;
+        const int64_t next_slot0 = next_keys > 0 ? int64_t{block_table[b + 1]} * bs : 0;
         for (int h = w.head_begin; h < w.head_end; ++h) {
           // Keys [j0, j1] of this head, read in place (the kernel requests the same head's
           // rows of the next block as it goes).

@@ -1,13 +1,12 @@
-// The model's only view of attention and the KV cache: per layer, append the step's new K/V and
-// attend. Implementations own K/V storage (a simple contiguous cache in the engine-core issue,
-// the paged cache with capability-selected backends later); the model never sees blocks.
+// The model's only view of attention and the KV cache: per layer, write the step's new K/V where
+// the step's plan says and attend. The plan (KvStepPlan) is plain data made by the KV cache
+// before the step; the model passes it through and never sees blocks.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <vector>
 
-#include "core/status.h"
+#include "attention/paged_kv_view.h"
 #include "core/thread_pool.h"
 
 namespace mimo {
@@ -36,44 +35,35 @@ struct StepBatch {
   int num_tokens = 0;  // sum of chunk sizes
 };
 
+// One KV-cache group's part of a step (layers of one attention kind share block tables): the
+// slot every row's K/V is written to, and the sequences whose queries attend over the group.
+struct KvGroupStep {
+  std::vector<int64_t> slots;  // [num_tokens]; -1: the row's sequence has no table in the group
+  AttentionBatch attention;    // the sequences with a table in this group
+};
+
+// A step as the KV cache planned it (KvCache::PlanStep): plain data that every layer of the step
+// reads, and all a tensor-parallel follower needs to write and read the same blocks.
+struct KvStepPlan {
+  StepBatch batch;                  // rows, sequences and positions
+  std::vector<KvGroupStep> groups;  // [KV-cache groups]
+};
+
+// Per layer: write the step's new K/V where the plan says, then attend. Implementations own K/V
+// storage and change nothing else: which blocks a sequence has is the KV cache's business
+// (kv/kv_cache.h), decided before the step.
 class KvAttention {
  public:
   virtual ~KvAttention() = default;
-  // Writes k/v of the step's tokens into `layer`'s cache, then computes causal (windowed)
-  // attention of q over every visible cached key, with the per-head sink logit in the softmax
-  // denominator when sinks != nullptr.
+  // Writes k/v of the step's tokens into `layer`'s cache at the plan's slots, then computes
+  // causal (windowed) attention of q over every visible cached key, with the per-head sink
+  // logit in the softmax denominator when sinks != nullptr.
   //   q [T, num_heads, head_dim]; k [T, num_kv_heads, head_dim];
   //   v [T, num_kv_heads, v_head_dim] (already multiplied by attention_value_scale);
   //   sinks [num_heads] or nullptr; out [T, num_heads, v_head_dim].
-  virtual void Forward(ExecContext& ctx, int layer, const AttentionGeometry& g,
-                       const StepBatch& batch, const float* q, const float* k, const float* v,
+  virtual void Forward(ExecContext& ctx, const KvStepPlan& plan, int layer,
+                       const AttentionGeometry& g, const float* q, const float* k, const float* v,
                        const float* sinks, float* out) = 0;
-
-  // Tensor parallelism (model/tensor_parallel.h): rank 0's cache describes itself and each
-  // step's slot plan as plain words; a follower's cache of the same spec imports the plan and
-  // so writes and reads the same blocks without a block manager of its own.
-  uint64_t instance_id() const { return instance_id_; }
-  virtual Status ExportSpec(std::vector<int64_t>* words) const {
-    (void)words;
-    return Unimplemented("this KV cache cannot run tensor parallel");
-  }
-  virtual Status ExportStep(const StepBatch& batch, std::vector<int64_t>* words) {
-    (void)batch;
-    (void)words;
-    return Unimplemented("this KV cache cannot run tensor parallel");
-  }
-  virtual Status ImportStep(const StepBatch& batch, const std::vector<int64_t>& words) {
-    (void)batch;
-    (void)words;
-    return Unimplemented("this KV cache cannot run tensor parallel");
-  }
-
- private:
-  static uint64_t NextInstanceId() {
-    static std::atomic<uint64_t> next{1};
-    return next++;
-  }
-  const uint64_t instance_id_ = NextInstanceId();
 };
 
 }  // namespace mimo

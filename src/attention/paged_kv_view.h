@@ -47,19 +47,27 @@ struct PagedKvView {
 // One sequence's queries in a step. Queries are rows [query_begin, query_begin + num_queries)
 // of q/out, at absolute positions start_pos .. start_pos + num_queries - 1; the cache already
 // holds this sequence's keys 0 .. start_pos + num_queries - 1 (the step's own K/V included).
-// block_table maps logical block b (positions b*block_size ...) to a physical block; entries
-// for blocks wholly outside every query's window may be the null block and are never read.
+// Its block table is entries [table_begin, table_begin + num_table_blocks) of the batch's
+// block_tables: entry b maps logical block b (positions b*block_size ...) to a physical block;
+// entries for blocks wholly outside every query's window may be the null block and are never
+// read.
 struct AttentionSequence {
   int query_begin = 0;
   int num_queries = 0;
   int start_pos = 0;
-  const int32_t* block_table = nullptr;  // [num_table_blocks]
+  int table_begin = 0;
   int num_table_blocks = 0;
 };
 
+// Plain data (copyable, sendable to another process): the block tables live in the batch.
 struct AttentionBatch {
   std::vector<AttentionSequence> seqs;
-  int num_tokens = 0;  // rows of q/out
+  int num_tokens = 0;                 // rows of q/out
+  std::vector<int32_t> block_tables;  // every sequence's table, concatenated
+
+  const int32_t* table(const AttentionSequence& s) const {
+    return block_tables.data() + s.table_begin;
+  }
 };
 
 }  // namespace mimo

@@ -59,7 +59,8 @@ class ReferenceBackend final : public AttentionBackend {
           scores.assign(p - lo + 1, 0.0f);
           float m = sinks ? sinks[h] : -INFINITY;
           for (int j = lo; j <= p; ++j) {
-            LoadKvRow<Tag>(kv.k, L.KIndex(Slot(s, L, j), kvh), g.head_dim, kscale, k_row.data());
+            LoadKvRow<Tag>(kv.k, L.KIndex(Slot(s, batch.table(s), L, j), kvh), g.head_dim, kscale,
+                           k_row.data());
             float dot = 0.0f;
             for (int d = 0; d < g.head_dim; ++d) dot += qh[d] * k_row[d];
             scores[j - lo] = dot * g.scale;
@@ -72,7 +73,8 @@ class ReferenceBackend final : public AttentionBackend {
           }
           std::fill(oh, oh + g.v_head_dim, 0.0f);
           for (int j = lo; j <= p; ++j) {
-            LoadKvRow<Tag>(kv.v, L.VIndex(Slot(s, L, j), kvh), g.v_head_dim, vscale, v_row.data());
+            LoadKvRow<Tag>(kv.v, L.VIndex(Slot(s, batch.table(s), L, j), kvh), g.v_head_dim, vscale,
+                           v_row.data());
             float w = scores[j - lo] / denom;
             for (int d = 0; d < g.v_head_dim; ++d) oh[d] += w * v_row[d];
           }
@@ -81,11 +83,12 @@ class ReferenceBackend final : public AttentionBackend {
     }
   }
 
-  static int64_t Slot(const AttentionSequence& s, const PagedKvLayout& L, int pos) {
+  static int64_t Slot(const AttentionSequence& s, const int32_t* block_table,
+                      const PagedKvLayout& L, int pos) {
     int b = pos / L.block_size;
     MIMO_CHECK(b < s.num_table_blocks, "position %d beyond the block table (%d blocks)", pos,
                s.num_table_blocks);
-    return int64_t{s.block_table[b]} * L.block_size + pos % L.block_size;
+    return int64_t{block_table[b]} * L.block_size + pos % L.block_size;
   }
 
   AttentionCapabilities caps_;

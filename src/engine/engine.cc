@@ -9,6 +9,7 @@
 
 #include "core/check.h"
 #include "core/log.h"
+#include "engine/model_runner.h"
 
 namespace mimo {
 
@@ -90,7 +91,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(MimoV2Model& model, ExecContext
     const int64_t half = PhysicalMemoryBytes() / 2;
     if (half > 0 && full.total_bytes > half) kv.kv_cache_memory_bytes = half;
   }
-  MIMO_ASSIGN_OR_RETURN(e->kv_, PagedKvAttention::Create(kv_config, kv));
+  MIMO_ASSIGN_OR_RETURN(e->kv_, KvCache::Create(kv_config, kv));
   const KvMemoryPlan& plan = e->kv_->memory_plan();
   int max_len = model_len;
   if (plan.num_full_layers > 0 && plan.tokens_that_fit < max_len) {
@@ -434,7 +435,18 @@ bool Engine::Step() {
       local_stats_.prompt_tokens += r->num_prompt_tokens();
     }
   }
-  const StepBatch batch = plan.ToStepBatch();
+  StatusOr<KvStepPlan> kv_plan = kv_->PlanStep(plan.ToStepBatch());
+  if (!kv_plan.ok()) {
+    // The scheduler reserved every slot, so this is a bug: the step's requests end with it.
+    const std::string why = "internal error: " + kv_plan.status().message();
+    std::fprintf(stderr, "mimo engine: %s\n", why.c_str());
+    for (const ScheduledChunk& c : plan.chunks) {
+      if (Request* r = scheduler_->Find(c.seq_id)) Abort(r, FinishReason::kError, why);
+    }
+    PublishAndFlush();
+    return true;
+  }
+  const StepBatch& batch = kv_plan->batch;
   const std::vector<int> rows = plan.SampleRows();
   ForwardOutputs fo;
   if (!rows.empty()) {
@@ -446,7 +458,7 @@ bool Engine::Step() {
     hidden_.resize(static_cast<size_t>(batch.num_tokens) * model_.config().hidden_size);
     fo.prenorm_hidden = hidden_.data();
   }
-  model_.Forward(ctx_, batch, plan.token_ids.data(), *kv_, fo);
+  RunForward(model_, ctx_, *kv_, *kv_plan, plan.token_ids.data(), fo);
   local_stats_.weight_bytes_read += model_.last_forward_stats().weight_bytes;
   if (spec_) {
     std::vector<Request*> chunk_reqs;

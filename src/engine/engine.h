@@ -2,7 +2,9 @@
 // batched forward pass over every scheduled token (vLLM v1's EngineCore, llama.cpp's server
 // context). One engine thread owns the scheduler, the KV cache and the model; any thread submits
 // and cancels through a locked queue and receives per-request events through its OutputSink.
-// The model and the KV cache know nothing of requests: the engine hands them a StepBatch.
+// The model and the KV cache know nothing of requests. One step reads: schedule (the scheduler
+// reserves KV slots) -> plan the KV step (KvCache::PlanStep) -> forward by the plan -> sample
+// -> commit (token ids recorded, rejected drafts rolled back, finished requests freed).
 #pragma once
 
 #include <atomic>
@@ -20,7 +22,7 @@
 #include "engine/scheduler.h"
 #include "engine/speculator.h"
 #include "io/generation_config.h"
-#include "kv/paged_kv_attention.h"
+#include "kv/kv_cache.h"
 #include "model/mimo_v2.h"
 #include "tokenizer/bpe.h"
 
@@ -134,7 +136,7 @@ class Engine {
   std::vector<int32_t> eos_ids_;
 
   // Engine thread only.
-  std::unique_ptr<PagedKvAttention> kv_;
+  std::unique_ptr<KvCache> kv_;
   std::unique_ptr<Scheduler> scheduler_;
   Sampler sampler_;
   std::vector<float> logits_;  // [sampled rows, vocab]

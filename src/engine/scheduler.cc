@@ -30,7 +30,7 @@ std::vector<int> SchedulePlan::SampleRows() const {
   return rows;
 }
 
-Scheduler::Scheduler(PagedKvAttention& kv, const SchedulerOptions& opts) : kv_(kv), opts_(opts) {
+Scheduler::Scheduler(KvCache& kv, const SchedulerOptions& opts) : kv_(kv), opts_(opts) {
   MIMO_CHECK(opts.max_num_seqs > 0 && opts.max_num_batched_tokens > 0,
              "scheduler limits: %d sequences, %d tokens", opts.max_num_seqs,
              opts.max_num_batched_tokens);

@@ -15,7 +15,7 @@
 
 #include "attention/kv_attention.h"
 #include "engine/request.h"
-#include "kv/paged_kv_attention.h"
+#include "kv/kv_cache.h"
 
 namespace mimo {
 
@@ -58,7 +58,7 @@ struct SchedulerStats {
 
 class Scheduler {
  public:
-  Scheduler(PagedKvAttention& kv, const SchedulerOptions& opts);
+  Scheduler(KvCache& kv, const SchedulerOptions& opts);
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 
@@ -85,7 +85,7 @@ class Scheduler {
   void Preempt(Request* victim);
   void AddChunk(Request* r, int num_tokens, SchedulePlan* plan);
 
-  PagedKvAttention& kv_;
+  KvCache& kv_;
   SchedulerOptions opts_;
   std::unordered_map<int, std::unique_ptr<Request>> requests_;  // by seq id
   std::vector<Request*> running_;  // admission order: the last one is preempted first

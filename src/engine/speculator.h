@@ -15,7 +15,7 @@
 
 namespace mimo {
 
-class PagedKvAttention;
+class KvCache;
 struct SchedulePlan;
 
 // What verification decided: the tokens to append (the accepted drafts, then the target's token
@@ -37,7 +37,7 @@ class Speculator {
   virtual int mtp_chunk_tokens() const = 0;
   virtual int prefix_hit_margin() const = 0;
   // Once, after the engine built its KV cache.
-  virtual Status Attach(PagedKvAttention& kv, int block_size) = 0;
+  virtual Status Attach(KvCache& kv, int block_size) = 0;
 
   // After every forward pass: the step's plan, its rows' pre-norm hidden states [T, hidden],
   // and each chunk's request (nullptr for none).

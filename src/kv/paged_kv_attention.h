@@ -1,12 +1,13 @@
-// PagedKvAttention: the KvAttention the model runs on for any number of sequences. It ties
-// together the KV-cache manager (block tables per attention kind), per-layer K/V storage and a
-// capability-selected attention backend per layer, driven by the StepBatch the model passes.
+// PagedKvAttention: the KvAttention the model runs on: every layer's paged K/V storage and the
+// capability-selected attention backend of each layer. Forward writes a step's K/V at the slots
+// of the step's plan and runs the layer's backend over the plan's block tables; it changes
+// nothing else (which blocks a sequence holds is KvCache's business, kv/kv_cache.h). A
+// tensor-parallel follower builds one from rank 0's KvCacheSpec and runs rank 0's plans on it.
 // Owns its memory; not thread-safe (engine thread only; backends fan out over ctx.pool).
 #pragma once
 
 #include <memory>
 #include <span>
-#include <tuple>
 #include <string>
 #include <vector>
 
@@ -19,8 +20,6 @@
 #include "kv/kv_storage.h"
 
 namespace mimo {
-
-struct PagedKvSpec;
 
 struct PagedKvOptions {
   std::string attention_backend;  // --attention-backend; "" = automatic per layer
@@ -39,17 +38,15 @@ struct PagedKvOptions {
   int mtp_sequences_per_sequence = 0;    // speculative decoding: draft depths (see the plan)
   int mtp_chunk_tokens = 0;
   const AttentionBackendRegistry* registry = nullptr;  // null: BuiltinAttentionBackends()
-  const PagedKvSpec* follower_spec = nullptr;  // CreateFollower: rank 0's block counts
 };
 
-// What a tensor-parallel follower needs to build a cache identical in blocks to rank 0's
-// (PagedKvAttention::ExportSpec): the options that shape storage and rank 0's block counts.
-struct PagedKvSpec {
+// What a tensor-parallel follower needs to build storage identical in blocks to rank 0's
+// (KvCache::spec): the options that shape storage and rank 0's block counts.
+struct KvCacheSpec {
   int num_layers = 0;
   PagedKvOptions options;
   int64_t num_full_blocks = 0, num_swa_blocks = 0, num_mtp_blocks = 0;
 };
-StatusOr<PagedKvSpec> DecodePagedKvSpec(const std::vector<int64_t>& words);
 
 // Parses "f32" | "bf16" | "fp8" (also "fp8_e4m3").
 StatusOr<DType> ParseKvCacheDType(const std::string& s);
@@ -68,79 +65,45 @@ AttentionRequirements LayerAttentionRequirements(const LayerConfig& layer,
 StatusOr<std::vector<LayerBackendChoice>> ResolveLayerBackends(const ModelConfig& config,
                                                                const PagedKvOptions& opts);
 
+// The KV-cache groups of a model: one per (attention kind, window, MTP), each with its block
+// count from the memory plan; the layers of a group share block tables. MTP layers get a group
+// of their own (their draft sequences are not the main model's).
+struct KvGroupLayout {
+  std::vector<KvCacheGroupConfig> groups;
+  std::vector<int> layer_group;  // [num_layers] -> group
+  int mtp_group = -1;            // the MTP layers' group, if any
+};
+KvGroupLayout MakeKvGroupLayout(const ModelConfig& config, const KvMemoryPlan& plan);
+
+// The memory plan of `opts` (a budget in bytes, a fraction of physical memory, or sized for
+// max_sequences x max_context).
+StatusOr<KvMemoryPlan> PlanKvCacheMemory(const ModelConfig& config, const PagedKvOptions& opts);
+
 class PagedKvAttention final : public KvAttention {
  public:
+  // Storage for every layer of `config` in the groups of MakeKvGroupLayout(config, plan), and the
+  // backend of each layer (warns once per distinct fallback).
   static StatusOr<std::unique_ptr<PagedKvAttention>> Create(const ModelConfig& config,
-                                                            const PagedKvOptions& opts);
-  // A follower rank's cache: storage and backends of `spec` (rank 0's block counts), no block
-  // manager; every step's slots come from ImportStep. config.layers: this rank's KV layers.
-  static StatusOr<std::unique_ptr<PagedKvAttention>> CreateFollower(const ModelConfig& config,
-                                                                    const PagedKvSpec& spec);
-  Status ExportSpec(std::vector<int64_t>* words) const override;
-  Status ExportStep(const StepBatch& batch, std::vector<int64_t>* words) override;
-  Status ImportStep(const StepBatch& batch, const std::vector<int64_t>& words) override;
+                                                            const PagedKvOptions& opts,
+                                                            const KvMemoryPlan& plan);
+  // A tensor-parallel follower's storage: rank 0's block counts, this rank's heads
+  // (config.layers).
+  static StatusOr<std::unique_ptr<PagedKvAttention>> CreateFromSpec(const ModelConfig& config,
+                                                                    const KvCacheSpec& spec);
 
-  // Allocates the step's slots (idempotent for the same batch until a layer has run). Forward
-  // calls it itself; call it first to get "no room" as a Status (ResourceExhausted) instead of
-  // an abort. A chunk with start_pos 0 starts its sequence afresh; start_pos below the cached
-  // length rewinds (rejected speculative tokens); above it is an error.
-  Status PrepareStep(const StepBatch& batch);
-
-  void Forward(ExecContext& ctx, int layer, const AttentionGeometry& g, const StepBatch& batch,
+  void Forward(ExecContext& ctx, const KvStepPlan& plan, int layer, const AttentionGeometry& g,
                const float* q, const float* k, const float* v, const float* sinks,
                float* out) override;
 
-  // Reserves slots for positions [num_tokens(seq), + num_new_tokens + num_lookahead) ahead of
-  // the step (the engine's scheduler plans this way: false = no room, nothing allocated; preempt
-  // or wait). The step's PrepareStep then finds them in place. The sequence must exist.
-  bool ReserveSlots(int seq, int num_new_tokens, int num_lookahead_tokens = 0);
-
-  // Speculative decoding: a draft sequence of the MTP layers only, starting at start_pos (a block
-  // boundary; earlier positions are never read). Freed with FreeSequence.
-  Status AddMtpSequence(int seq, int start_pos);
-  bool has_mtp_pool() const { return mtp_group_ >= 0; }
-  // Forgets computed tokens from num_tokens on (rejected drafts), see KvCacheManager::Rewind.
-  Status Rewind(int seq, int num_tokens);
-
-  // Prefix caching: starts `seq` on the longest cached prefix of `prompt` and returns its length;
-  // the first chunk then starts there. Records the prefix's ids.
-  StatusOr<int> AttachCachedPrefix(int seq, std::span<const int32_t> prompt);
-  // Ids of the sequence's next tokens (in order, from the last recorded one), so full blocks
-  // can be content-hashed for later prefix hits. Only final (accepted) tokens.
-  void RecordTokenIds(int seq, std::span<const int32_t> token_ids);
-  void FreeSequence(int seq);
-
-  const KvCacheManager& manager() const { return *manager_; }
-  const KvMemoryPlan& memory_plan() const { return plan_; }
+  const KvGroupLayout& group_layout() const { return layout_; }
   const std::vector<LayerBackendChoice>& layer_backends() const { return backends_; }
 
  private:
   PagedKvAttention() = default;
-  bool SameChunks(const StepBatch& batch) const;
 
-  ModelConfig config_;
-  PagedKvOptions opts_;
-  KvMemoryPlan plan_;
-  std::unique_ptr<KvCacheManager> manager_;
-  std::vector<int> layer_group_;              // [num_layers] -> KV-cache group
-  int mtp_group_ = -1;                        // the MTP layers' group, if any
+  KvGroupLayout layout_;
   std::vector<KvLayerStorage> storage_;       // [num_layers]
   std::vector<LayerBackendChoice> backends_;  // [num_layers]
-
-  // The prepared step.
-  bool prepared_ = false;
-  std::vector<SequenceChunk> step_chunks_;
-  std::vector<uint8_t> layer_done_;               // [num_layers]
-  std::vector<std::vector<int64_t>> step_slots_;  // [num_groups][num_tokens] by token row
-  std::vector<AttentionBatch> step_batches_;      // [num_groups]
-  // Follower: no manager; the imported step's block tables.
-  bool follower_ = false;
-  int num_groups_ = 0;
-  std::vector<std::vector<int32_t>> imported_tables_;
 };
-
-// The factory the model/CLI calls.
-StatusOr<std::unique_ptr<KvAttention>> MakePagedKvAttention(const ModelConfig& config,
-                                                            const PagedKvOptions& opts);
 
 }  // namespace mimo

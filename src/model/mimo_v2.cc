@@ -63,7 +63,6 @@ StatusOr<std::unique_ptr<MimoV2Model>> MimoV2Model::Load(const std::string& dir,
     tpo.comm->AllGatherBytes(&mine, sizeof mine, all.data(), "load");
     for (int r = 0; r < tp.size; ++r) {
       if (!all[r].ok) {
-        m->stopped_ = true;  // nobody is following
         return Status(r == tp.rank ? st.code() : StatusCode::kInternal,
                       StrFormat("rank %d of %d could not load the model: %s", r, tp.size,
                                 all[r].message));
@@ -72,53 +71,6 @@ StatusOr<std::unique_ptr<MimoV2Model>> MimoV2Model::Load(const std::string& dir,
   }
   if (!st.ok()) return st;
   return m;
-}
-
-MimoV2Model::~MimoV2Model() { StopFollowers(); }
-
-void MimoV2Model::StopFollowers() {
-  if (stopped_ || !tp_leader()) return;
-  stopped_ = true;
-  TpCommand c;
-  c.op = TpOp::kStop;
-  SendTpCommand(*tp_.comm, c);
-}
-
-void MimoV2Model::LeadStep(TpOp op, KvAttention& kv, const StepBatch& batch,
-                           const int32_t* tokens, const std::vector<int>& logit_rows,
-                           bool want_logits, int mtp_index, const float* hprev) {
-  MIMO_CHECK(!stopped_, "tensor parallel: a step after the followers were stopped");
-  if (kv_sent_.insert(kv.instance_id()).second) {
-    TpCommand c;
-    c.op = TpOp::kNewKv;
-    c.kv_id = kv.instance_id();
-    const Status st = kv.ExportSpec(&c.kv_words);
-    if (!st.ok()) tp_.comm->Abort(2, st.message());
-    SendTpCommand(*tp_.comm, c);
-  }
-  TpCommand c;
-  c.op = op;
-  c.kv_id = kv.instance_id();
-  c.batch = batch;
-  c.tokens.assign(tokens, tokens + batch.num_tokens);
-  c.logit_rows = logit_rows;
-  c.want_logits = want_logits;
-  c.mtp_index = mtp_index;
-  if (hprev) c.hprev.assign(hprev, hprev + int64_t{batch.num_tokens} * config().hidden_size);
-  const Status st = kv.ExportStep(batch, &c.kv_words);
-  if (!st.ok()) tp_.comm->Abort(2, st.message());
-  SendTpCommand(*tp_.comm, c);
-}
-
-void MimoV2Model::SplitLinear(ExecContext& ctx, const float* x, int64_t T, const MatrixWeight& w,
-                              int64_t full_rows, float* y, const char* what) {
-  if (!tp_.active()) {
-    Linear(ctx, x, T, w, y);
-    return;
-  }
-  std::vector<float> local(T * w.rows);  // [T, this rank's rows]
-  Linear(ctx, x, T, w, local.data());
-  GatherColumns(*tp_.comm, local.data(), T, SplitCounts(full_rows, tp_.slice.size), y, what);
 }
 
 std::vector<LayerConfig> MimoV2Model::KvLayerConfigs() const {
@@ -132,68 +84,55 @@ std::vector<LayerConfig> MimoV2Model::KvLayerConfigs() const {
   return out;
 }
 
-namespace {
-// Stored rows plus scales: FP8 fp32 block scales, MXFP4 4-bit codes and one E8M0 byte per 32.
-double MatrixBytes(const MatrixWeight& w) {
-  return static_cast<double>(w.DataBytes()) + static_cast<double>(w.ScaleBytes());
-}
-double MlpBytes(const MlpWeights& m) {
-  if (m.gate_proj.empty()) return 0;
-  return MatrixBytes(m.gate_proj) + MatrixBytes(m.up_proj) + MatrixBytes(m.down_proj);
-}
-}  // namespace
-
 double MimoV2Model::WeightBytes() const {
-  const ModelConfig& cfg = config();
-  const double vec = 2.0 * cfg.hidden_size;  // a bf16 norm
-  double b = static_cast<double>(w_.embed_tokens.nbytes());
-  const auto* e0 = static_cast<const uint8_t*>(w_.embed_tokens.data);
-  const auto* head = static_cast<const uint8_t*>(w_.lm_head.data);
-  const bool tied = head >= e0 && head < e0 + w_.embed_tokens.nbytes();  // rows of the embedding
-  if (!tied) b += MatrixBytes(w_.lm_head);
-  auto block = [&](const LayerWeights& w) {
-    double x = 2 * vec + MatrixBytes(w.attn.q_proj) + MatrixBytes(w.attn.k_proj) +
-               MatrixBytes(w.attn.v_proj) + MatrixBytes(w.attn.o_proj) + MlpBytes(w.mlp);
-    if (!w.moe.gate.empty()) x += MatrixBytes(w.moe.gate);
-    for (const MlpWeights& e : w.moe.experts) {
-      if (!e.gate_proj.empty()) x += MlpBytes(e);
+  double b = 0;
+  ForEachWeight(w_, [&](const WeightInfo& i) {
+    if (!i.tied) b += i.bytes;
+  });
+  return b;
+}
+
+double MimoV2Model::WeightBytesRead(int64_t tokens, const std::vector<int>& experts,
+                                    bool logits) const {
+  const int L = config().num_hidden_layers;
+  double b = 0;
+  std::vector<double> expert_bytes(L, 0.0);  // [L] every expert this rank holds
+  ForEachWeight(w_, [&](const WeightInfo& i) {
+    if (i.layer >= L) return;  // MTP layers run in drafts, not in the main model's step
+    switch (i.role) {
+      case WeightRole::kEmbedding:
+        b += static_cast<double>(tokens) * i.row_bytes;
+        break;
+      case WeightRole::kExpert:
+        expert_bytes[i.layer] += i.bytes;
+        break;
+      case WeightRole::kNorm:  // model.norm (layer -1) runs on the logit rows only
+      case WeightRole::kLmHead:
+        if (i.layer >= 0 || logits) b += i.bytes;
+        break;
+      default:
+        b += i.bytes;
     }
-    return x;
-  };
-  for (const LayerWeights& w : w_.layers) b += block(w);
-  for (const MtpLayerWeights& m : w_.mtp) b += block(m.block) + MatrixBytes(m.eh_proj) + 3 * vec;
-  return b + vec;
+  });
+  for (int l = 0; l < L; ++l) {
+    int held = 0;
+    for (const MlpWeights& e : w_.layers[l].moe.experts) held += e.gate_proj.empty() ? 0 : 1;
+    if (held > 0) b += expert_bytes[l] * experts[l] / held;
+  }
+  return b;
 }
 
 double MimoV2Model::ActiveWeightBytesPerToken() const {
-  const ModelConfig& cfg = config();
-  double b = static_cast<double>(cfg.hidden_size) * DTypeSize(w_.embed_tokens.dtype);
-  for (int l = 0; l < cfg.num_hidden_layers; ++l) {
-    const LayerWeights& w = w_.layers[l];
-    b += 2.0 * cfg.hidden_size * DTypeSize(w.input_layernorm.dtype);
-    b += MatrixBytes(w.attn.q_proj) + MatrixBytes(w.attn.k_proj) + MatrixBytes(w.attn.v_proj) +
-         MatrixBytes(w.attn.o_proj);
-    if (cfg.layers[l].ffn == FfnKind::kMoe) {
-      b += MatrixBytes(w.moe.gate);
-      for (const MlpWeights& e : w.moe.experts) {  // the first this rank holds
-        if (e.gate_proj.empty()) continue;
-        b += cfg.num_experts_per_tok * MlpBytes(e);
-        break;
-      }
-    } else {
-      b += MlpBytes(w.mlp);
-    }
-  }
-  return b + MatrixBytes(w_.lm_head);
+  return WeightBytesRead(
+      1, std::vector<int>(config().num_hidden_layers, config().num_experts_per_tok), true);
 }
 
 // §2.3: q/k/v projections, partial NeoX RoPE, V x attention_value_scale, attention with the
 // layer kind's mask and sinks, o_proj.
 void MimoV2Model::Attention(ExecContext& ctx, int kv_layer, const LayerConfig& lc,
-                            const AttentionWeights& w, const StepBatch& batch,
-                            const int32_t* positions, const float* h, float* out,
-                            KvAttention& kv) {
-  const int64_t T = batch.num_tokens;
+                            const AttentionWeights& w, const KvStepPlan& step,
+                            const int32_t* positions, const float* h, float* out, KvAttention& kv) {
+  const int64_t T = step.batch.num_tokens;
   const int nh = lc.num_attention_heads, nkv = lc.num_key_value_heads;
   const int dqk = lc.head_dim, dv = lc.v_head_dim;
   ScratchFrame frame;
@@ -216,29 +155,23 @@ void MimoV2Model::Attention(ExecContext& ctx, int kv_layer, const LayerConfig& l
   g.v_head_dim = dv;
   g.sliding_window = lc.attention == AttentionKind::kSlidingWindow ? lc.sliding_window : 0;
   g.scale = 1.0f / std::sqrt(static_cast<float>(dqk));
-  kv.Forward(ctx, kv_layer, g, batch, q, k, v, w.sinks.empty() ? nullptr : w.sinks.data(), attn);
-  if (!tp_.active()) {
-    Linear(ctx, attn, T, w.o_proj, out);
-    return;
-  }
-  // Every rank's heads (rank order is head order), then this rank's o_proj rows.
-  std::vector<float> all(T * w.o_proj.cols);  // [T, all heads * dv]
-  GatherColumns(*tp_.comm, attn, T, std::vector<int>(tp_.slice.size, nh * dv), all.data(),
-                "attention heads");
-  SplitLinear(ctx, all.data(), T, w.o_proj, config().hidden_size, out, "o_proj");
+  kv.Forward(ctx, step, kv_layer, g, q, k, v, w.sinks.empty() ? nullptr : w.sinks.data(), attn);
+  std::vector<float> gathered;  // tensor parallel: [T, every rank's heads * dv]
+  const float* heads = GatherEqualColumns(tp_, attn, T, nh * dv, &gathered, "attention heads");
+  SplitLinear(ctx, tp_, heads, T, w.o_proj, config().hidden_size, out, "o_proj");  // o_proj
 }
 
 // §2.2: pre-norm block with two residuals.
 int MimoV2Model::DecoderLayer(ExecContext& ctx, int kv_layer, const LayerConfig& lc,
-                              const LayerWeights& w, const StepBatch& batch,
+                              const LayerWeights& w, const KvStepPlan& step,
                               const int32_t* positions, float* x, KvAttention& kv) {
   const ModelConfig& cfg = config();
-  const int64_t T = batch.num_tokens, H = cfg.hidden_size;
+  const int64_t T = step.batch.num_tokens, H = cfg.hidden_size;
   ScratchFrame frame;
   float* h = frame.Floats(T * H);                                    // [T, H] normed input
   float* y = frame.Floats(T * H);                                    // [T, H] sublayer output
   RmsNorm(x, T, H, w.input_layernorm, cfg.layernorm_epsilon, h);     // input_layernorm
-  Attention(ctx, kv_layer, lc, w.attn, batch, positions, h, y, kv);  // self_attn
+  Attention(ctx, kv_layer, lc, w.attn, step, positions, h, y, kv);   // self_attn
   for (int64_t i = 0; i < T * H; ++i) x[i] += y[i];                            // residual
   RmsNorm(x, T, H, w.post_attention_layernorm, cfg.layernorm_epsilon, h);      // post norm
   int experts = 0;
@@ -265,63 +198,41 @@ void MimoV2Model::LmHead(ExecContext& ctx, const float* x, int64_t T,
     for (int64_t i = 0; i < n; ++i) std::copy(x + rows[i] * H, x + (rows[i] + 1) * H, sel.begin() + i * H);
   }
   RmsNorm(sel.data(), n, H, w_.norm, cfg.layernorm_epsilon, sel.data());  // model.norm
-  SplitLinear(ctx, sel.data(), n, w_.lm_head, cfg.vocab_size, logits, "lm_head");  // lm_head
+  SplitLinear(ctx, tp_, sel.data(), n, w_.lm_head, cfg.vocab_size, logits, "lm_head");  // lm_head
 }
 
-void MimoV2Model::Forward(ExecContext& ctx, const StepBatch& batch, const int32_t* tokens,
+void MimoV2Model::Forward(ExecContext& ctx, const KvStepPlan& step, const int32_t* tokens,
                           KvAttention& kv, const ForwardOutputs& out) {
   ScopedFlushDenormals ftz_daz;  // serial parts (norms, residuals, routing) as the workers do
-  if (tp_leader()) {
-    LeadStep(TpOp::kForward, kv, batch, tokens, out.logit_rows, out.logits != nullptr, 0, nullptr);
-  }
   const ModelConfig& cfg = config();
-  const int64_t T = batch.num_tokens, H = cfg.hidden_size;
-  const std::vector<int32_t> positions = StepPositions(batch);
+  const int64_t T = step.batch.num_tokens, H = cfg.hidden_size;
+  const std::vector<int32_t> positions = StepPositions(step.batch);
   ScratchFrame frame;
   float* x = frame.Floats(T * H);            // [T, H] residual stream
   Embedding(w_.embed_tokens, tokens, T, x);  // §2.1, no scaling
-  stats_ = ForwardStats{};
-  stats_.weight_bytes = static_cast<double>(T) * H * DTypeSize(w_.embed_tokens.dtype);
+  std::vector<int> experts(cfg.num_hidden_layers, 0);  // [L] distinct experts each MoE used
   for (int l = 0; l < cfg.num_hidden_layers; ++l) {
-    const LayerWeights& w = w_.layers[l];
-    const int experts = DecoderLayer(ctx, l, layers_[l], w, batch, positions.data(), x, kv);
-    double b = 2.0 * H * DTypeSize(w.input_layernorm.dtype) + MatrixBytes(w.attn.q_proj) +
-               MatrixBytes(w.attn.k_proj) + MatrixBytes(w.attn.v_proj) + MatrixBytes(w.attn.o_proj);
-    if (cfg.layers[l].ffn == FfnKind::kMoe) {
-      b += MatrixBytes(w.moe.gate);
-      for (const MlpWeights& e : w.moe.experts) {
-        if (e.gate_proj.empty()) continue;
-        b += experts * MlpBytes(e);
-        break;
-      }
-      stats_.distinct_experts += experts;
-      ++stats_.moe_layers;
-    } else {
-      b += MlpBytes(w.mlp);
-    }
-    stats_.weight_bytes += b;
+    experts[l] = DecoderLayer(ctx, l, layers_[l], w_.layers[l], step, positions.data(), x, kv);
   }
   if (out.prenorm_hidden) std::copy(x, x + T * H, out.prenorm_hidden);
-  if (out.logits) {
-    LmHead(ctx, x, T, out.logit_rows, out.logits);
-    stats_.weight_bytes += MatrixBytes(w_.lm_head);
+  if (out.logits) LmHead(ctx, x, T, out.logit_rows, out.logits);
+  stats_ = ForwardStats{};
+  stats_.weight_bytes = WeightBytesRead(T, experts, out.logits != nullptr);
+  for (int l = 0; l < cfg.num_hidden_layers; ++l) {
+    if (cfg.layers[l].ffn != FfnKind::kMoe) continue;
+    stats_.distinct_experts += experts[l];
+    ++stats_.moe_layers;
   }
 }
 
-void MimoV2Model::MtpForward(ExecContext& ctx, int i, const StepBatch& batch, const float* hprev,
+void MimoV2Model::MtpForward(ExecContext& ctx, int i, const KvStepPlan& step, const float* hprev,
                              const int32_t* tokens, KvAttention& kv, const MtpOutputs& out) {
   ScopedFlushDenormals ftz_daz;
-  if (tp_leader()) {
-    MIMO_CHECK(out.head == nullptr,
-               "tensor parallel: MTP logits over a draft vocabulary are not supported");
-    LeadStep(TpOp::kMtpForward, kv, batch, tokens, out.logit_rows, out.logits != nullptr, i,
-             hprev);
-  }
   const ModelConfig& cfg = config();
   const MtpLayerWeights& m = w_.mtp[i];
-  const int64_t T = batch.num_tokens, H = cfg.hidden_size;
+  const int64_t T = step.batch.num_tokens, H = cfg.hidden_size;
   const float eps = cfg.layernorm_epsilon;
-  const std::vector<int32_t> positions = StepPositions(batch);
+  const std::vector<int32_t> positions = StepPositions(step.batch);
   std::vector<float> e(T * H), cat(T * 2 * H), x(T * H);  // [T,H], [T,2H], [T,H]
   Embedding(w_.embed_tokens, tokens, T, e.data());
   RmsNorm(e.data(), T, H, m.enorm, eps, e.data());
@@ -333,10 +244,10 @@ void MimoV2Model::MtpForward(ExecContext& ctx, int i, const StepBatch& batch, co
   for (int64_t t = 0; t < T; ++t) {
     std::copy(hn.begin() + t * H, hn.begin() + (t + 1) * H, cat.begin() + t * 2 * H + H);
   }
-  SplitLinear(ctx, cat.data(), T, m.eh_proj, H, x.data(), "eh_proj");
+  SplitLinear(ctx, tp_, cat.data(), T, m.eh_proj, H, x.data(), "eh_proj");
   LayerConfig lc = w_.mtp_layer_config;
   lc.has_sinks = !m.block.attn.sinks.empty();
-  DecoderLayer(ctx, mtp_kv_layer(i), lc, m.block, batch, positions.data(), x.data(), kv);
+  DecoderLayer(ctx, mtp_kv_layer(i), lc, m.block, step, positions.data(), x.data(), kv);
   if (out.hidden_out) std::copy(x.begin(), x.end(), out.hidden_out);
   if (!out.logits) return;
   std::vector<float> sel;  // [rows, H] the wanted rows, final-normed
@@ -355,7 +266,7 @@ void MimoV2Model::MtpForward(ExecContext& ctx, int i, const StepBatch& batch, co
   if (out.head) {
     Linear(ctx, sel.data(), n, *out.head, out.logits);
   } else {
-    SplitLinear(ctx, sel.data(), n, w_.lm_head, cfg.vocab_size, out.logits, "lm_head");
+    SplitLinear(ctx, tp_, sel.data(), n, w_.lm_head, cfg.vocab_size, out.logits, "lm_head");
   }
 }
 

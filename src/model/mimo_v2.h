@@ -5,7 +5,6 @@
 #pragma once
 
 #include <memory>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -53,13 +52,9 @@ class MimoV2Model {
  public:
   // With tp.comm of size N > 1 every rank calls Load; each binds only its slices, then the ranks
   // agree: if any rank failed, every rank returns an error naming the first failing rank and its
-  // cause.
+  // cause. Which rank runs which step is not the model's business (engine/model_runner.h).
   static StatusOr<std::unique_ptr<MimoV2Model>> Load(const std::string& dir,
                                                      const TensorParallelOptions& tp = {});
-  // Rank 0 (the leader) of a tensor-parallel model tells its followers to stop (also done by
-  // the destructor).
-  ~MimoV2Model();
-  void StopFollowers();
   MimoV2Model(const MimoV2Model&) = delete;
   MimoV2Model& operator=(const MimoV2Model&) = delete;
 
@@ -88,42 +83,37 @@ class MimoV2Model {
   // norms whole): what `mimo inspect` and `mimo bench model` report per rank.
   double WeightBytes() const;
 
-  // Runs the main model over the step's tokens [T] (positions from batch.chunks).
-  void Forward(ExecContext& ctx, const StepBatch& batch, const int32_t* tokens, KvAttention& kv,
+  // Runs the main model over the step's tokens [T] (positions from step.batch); every layer
+  // writes and reads its K/V through kv by the step's plan.
+  void Forward(ExecContext& ctx, const KvStepPlan& step, const int32_t* tokens, KvAttention& kv,
                const ForwardOutputs& out);
   const ForwardStats& last_forward_stats() const { return stats_; }
 
   // MTP layer i on pairs (hprev_t, token_{t+1}) at position t (spec §3):
   // u = eh_proj([enorm(embed(token)) | hnorm(hprev)]); block; final_layernorm; shared lm_head.
   //   hprev [T, hidden]; tokens [T].
-  void MtpForward(ExecContext& ctx, int i, const StepBatch& batch, const float* hprev,
+  void MtpForward(ExecContext& ctx, int i, const KvStepPlan& step, const float* hprev,
                   const int32_t* tokens, KvAttention& kv, const MtpOutputs& out);
 
  private:
   MimoV2Model() = default;
   // Returns the distinct experts its MoE used (0 for a dense FFN).
   int DecoderLayer(ExecContext& ctx, int kv_layer, const LayerConfig& lc, const LayerWeights& w,
-                   const StepBatch& batch, const int32_t* positions, float* x, KvAttention& kv);
+                   const KvStepPlan& step, const int32_t* positions, float* x, KvAttention& kv);
   void Attention(ExecContext& ctx, int kv_layer, const LayerConfig& lc, const AttentionWeights& w,
-                 const StepBatch& batch, const int32_t* positions, const float* h, float* out,
+                 const KvStepPlan& step, const int32_t* positions, const float* h, float* out,
                  KvAttention& kv);
   void LmHead(ExecContext& ctx, const float* x, int64_t T, const std::vector<int>& rows,
               float* logits);
-  // Rank 0: sends the step (and a new KV cache's spec) to the followers before running it.
-  void LeadStep(TpOp op, KvAttention& kv, const StepBatch& batch, const int32_t* tokens,
-                const std::vector<int>& logit_rows, bool want_logits, int mtp_index,
-                const float* hprev);
-  // y [T, rows of the whole weight] = x W^T from this rank's rows of W, all-gathered.
-  void SplitLinear(ExecContext& ctx, const float* x, int64_t T, const MatrixWeight& w,
-                   int64_t full_rows, float* y, const char* what);
+  // Bytes of weights a main-model step of `tokens` rows reads: their embedding rows, every main
+  // layer's weights with experts[l] of layer l's experts, model.norm and lm_head when `logits`.
+  double WeightBytesRead(int64_t tokens, const std::vector<int>& experts, bool logits) const;
 
   std::unique_ptr<Checkpoint> ckpt_;
   ModelWeights w_;
   TpContext tp_;
   std::vector<LayerConfig> layers_;  // this rank's view of config().layers (its heads)
-  std::set<uint64_t> kv_sent_;       // KV caches the followers know (leader)
-  bool stopped_ = false;
-  ForwardStats stats_;  // of the last Forward (main model only)
+  ForwardStats stats_;               // of the last Forward (main model only)
 };
 
 // Positions [T] of the step's rows, from its chunks.

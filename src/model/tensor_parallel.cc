@@ -8,6 +8,7 @@
 #include <map>
 
 #include "core/check.h"
+#include "kernels/kernels.h"
 
 namespace mimo {
 
@@ -127,6 +128,25 @@ void GatherColumns(Communicator& comm, const float* local, int64_t T, const std:
   }
 }
 
+void SplitLinear(ExecContext& ctx, const TpContext& tp, const float* x, int64_t T,
+                 const MatrixWeight& w, int64_t full_rows, float* y, const char* what) {
+  if (!tp.active()) {
+    Linear(ctx, x, T, w, y);
+    return;
+  }
+  std::vector<float> local(T * w.rows);  // [T, this rank's rows]
+  Linear(ctx, x, T, w, local.data());
+  GatherColumns(*tp.comm, local.data(), T, SplitCounts(full_rows, tp.slice.size), y, what);
+}
+
+const float* GatherEqualColumns(const TpContext& tp, const float* local, int64_t T, int cols,
+                                std::vector<float>* buffer, const char* what) {
+  if (!tp.active()) return local;
+  buffer->resize(T * cols * tp.slice.size);
+  GatherColumns(*tp.comm, local, T, std::vector<int>(tp.slice.size, cols), buffer->data(), what);
+  return buffer->data();
+}
+
 StatusOr<std::vector<double>> TpWeightBytesPerRank(const Checkpoint& ck, int size,
                                                    bool expert_parallel) {
   const ModelConfig& cfg = ck.config();
@@ -201,94 +221,6 @@ StatusOr<std::vector<LayerConfig>> TpKvLayerConfigs(const ModelConfig& cfg, int 
     l = LocalLayerConfig(l, hs);
   }
   return out;
-}
-
-// ---- step message: one header broadcast (sizes), then one payload broadcast.
-namespace {
-struct Header {
-  int32_t op = 0, num_tokens = 0, num_chunks = 0, num_logit_rows = 0;
-  int32_t want_logits = 0, mtp_index = 0;
-  int64_t kv_id = 0, num_hprev = 0, num_kv_words = 0, payload_bytes = 0;
-};
-
-class Writer {
- public:
-  template <typename T>
-  void Put(const T* p, size_t n) {
-    const auto* b = reinterpret_cast<const uint8_t*>(p);
-    bytes.insert(bytes.end(), b, b + n * sizeof(T));
-  }
-  std::vector<uint8_t> bytes;
-};
-class Reader {
- public:
-  explicit Reader(const std::vector<uint8_t>& b) : b_(b) {}
-  template <typename T>
-  void Get(T* p, size_t n) {
-    std::memcpy(p, b_.data() + off_, n * sizeof(T));
-    off_ += n * sizeof(T);
-  }
-
- private:
-  const std::vector<uint8_t>& b_;
-  size_t off_ = 0;
-};
-}  // namespace
-
-void SendTpCommand(Communicator& comm, const TpCommand& c) {
-  Header h;
-  h.op = static_cast<int32_t>(c.op);
-  h.num_tokens = c.batch.num_tokens;
-  h.num_chunks = static_cast<int32_t>(c.batch.chunks.size());
-  h.num_logit_rows = static_cast<int32_t>(c.logit_rows.size());
-  h.want_logits = c.want_logits;
-  h.mtp_index = c.mtp_index;
-  h.kv_id = static_cast<int64_t>(c.kv_id);
-  h.num_hprev = static_cast<int64_t>(c.hprev.size());
-  h.num_kv_words = static_cast<int64_t>(c.kv_words.size());
-  Writer w;
-  for (const SequenceChunk& ch : c.batch.chunks) {
-    const int32_t v[4] = {ch.seq_id, ch.token_begin, ch.num_tokens, ch.start_pos};
-    w.Put(v, 4);
-  }
-  w.Put(c.tokens.data(), c.tokens.size());
-  w.Put(c.logit_rows.data(), c.logit_rows.size());
-  w.Put(c.hprev.data(), c.hprev.size());
-  w.Put(c.kv_words.data(), c.kv_words.size());
-  h.payload_bytes = static_cast<int64_t>(w.bytes.size());
-  comm.Broadcast(&h, sizeof h, 0, "step header");
-  if (h.payload_bytes > 0) comm.Broadcast(w.bytes.data(), w.bytes.size(), 0, "step plan");
-}
-
-TpCommand ReceiveTpCommand(Communicator& comm) {
-  Header h;
-  comm.Broadcast(&h, sizeof h, 0, "next step", /*idle=*/true);
-  std::vector<uint8_t> bytes(h.payload_bytes);
-  if (h.payload_bytes > 0) comm.Broadcast(bytes.data(), bytes.size(), 0, "step plan");
-  TpCommand c;
-  c.op = static_cast<TpOp>(h.op);
-  c.kv_id = static_cast<uint64_t>(h.kv_id);
-  c.want_logits = h.want_logits != 0;
-  c.mtp_index = h.mtp_index;
-  c.batch.num_tokens = h.num_tokens;
-  Reader r(bytes);
-  c.batch.chunks.resize(h.num_chunks);
-  for (SequenceChunk& ch : c.batch.chunks) {
-    int32_t v[4];
-    r.Get(v, 4);
-    ch = {v[0], v[1], v[2], v[3]};
-  }
-  // Only a step carries tokens; the token count is the batch's.
-  const bool step = c.op == TpOp::kForward || c.op == TpOp::kMtpForward;
-  c.tokens.resize(step ? h.num_tokens : 0);
-  r.Get(c.tokens.data(), c.tokens.size());
-  c.logit_rows.resize(h.num_logit_rows);
-  r.Get(c.logit_rows.data(), c.logit_rows.size());
-  c.hprev.resize(h.num_hprev);
-  r.Get(c.hprev.data(), c.hprev.size());
-  c.kv_words.resize(h.num_kv_words);
-  r.Get(c.kv_words.data(), c.kv_words.size());
-  return c;
 }
 
 }  // namespace mimo

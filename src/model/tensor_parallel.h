@@ -2,7 +2,8 @@
 // message rank 0 sends its followers. Every split here is by output rows of a weight (heads, FFN
 // rows, vocabulary rows, experts), and partial results are combined by all-gathers, never by
 // floating-point sums in another order: with N ranks the logits are bitwise those of one process
-// (docs/ARCHITECTURE.md, "Tensor parallelism").
+// (docs/ARCHITECTURE.md, "Tensor parallelism"). Sending each step to the followers is not the
+// model's business: engine/model_runner.h does it beside the model.
 //
 //   attention  q/k/v: this rank's query heads and the kv heads they read (kv heads are split, or
 //              replicated when N exceeds a layer's kv-head count); attention over them; the heads'
@@ -19,9 +20,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "attention/kv_attention.h"
 #include "core/matrix_weight.h"
 #include "core/status.h"
+#include "core/thread_pool.h"
 #include "io/checkpoint.h"
 #include "io/hf_config.h"
 #include "parallel/communicator.h"
@@ -73,6 +74,16 @@ MatrixWeight SliceRows(const MatrixWeight& w, int64_t begin, int64_t count);
 void GatherColumns(Communicator& comm, const float* local, int64_t T,
                    const std::vector<int>& cols, float* out, const char* what);
 
+// The two steps the model's layers take the same way in one process and under tensor
+// parallelism (one process: no communication, no copy).
+// y [T, full_rows] = x W^T where w holds this rank's rows of W: each rank's columns all-gathered.
+void SplitLinear(ExecContext& ctx, const TpContext& tp, const float* x, int64_t T,
+                 const MatrixWeight& w, int64_t full_rows, float* y, const char* what);
+// [T, cols * N]: every rank's local [T, cols] in rank order (*buffer holds them); one process:
+// local itself.
+const float* GatherEqualColumns(const TpContext& tp, const float* local, int64_t T, int cols,
+                                std::vector<float>* buffer, const char* what);
+
 // Bytes of the checkpoint's language-model tensors each rank of `size` holds, from the headers
 // alone (nothing is read): per tensor, the share of its rows the rank binds (heads, FFN rows,
 // vocabulary rows, whole experts under expert parallelism); embeddings, norms and the router
@@ -83,21 +94,5 @@ StatusOr<std::vector<double>> TpWeightBytesPerRank(const Checkpoint& ck, int siz
 // `mimo inspect` plans the whole model's).
 StatusOr<std::vector<LayerConfig>> TpKvLayerConfigs(const ModelConfig& cfg, int num_mtp, int rank,
                                                     int size);
-
-// The step message (rank 0 -> followers). Followers mirror the leader's model calls exactly.
-enum class TpOp : int32_t { kStop = 0, kNewKv = 1, kForward = 2, kMtpForward = 3 };
-struct TpCommand {
-  TpOp op = TpOp::kStop;
-  uint64_t kv_id = 0;
-  StepBatch batch;
-  std::vector<int32_t> tokens;      // [T]
-  std::vector<int> logit_rows;      // empty: every row
-  bool want_logits = false;
-  int mtp_index = 0;                // kMtpForward
-  std::vector<float> hprev;         // kMtpForward: [T, hidden]
-  std::vector<int64_t> kv_words;    // kNewKv: the cache spec; kForward: the step's slot plan
-};
-void SendTpCommand(Communicator& comm, const TpCommand& c);
-TpCommand ReceiveTpCommand(Communicator& comm);  // blocks (idle) until rank 0 sends
 
 }  // namespace mimo

@@ -148,4 +148,64 @@ StatusOr<ModelWeights> BindWeights(Checkpoint& ck, const ModelConfig& cfg, const
   return w;
 }
 
+void ForEachWeight(const ModelWeights& w, const std::function<void(const WeightInfo&)>& f) {
+  auto matrix = [](const MatrixWeight& m) {
+    return static_cast<double>(m.DataBytes()) + static_cast<double>(m.ScaleBytes());
+  };
+  auto visit = [&](WeightRole role, int layer, double bytes, int expert = -1) {
+    WeightInfo i;
+    i.role = role;
+    i.layer = layer;
+    i.expert = expert;
+    i.bytes = bytes;
+    f(i);
+  };
+  auto mlp = [&](const MlpWeights& m, WeightRole role, int layer, int expert) {
+    for (const MatrixWeight* p : {&m.gate_proj, &m.up_proj, &m.down_proj}) {
+      visit(role, layer, matrix(*p), expert);
+    }
+  };
+  auto block = [&](const LayerWeights& l, int layer) {
+    visit(WeightRole::kNorm, layer, static_cast<double>(l.input_layernorm.nbytes()));
+    for (const MatrixWeight* p : {&l.attn.q_proj, &l.attn.k_proj, &l.attn.v_proj, &l.attn.o_proj}) {
+      visit(WeightRole::kAttention, layer, matrix(*p));
+    }
+    visit(WeightRole::kNorm, layer, static_cast<double>(l.post_attention_layernorm.nbytes()));
+    if (!l.moe.gate.empty()) {
+      visit(WeightRole::kRouter, layer, matrix(l.moe.gate));
+      for (size_t e = 0; e < l.moe.experts.size(); ++e) {
+        if (!l.moe.experts[e].gate_proj.empty()) {  // held by this rank
+          mlp(l.moe.experts[e], WeightRole::kExpert, layer, static_cast<int>(e));
+        }
+      }
+    } else {
+      mlp(l.mlp, WeightRole::kDenseMlp, layer, -1);
+    }
+  };
+  WeightInfo embed;
+  embed.role = WeightRole::kEmbedding;
+  embed.bytes = static_cast<double>(w.embed_tokens.nbytes());
+  embed.row_bytes = static_cast<double>(w.embed_tokens.dim(-1) * DTypeSize(w.embed_tokens.dtype));
+  f(embed);
+  const int L = static_cast<int>(w.layers.size());
+  for (int l = 0; l < L; ++l) block(w.layers[l], l);
+  visit(WeightRole::kNorm, -1, static_cast<double>(w.norm.nbytes()));
+  WeightInfo head;
+  head.role = WeightRole::kLmHead;
+  head.bytes = matrix(w.lm_head);
+  const auto* e0 = static_cast<const uint8_t*>(w.embed_tokens.data);
+  const auto* h0 = static_cast<const uint8_t*>(w.lm_head.data);
+  head.tied = h0 >= e0 && h0 < e0 + w.embed_tokens.nbytes();
+  f(head);
+  for (size_t i = 0; i < w.mtp.size(); ++i) {
+    const MtpLayerWeights& m = w.mtp[i];
+    const int layer = L + static_cast<int>(i);
+    visit(WeightRole::kNorm, layer, static_cast<double>(m.enorm.nbytes()));
+    visit(WeightRole::kNorm, layer, static_cast<double>(m.hnorm.nbytes()));
+    visit(WeightRole::kMtpInput, layer, matrix(m.eh_proj));
+    block(m.block, layer);
+    visit(WeightRole::kNorm, layer, static_cast<double>(m.final_layernorm.nbytes()));
+  }
+}
+
 }  // namespace mimo

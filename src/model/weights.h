@@ -3,6 +3,7 @@
 // Ownership: views point into the Checkpoint, which must outlive the weights.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -61,6 +62,31 @@ struct ModelWeights {
   std::vector<MtpLayerWeights> mtp;   // [num MTP layers found]
   LayerConfig mtp_layer_config;       // SWA geometry with a dense FFN
 };
+
+// One weight as the walk over all of them sees it (byte accounting: what a rank holds, what a
+// token reads).
+enum class WeightRole {
+  kEmbedding,
+  kNorm,
+  kAttention,
+  kDenseMlp,
+  kRouter,
+  kExpert,
+  kMtpInput,
+  kLmHead
+};
+struct WeightInfo {
+  WeightRole role = WeightRole::kAttention;
+  int layer = -1;        // main layer l; MTP layer i is num_hidden_layers + i; -1: outside layers
+  int expert = -1;       // kExpert: the routed expert's index
+  double bytes = 0;      // as stored: data plus FP8 block scales / MXFP4 exponents
+  double row_bytes = 0;  // kEmbedding: one token's row
+  bool tied = false;     // kLmHead: rows of the embedding (tie_word_embeddings), not stored twice
+};
+// Calls f for every weight this rank holds (its slices under tensor parallelism; under expert
+// parallelism only its experts): embedding, then each main layer (norms, attention, router,
+// experts or dense MLP), model.norm, lm_head, then each MTP layer (its norms, eh_proj, block).
+void ForEachWeight(const ModelWeights& w, const std::function<void(const WeightInfo&)>& f);
 
 // Binds every tensor the config implies; errors name tensor, file, expected and actual. With
 // tp.active(), only this rank's slices (model/tensor_parallel.h): attention heads, FFN rows,

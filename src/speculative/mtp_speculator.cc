@@ -5,8 +5,9 @@
 #include <cstring>
 
 #include "core/check.h"
+#include "engine/model_runner.h"
 #include "engine/scheduler.h"
-#include "kv/paged_kv_attention.h"
+#include "kv/kv_cache.h"
 #include "speculative/verify.h"
 
 namespace mimo {
@@ -68,8 +69,8 @@ int MtpSpeculator::mtp_chunk_tokens() const {
   return window_ + opts_.num_speculative_tokens + block_size_;
 }
 
-Status MtpSpeculator::Attach(PagedKvAttention& kv, int block_size) {
-  if (!kv.has_mtp_pool()) return InvalidArgument("the KV cache has no MTP pool");
+Status MtpSpeculator::Attach(KvCache& kv, int block_size) {
+  if (!kv.has_draft_pool()) return InvalidArgument("the KV cache has no MTP pool");
   kv_ = &kv;
   block_size_ = block_size;
   return Status::Ok();
@@ -135,7 +136,7 @@ void MtpSpeculator::Propose(ExecContext& ctx, std::span<Request* const> reqs,
       for (int k = 0; k < K && ok; ++k) {
         st.mtp_seq[k] = next_mtp_seq_++;
         if (next_mtp_seq_ == (1 << 30) + (1 << 29)) next_mtp_seq_ = 1 << 30;
-        ok = kv_->AddMtpSequence(st.mtp_seq[k], st.start).ok();
+        ok = kv_->AddDraftSequence(st.mtp_seq[k], st.start).ok();
       }
       if (!ok) continue;
       st.started = true;
@@ -191,7 +192,9 @@ void MtpSpeculator::Propose(ExecContext& ctx, std::span<Request* const> reqs,
       hout.resize(static_cast<size_t>(batch.num_tokens) * H);
       mo.hidden_out = hout.data();
     }
-    model_.MtpForward(ctx, k, batch, hprev.data(), tokens.data(), *kv_, mo);
+    StatusOr<KvStepPlan> plan = kv_->PlanStep(batch);
+    MIMO_CHECK(plan.ok(), "MTP draft step: %s", plan.status().message().c_str());
+    RunMtpForward(model_, ctx, k, *kv_, *plan, hprev.data(), tokens.data(), mo);
     for (size_t c = 0; c < who.size(); ++c) {
       const size_t i = who[c];
       Request* r = reqs[i];

@@ -42,7 +42,7 @@ class MtpSpeculator final : public Speculator {
   int mtp_sequences_per_sequence() const override { return opts_.num_speculative_tokens; }
   int mtp_chunk_tokens() const override;
   int prefix_hit_margin() const override { return window_ + opts_.num_speculative_tokens; }
-  Status Attach(PagedKvAttention& kv, int block_size) override;
+  Status Attach(KvCache& kv, int block_size) override;
   void ObserveStep(const SchedulePlan& plan, const float* hidden,
                    std::span<Request* const> chunk_requests) override;
   VerifyResult Verify(Request& r, const float* logits, int64_t vocab,
@@ -68,7 +68,7 @@ class MtpSpeculator final : public Speculator {
 
   MimoV2Model& model_;
   MtpSpeculatorOptions opts_;
-  PagedKvAttention* kv_ = nullptr;
+  KvCache* kv_ = nullptr;
   int block_size_ = 16;
   int window_ = 0;
   std::vector<int32_t> draft_ids_;  // [draft vocab] row j of the head scores token draft_ids_[j]

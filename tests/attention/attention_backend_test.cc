@@ -155,8 +155,9 @@ void BuildProblem(const Case& c, int bs, DType dtype, uint32_t seed, Problem* P)
     as.query_begin = row;
     as.num_queries = s.num_queries;
     as.start_pos = s.start_pos;
-    as.block_table = table.data();
+    as.table_begin = static_cast<int>(P->batch.block_tables.size());
     as.num_table_blocks = nblocks;
+    P->batch.block_tables.insert(P->batch.block_tables.end(), table.begin(), table.end());
     P->batch.seqs.push_back(as);
     row += s.num_queries;
   }
@@ -312,6 +313,7 @@ TEST(CpuPaged, RowOutputIndependentOfBatchingAndThreads) {
       s.start_pos = 2040 + r;
       one.seqs.push_back(s);
       one.num_tokens = 1;
+      one.block_tables = P.batch.block_tables;
       std::vector<float> got(dv);
       be->Run(threaded, P.geom, P.view, one, P.q.data() + r * dq, P.sinks.data(), got.data());
       EXPECT_EQ(0, std::memcmp(got.data(), chunk.data() + r * dv, dv * sizeof(float)))

@@ -30,7 +30,7 @@ ModelConfig Config() {
 
 // A cache for max_seqs sequences (chunks up to `chunk` tokens) with `full_blocks` allocatable
 // full-attention blocks.
-std::unique_ptr<PagedKvAttention> MakeKv(int max_seqs, int chunk, int full_blocks) {
+std::unique_ptr<KvCache> MakeKv(int max_seqs, int chunk, int full_blocks) {
   PagedKvOptions o;
   o.block_size = kBlock;
   o.max_sequences = max_seqs;
@@ -43,7 +43,7 @@ std::unique_ptr<PagedKvAttention> MakeKv(int max_seqs, int chunk, int full_block
   EXPECT_TRUE(probe.ok());
   o.kv_cache_memory_bytes = probe->num_swa_blocks * probe->swa_bytes_per_block +
                             int64_t{full_blocks + 1} * probe->full_bytes_per_block;
-  auto kv = PagedKvAttention::Create(Config(), o);
+  auto kv = KvCache::Create(Config(), o);
   EXPECT_TRUE(kv.ok()) << kv.status().message();
   EXPECT_EQ(kv.value()->memory_plan().num_full_blocks, full_blocks + 1);
   return std::move(kv).value();
@@ -60,11 +60,11 @@ std::unique_ptr<Request> MakeRequest(int seq, int prompt_len, int first_id = 100
   return r;
 }
 
-// Runs the plan as the engine would: the forward pass commits the step's slots (its first
-// layer's PrepareStep), tokens are computed, sampled rows get a fake token.
-void Complete(Scheduler& s, PagedKvAttention& kv, const SchedulePlan& plan) {
+// Runs the plan as the engine would: the KV cache plans the step (its slots committed), tokens
+// are computed, sampled rows get a fake token.
+void Complete(Scheduler& s, KvCache& kv, const SchedulePlan& plan) {
   if (plan.empty()) return;
-  ASSERT_TRUE(kv.PrepareStep(plan.ToStepBatch()).ok());
+  ASSERT_TRUE(kv.PlanStep(plan.ToStepBatch()).ok());
   s.OnStepDone(plan);
   for (const ScheduledChunk& c : plan.chunks) {
     if (!c.sample) continue;

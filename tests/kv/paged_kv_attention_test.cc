@@ -1,9 +1,8 @@
-// PagedKvAttention end to end at the attention level: several sequences with chunked prefill
-// and decode against a brute-force oracle written from the spec (§2.3) over each sequence's full
-// K/V history; prefix-cache reuse equal to recomputation across the SWA window edge; bounded
-// SWA blocks; backend selection errors and warnings through the factory.
-#include "kv/paged_kv_attention.h"
-
+// KvCache + PagedKvAttention end to end at the attention level: several sequences with chunked
+// prefill and decode against a brute-force oracle written from the spec (§2.3) over each
+// sequence's full K/V history; prefix-cache reuse equal to recomputation across the SWA window
+// edge; bounded SWA blocks; backend selection errors and warnings through the factory; what
+// PlanStep refuses (it never starts, frees or rewinds a sequence itself).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,6 +11,7 @@
 #include <vector>
 
 #include "core/max_error.h"
+#include "kv/kv_cache.h"
 
 namespace mimo {
 namespace {
@@ -94,10 +94,11 @@ void Oracle(const LayerConfig& l, const float* q, int pos, const std::vector<flo
   }
 }
 
-// Drives a KvAttention through steps; keeps per-sequence token keys and the oracle history.
+// Drives a KvCache through steps as its callers do (sequences started and rewound explicitly,
+// then each step planned); keeps per-sequence token keys and the oracle history.
 class Driver {
  public:
-  Driver(const ModelConfig& c, KvAttention* attn) : c_(c), attn_(attn) {
+  Driver(const ModelConfig& c, KvCache* cache) : c_(c), cache_(cache) {
     for (const LayerConfig& l : c.layers) {
       std::vector<float> s(l.num_attention_heads);
       for (int h = 0; h < l.num_attention_heads; ++h) s[h] = Val(77, h) * 2;
@@ -121,6 +122,16 @@ class Driver {
       T += ch.num_tokens;
     }
     b.num_tokens = T;
+    for (const auto& ch : b.chunks) {
+      if (!cache_->HasSequence(ch.seq_id)) {
+        EXPECT_TRUE(cache_->StartSequence(ch.seq_id).ok());
+      } else if (ch.start_pos < cache_->num_tokens(ch.seq_id)) {  // re-run the tail
+        EXPECT_TRUE(cache_->Rewind(ch.seq_id, ch.start_pos).ok());
+      }
+    }
+    StatusOr<KvStepPlan> plan = cache_->PlanStep(b);
+    EXPECT_TRUE(plan.ok()) << plan.status().message();
+    if (!plan.ok()) return {};
     ThreadPool pool(2);
     ExecContext ctx{&pool};
     std::vector<std::vector<float>> outs;
@@ -141,8 +152,8 @@ class Driver {
             v[size_t{1} * row * nkv * l.v_head_dim + e] = Val(key + 2, e);
         }
       }
-      attn_->Forward(ctx, li, Geometry(l), b, q.data(), k.data(), v.data(),
-                     l.has_sinks ? sinks_[li].data() : nullptr, out.data());
+      cache_->attention().Forward(ctx, *plan, li, Geometry(l), q.data(), k.data(), v.data(),
+                                  l.has_sinks ? sinks_[li].data() : nullptr, out.data());
       if (check) {
         for (const auto& ch : b.chunks) {
           auto& hist = hist_[ch.seq_id];
@@ -176,7 +187,7 @@ class Driver {
 
  private:
   const ModelConfig& c_;
-  KvAttention* attn_;
+  KvCache* cache_;
   std::vector<std::vector<float>> sinks_;
   std::map<int, SeqTokens> tokens_;
   std::map<int, History> hist_;
@@ -200,7 +211,7 @@ TEST_P(PagedTest, SeveralSequencesMatchOracle) {
   o.max_sequences = 3;
   o.max_context = 200;
   o.max_chunk_tokens = 64;
-  auto attn = PagedKvAttention::Create(c, o);
+  auto attn = KvCache::Create(c, o);
   ASSERT_TRUE(attn.ok()) << attn.status().message();
   Driver d(c, attn->get());
   d.AddTokens(1, Toks(120, 1));
@@ -231,7 +242,7 @@ TEST_P(PagedTest, QuantizedKvStaysClose) {
     o.kv_dtype = t;
     o.max_context = 128;
     o.max_chunk_tokens = 64;
-    auto attn = PagedKvAttention::Create(c, o);
+    auto attn = KvCache::Create(c, o);
     ASSERT_TRUE(attn.ok());
     Driver d(c, attn->get());
     d.AddTokens(1, Toks(80, 4));
@@ -255,9 +266,9 @@ TEST_P(PagedTest, PrefixCacheEqualsRecompute) {
   o.max_sequences = 2;
   o.max_context = 256;
   o.max_chunk_tokens = 64;
-  auto cached = PagedKvAttention::Create(c, o);
+  auto cached = KvCache::Create(c, o);
   o.enable_prefix_caching = false;
-  auto fresh = PagedKvAttention::Create(c, o);
+  auto fresh = KvCache::Create(c, o);
   ASSERT_TRUE(cached.ok() && fresh.ok());
   auto a = Toks(140, 5);
   auto b = a;
@@ -316,7 +327,7 @@ TEST(PagedKvAttention, FactoryErrorsAndChoices) {
   ModelConfig c = MiniConfig();
   PagedKvOptions o;
   o.attention_backend = "no_such_backend";
-  auto bad = MakePagedKvAttention(c, o);
+  auto bad = KvCache::Create(c, o);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("no_such_backend"), std::string::npos);
   o.attention_backend = "";
@@ -349,30 +360,61 @@ TEST(PagedKvAttention, FactoryErrorsAndChoices) {
   EXPECT_STREQ((*fb)[0].backend->name(), "cpu_paged");
   EXPECT_FALSE((*fb)[0].warning.empty());
   o.strict_backend = true;
-  auto strict = MakePagedKvAttention(c, o);
+  auto strict = KvCache::Create(c, o);
   ASSERT_FALSE(strict.ok());
   EXPECT_NE(strict.status().message().find("layer 0"), std::string::npos);
 }
 
-TEST(PagedKvAttention, PrepareStepReportsNoRoomAndBadChunks) {
+TEST(KvCache, PlanStepReportsNoRoomAndBadChunks) {
   ModelConfig c = MiniConfig();
   PagedKvOptions o;
   o.block_size = 16;
   o.max_context = 32;  // 2 full blocks for 1 sequence
   o.max_chunk_tokens = 32;
-  auto a = PagedKvAttention::Create(c, o);
+  auto a = KvCache::Create(c, o);
   ASSERT_TRUE(a.ok());
+  KvCache& kv = **a;
+  ASSERT_TRUE(kv.StartSequence(1).ok());
+  EXPECT_EQ(kv.StartSequence(1).code(), StatusCode::kInvalidArgument);  // already there
   StepBatch ok{{{1, 0, 32, 0}}, 32};
-  EXPECT_TRUE((*a)->PrepareStep(ok).ok());
+  EXPECT_TRUE(kv.PlanStep(ok).ok());
+  EXPECT_EQ(kv.num_tokens(1), 32);
+  ASSERT_TRUE(kv.StartSequence(2).ok());
   StepBatch full{{{2, 0, 16, 0}}, 16};
-  Status st = (*a)->PrepareStep(full);
+  Status st = kv.PlanStep(full).status();
   EXPECT_EQ(st.code(), StatusCode::kResourceExhausted) << st.message();
+  EXPECT_EQ(kv.num_tokens(2), 0);
   StepBatch gap{{{1, 0, 1, 40}}, 1};
-  EXPECT_EQ((*a)->PrepareStep(gap).code(), StatusCode::kInvalidArgument);
-  StepBatch unknown{{{9, 0, 1, 5}}, 1};
-  EXPECT_EQ((*a)->PrepareStep(unknown).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(kv.PlanStep(gap).status().code(), StatusCode::kInvalidArgument);
+  StepBatch unknown{{{9, 0, 1, 0}}, 1};  // never started: not created implicitly
+  EXPECT_EQ(kv.PlanStep(unknown).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_FALSE(kv.HasSequence(9));
   StepBatch dup{{{1, 0, 1, 32}, {1, 1, 1, 33}}, 2};
-  EXPECT_EQ((*a)->PrepareStep(dup).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(kv.PlanStep(dup).status().code(), StatusCode::kInvalidArgument);
+  // A chunk behind the computed tokens is refused, not a hidden rewind or restart.
+  StepBatch behind{{{1, 0, 2, 30}}, 2};
+  EXPECT_EQ(kv.PlanStep(behind).status().code(), StatusCode::kInvalidArgument);
+  StepBatch restart{{{1, 0, 4, 0}}, 4};
+  EXPECT_EQ(kv.PlanStep(restart).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(kv.num_tokens(1), 32);
+  // Rewound by its owner, the same chunk is planned, at the slots it had.
+  ASSERT_TRUE(kv.Rewind(1, 30).ok());
+  auto again = kv.PlanStep(behind);
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ(kv.num_tokens(1), 32);
+  ASSERT_EQ(again->groups.size(), 2u);
+  const KvGroupStep& g0 = again->groups[0];
+  ASSERT_EQ(g0.slots.size(), 2u);
+  ASSERT_EQ(g0.attention.seqs.size(), 1u);
+  const AttentionSequence& s = g0.attention.seqs[0];
+  EXPECT_EQ(s.start_pos, 30);
+  ASSERT_EQ(s.num_table_blocks, 2);
+  const int32_t* table = g0.attention.table(s);
+  EXPECT_EQ(g0.slots[0], int64_t{table[1]} * 16 + 14);  // position 30: block 1, offset 14
+  EXPECT_EQ(g0.slots[1], int64_t{table[1]} * 16 + 15);
+  kv.FreeSequence(1);
+  EXPECT_FALSE(kv.HasSequence(1));
+  EXPECT_TRUE(kv.PlanStep(full).ok());  // its blocks went back to the pool
 }
 
 }  // namespace

@@ -18,7 +18,7 @@
 
 #include "core/max_error.h"
 #include "core/thread_pool.h"
-#include "kv/paged_kv_attention.h"
+#include "kv/kv_cache.h"
 #include "model/mimo_v2.h"
 
 namespace mimo {
@@ -70,21 +70,22 @@ std::vector<float> RunFixture(const Fixture& f, int chunk, DType kv_dtype) {
   o.max_chunk_tokens = chunk;
   ModelConfig kv_config = f.model->config();
   kv_config.layers = f.model->KvLayerConfigs();
-  auto kv = PagedKvAttention::Create(kv_config, o);
+  auto kv = KvCache::Create(kv_config, o);
   EXPECT_TRUE(kv.ok()) << kv.status().message();
   if (!kv.ok()) return {};
   std::vector<float> out(static_cast<size_t>(n) * f.vocab);
+  EXPECT_TRUE((*kv)->StartSequence(0).ok());
   for (int t = 0; t < n; t += chunk) {
     const int m = std::min(chunk, n - t);
     StepBatch b;
     b.chunks.push_back({0, 0, m, t});
     b.num_tokens = m;
-    const Status st = (*kv)->PrepareStep(b);
-    EXPECT_TRUE(st.ok()) << st.message();
-    if (!st.ok()) return {};
+    const StatusOr<KvStepPlan> plan = (*kv)->PlanStep(b);
+    EXPECT_TRUE(plan.ok()) << plan.status().message();
+    if (!plan.ok()) return {};
     ForwardOutputs fo;
     fo.logits = out.data() + static_cast<int64_t>(t) * f.vocab;
-    f.model->Forward(ctx, b, f.ids.data() + t, **kv, fo);
+    f.model->Forward(ctx, *plan, f.ids.data() + t, (*kv)->attention(), fo);
     (*kv)->RecordTokenIds(0, std::span<const int32_t>(f.ids.data() + t, m));
   }
   return out;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/decode_session.h"
 #include "cli/engine_setup.h"
 #include "cli/roofline_probe.h"
 #include "core/dtype.h"
@@ -269,30 +270,22 @@ int RunE2e(const Args& a) {
   if (!kv) return 1;
   std::vector<int32_t> ids(prompt);
   for (int i = 0; i < prompt; ++i) ids[i] = (1 + 7919 * i) % cfg.vocab_size;
-  std::vector<float> logits(cfg.vocab_size);  // [vocab]
-  StepBatch b;
-  b.chunks.push_back({0, 0, prompt, 0});
-  b.num_tokens = prompt;
-  ForwardOutputs out;
-  out.logit_rows = {prompt - 1};
-  out.logits = logits.data();
+  DecodeSession session(lm, *kv, 1);
   const double t0 = Now();
-  lm.model->Forward(lm.ctx, b, ids.data(), *kv, out);
+  Status st = session.Prefill(ids, prompt);
   const double t1 = Now();
   Communicator* comm = lm.model->communicator();
   if (comm) comm->ResetStats();
-  for (int i = 0; i < tokens; ++i) {
-    const int32_t next = Argmax(logits.data(), cfg.vocab_size);
-    StepBatch d;
-    d.chunks.push_back({0, 0, 1, prompt + i});
-    d.num_tokens = 1;
-    ForwardOutputs o;
-    o.logits = logits.data();
-    lm.model->Forward(lm.ctx, d, &next, *kv, o);
-  }
+  for (int i = 0; i < tokens && st.ok(); ++i) st = session.DecodeGreedy();
   const double t2 = Now();
-  uint64_t hash = 1469598103934665603ull;  // FNV-1a over the last logits row
-  for (float f : logits) {
+  if (!st.ok()) {
+    std::fprintf(stderr, "bench e2e: error: %s\n", st.message().c_str());
+    return 1;
+  }
+  const float* logits = session.logits(0);  // [vocab] of the last step
+  uint64_t hash = 1469598103934665603ull;   // FNV-1a over the last logits row
+  for (const float* p = logits; p != logits + cfg.vocab_size; ++p) {
+    const float f = *p;
     uint32_t u;
     std::memcpy(&u, &f, 4);
     hash = (hash ^ u) * 1099511628211ull;

@@ -84,7 +84,8 @@ int RunBenchAttention(const Args& a) {
   }
   PagedKvView view{L, k_pool.data(), v_pool.data(), k_scale.data(), v_scale.data()};
   AttentionBatch batch;
-  batch.seqs.push_back({0, queries, context - queries, table.data(), num_blocks});
+  batch.seqs.push_back({0, queries, context - queries, 0, num_blocks});
+  batch.block_tables.assign(table.begin(), table.end());
   batch.num_tokens = queries;
   AttentionGeometry g{heads, kv_heads, dk, dv, 0, 1.0f / std::sqrt(static_cast<float>(dk))};
   std::vector<float> q(static_cast<size_t>(queries) * heads * dk),

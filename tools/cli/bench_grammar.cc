@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/decode_session.h"
 #include "cli/grammar_setup.h"
 #include "cli/model_loading.h"
 #include "engine/sampler.h"
@@ -152,27 +153,16 @@ bool DecodeMsPerToken(const Args& a, int threads, int tokens, double* wall_ms) {
   if (!kv) return false;
   std::vector<int32_t> ids(prompt);
   for (int i = 0; i < prompt; ++i) ids[i] = (1 + 7919 * i) % cfg.vocab_size;
-  std::vector<float> logits(cfg.vocab_size);  // [vocab]
-  StepBatch b;
-  b.chunks.push_back({0, 0, prompt, 0});
-  b.num_tokens = prompt;
-  ForwardOutputs out;
-  out.logit_rows = {prompt - 1};
-  out.logits = logits.data();
-  lm.model->Forward(lm.ctx, b, ids.data(), *kv, out);
+  DecodeSession session(lm, *kv, 1);
+  Status st = session.Prefill(ids, prompt);
   double t0 = WallMs();
-  for (int i = 0; i < warmup + tokens; ++i) {
+  for (int i = 0; i < warmup + tokens && st.ok(); ++i) {
     if (i == warmup) t0 = WallMs();
-    const int32_t next = Argmax(logits.data(), cfg.vocab_size);
-    StepBatch d;
-    d.chunks.push_back({0, 0, 1, prompt + i});
-    d.num_tokens = 1;
-    ForwardOutputs o;
-    o.logits = logits.data();
-    lm.model->Forward(lm.ctx, d, &next, *kv, o);
+    st = session.DecodeGreedy();
   }
   *wall_ms = (WallMs() - t0) / tokens;
-  return true;
+  if (!st.ok()) std::fprintf(stderr, "mimo bench grammar: error: %s\n", st.message().c_str());
+  return st.ok();
 }
 
 int Fail(const std::string& msg) {

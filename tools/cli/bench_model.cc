@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/decode_session.h"
 #include "cli/model_loading.h"
 #include "cli/roofline_probe.h"
 #include "core/progress.h"
@@ -127,35 +128,18 @@ int RunBenchModel(const Args& a) {
   std::vector<int32_t> ids(static_cast<size_t>(batch) * prompt);
   for (size_t i = 0; i < ids.size(); ++i)
     ids[i] = static_cast<int32_t>((1 + 7919 * i) % cfg.vocab_size);
-  std::vector<float> logits(static_cast<size_t>(batch) * cfg.vocab_size);  // [batch, vocab]
-  StepBatch pb;
-  ForwardOutputs po;
-  for (int s = 0; s < batch; ++s) {
-    pb.chunks.push_back({s, s * prompt, prompt, 0});
-    po.logit_rows.push_back((s + 1) * prompt - 1);
-  }
-  pb.num_tokens = batch * prompt;
-  po.logits = logits.data();
+  DecodeSession session(lm, *kv, batch);
   std::fprintf(stderr, "bench model: prefill %d x %d tokens\n", batch, prompt);
   double t0 = BenchNow();
-  model.Forward(lm.ctx, pb, ids.data(), *kv, po);
+  Status st = session.Prefill(ids, prompt);
   r.prefill_s = BenchNow() - t0;
   r.prefill_flops = PrefillFlops(model, prompt, batch);
 
   // Decode: gen steps of one token per sequence; the first is a warm-up and not timed.
-  std::vector<int32_t> next(batch);
   ProgressLine pl("bench model: decode", gen, "");
-  for (int i = 0; i < gen; ++i) {
-    StepBatch d;
-    ForwardOutputs o;
-    for (int s = 0; s < batch; ++s) {
-      next[s] = Argmax(logits.data() + static_cast<size_t>(s) * cfg.vocab_size, cfg.vocab_size);
-      d.chunks.push_back({s, s, 1, prompt + i});
-    }
-    d.num_tokens = batch;
-    o.logits = logits.data();
+  for (int i = 0; i < gen && st.ok(); ++i) {
     if (i == 1) t0 = BenchNow();
-    model.Forward(lm.ctx, d, next.data(), *kv, o);
+    st = session.DecodeGreedy();
     if (i >= 1) {
       r.weight_bytes += model.last_forward_stats().weight_bytes / batch;
       r.kv_bytes += KvBytesAt(cfg, kv_opts.kv_dtype, prompt + i);
@@ -164,6 +148,10 @@ int RunBenchModel(const Args& a) {
   }
   r.decode_s = BenchNow() - t0;
   pl.Finish();
+  if (!st.ok()) {
+    std::fprintf(stderr, "mimo bench model: error: %s\n", st.message().c_str());
+    return 1;
+  }
   const int timed = gen - 1;
   r.weight_bytes /= timed;
   r.kv_bytes /= timed;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/decode_session.h"
 #include "cli/engine_setup.h"
 #include "engine/request_stream.h"
 
@@ -43,39 +44,27 @@ StepCosts MeasureSteps(const Args& a, EngineRuntime& rt, MtpSpeculator& spec, in
   o.mtp_chunk_tokens = 8;
   ModelConfig kc = m.config();
   kc.layers = m.KvLayerConfigs();
-  auto kv = PagedKvAttention::Create(kc, o);
+  auto kv = KvCache::Create(kc, o);
   MIMO_CHECK(kv.ok(), "%s", kv.status().message().c_str());
   const int P = static_cast<int>(prompt.size());
   std::vector<float> logits((k + 1) * V), hidden((k + 1 + P) * H);
-  {
-    StepBatch b;
-    b.chunks.push_back({0, 0, P, 0});
-    b.num_tokens = P;
-    ForwardOutputs fo;
-    fo.logit_rows = {P - 1};
-    fo.logits = logits.data();
-    m.Forward(rt.lm.ctx, b, prompt.data(), **kv, fo);
-  }
+  DecodeSession session(rt.lm, **kv, 1);
+  MIMO_CHECK(session.Prefill(prompt, P).ok(), "prefill");
   StepCosts c;
-  int pos = P;
   std::vector<int32_t> toks(k + 1);
   std::mt19937 rng(7);
   for (int r = 0; r < reps; ++r) {  // decode: one token per step
     toks[0] = static_cast<int32_t>(rng() % V);
-    StepBatch b;
-    b.chunks.push_back({0, 0, 1, pos++});
-    b.num_tokens = 1;
-    ForwardOutputs fo;
-    fo.logits = logits.data();
-    fo.prenorm_hidden = hidden.data();
     const double t0 = Now();
-    m.Forward(rt.lm.ctx, b, toks.data(), **kv, fo);
+    MIMO_CHECK(session.Decode(std::span<const int32_t>(toks.data(), 1), hidden.data()).ok(),
+               "decode");
     c.decode += Now() - t0;
     c.experts_decode += m.last_forward_stats().distinct_experts;
     c.bytes_decode += m.last_forward_stats().weight_bytes;
   }
   for (int r = 0; r < reps; ++r) {  // verify: K + 1 tokens, then K rolled back
     for (int& t : toks) t = static_cast<int32_t>(rng() % V);
+    const int pos = session.position(0);
     StepBatch b;
     b.chunks.push_back({0, 0, k + 1, pos});
     b.num_tokens = k + 1;
@@ -83,16 +72,15 @@ StepCosts MeasureSteps(const Args& a, EngineRuntime& rt, MtpSpeculator& spec, in
     fo.logits = logits.data();
     fo.prenorm_hidden = hidden.data();
     const double t0 = Now();
-    m.Forward(rt.lm.ctx, b, toks.data(), **kv, fo);
+    MIMO_CHECK(session.Step(b, toks.data(), fo).ok(), "verify");
     c.verify += Now() - t0;
     c.experts_verify += m.last_forward_stats().distinct_experts;
     c.bytes_verify += m.last_forward_stats().weight_bytes;
     MIMO_CHECK((*kv)->Rewind(0, pos + 1).ok(), "rewind");
-    ++pos;
   }
   // Drafts: K MTP passes of one position each, over draft sequences that start at 0.
   std::vector<float> dl(spec.draft_vocab_size());
-  for (int d = 0; d < k; ++d) MIMO_CHECK((*kv)->AddMtpSequence(100 + d, 0).ok(), "mtp seq");
+  for (int d = 0; d < k; ++d) MIMO_CHECK((*kv)->AddDraftSequence(100 + d, 0).ok(), "mtp seq");
   for (int r = 0; r < reps; ++r) {
     const double t0 = Now();
     for (int d = 0; d < k; ++d) {
@@ -103,7 +91,9 @@ StepCosts MeasureSteps(const Args& a, EngineRuntime& rt, MtpSpeculator& spec, in
       mo.logits = dl.data();
       mo.head = &spec.draft_head();
       const int32_t tok = static_cast<int32_t>(rng() % V);
-      m.MtpForward(rt.lm.ctx, d, b, hidden.data(), &tok, **kv, mo);
+      auto plan = (*kv)->PlanStep(b);
+      MIMO_CHECK(plan.ok(), "%s", plan.status().message().c_str());
+      RunMtpForward(m, rt.lm.ctx, d, **kv, *plan, hidden.data(), &tok, mo);
     }
     c.draft += Now() - t0;
   }

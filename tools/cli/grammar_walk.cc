@@ -7,18 +7,18 @@
 // (temperature --temperature, greedy at 0), each sample a fresh sequence after a 3-token prompt,
 // until the grammar ends ("finish": "stop") or --max-tokens ("length"): how a model with
 // arbitrary (e.g. random) weights behaves under the grammar, before the engine takes grammars.
-#include <cstdio>
-#include <string>
-
-#include <nlohmann/json.hpp>
-
 #include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
 #include <random>
+#include <string>
 
 #include "chat/tool_call_parser.h"
 #include "cli/command.h"
+#include "cli/decode_session.h"
 #include "cli/grammar_setup.h"
 #include "cli/model_loading.h"
+#include "core/check.h"
 #include "grammar/grammar_matcher.h"
 #include "grammar/grammar_walker.h"
 
@@ -31,22 +31,18 @@ int Fail(const std::string& msg) {
 }
 
 // One completion sampled from the model under the grammar's masks.
-WalkResult SampleFromModel(LoadedModel& lm, PagedKvAttention& kv, std::shared_ptr<const Grammar> g,
+WalkResult SampleFromModel(LoadedModel& lm, KvCache& kv, std::shared_ptr<const Grammar> g,
                            uint64_t seed, int max_tokens, double temperature) {
   const int vocab = lm.model->config().vocab_size;
-  std::vector<float> logits(vocab);  // [vocab]
   std::vector<uint32_t> mask(g->vocab().mask_words());
   GrammarMatcher m(g);
   std::mt19937_64 rng(seed);
   WalkResult r;
-  std::vector<int32_t> prompt = {1 % vocab, 2 % vocab, 3 % vocab};
-  StepBatch b;
-  b.chunks.push_back({0, 0, static_cast<int>(prompt.size()), 0});  // start_pos 0: a fresh sequence
-  b.num_tokens = static_cast<int>(prompt.size());
-  ForwardOutputs out;
-  out.logit_rows = {b.num_tokens - 1};
-  out.logits = logits.data();
-  lm.model->Forward(lm.ctx, b, prompt.data(), kv, out);
+  const std::vector<int32_t> prompt = {1 % vocab, 2 % vocab, 3 % vocab};
+  DecodeSession session(lm, kv, 1);  // a fresh sequence per sample
+  Status st = session.Prefill(prompt, static_cast<int>(prompt.size()));
+  MIMO_CHECK(st.ok(), "%s", st.message().c_str());
+  std::span<float> logits(session.logits(0), vocab);  // [vocab] of the last step
   for (int i = 0; i < max_tokens && !m.IsTerminated(); ++i) {
     m.FillNextTokenMask(mask.data(), {});
     MaskLogits(mask.data(), logits.data(), vocab);
@@ -69,12 +65,8 @@ WalkResult SampleFromModel(LoadedModel& lm, PagedKvAttention& kv, std::shared_pt
     }
     r.tokens.push_back(pick);
     r.text.append(g->vocab().bytes(pick));
-    StepBatch d;
-    d.chunks.push_back({0, 0, 1, static_cast<int>(prompt.size()) + i});
-    d.num_tokens = 1;
-    ForwardOutputs o;
-    o.logits = logits.data();
-    lm.model->Forward(lm.ctx, d, &pick, kv, o);
+    st = session.Decode(std::span<const int32_t>(&pick, 1));
+    MIMO_CHECK(st.ok(), "%s", st.message().c_str());
   }
   r.terminated = m.IsTerminated();
   return r;
@@ -97,7 +89,7 @@ int GrammarWalk(int argc, char** argv) {
   auto tok = Tokenizer::FromFile(tok_path);
   if (!tok.ok()) return Fail(tok.status().message());
   LoadedModel lm;
-  std::unique_ptr<PagedKvAttention> kv;
+  std::unique_ptr<KvCache> kv;
   int32_t mask_vocab = 0;
   const int max_tokens = static_cast<int>(a.GetInt("max-tokens", 4096));
   if (a.Has("sample-model")) {

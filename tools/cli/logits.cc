@@ -49,7 +49,7 @@ bool WriteFloats(const std::string& path, const std::vector<float>& v) {
 
 // --mtp-layer I: the main model's pre-norm hidden states h[t] of one sequence, then MTP layer I
 // on the pairs (h[t], ids[t+1]) at positions t = 0..n-2 (spec section 3); writes [n-1, vocab].
-// The MTP layer's KV lives under its own sequence id, so its positions restart at 0.
+// The MTP layer's KV lives under a draft sequence of its own, so its positions restart at 0.
 int RunMtpLogits(const Args& a, LoadedModel& lm, const std::vector<std::vector<int32_t>>& seqs,
                  const std::string& mode) {
   const int layer = static_cast<int>(a.GetInt("mtp-layer", 0));
@@ -73,17 +73,26 @@ int RunMtpLogits(const Args& a, LoadedModel& lm, const std::vector<std::vector<i
   b.num_tokens = n;
   ForwardOutputs out;
   out.prenorm_hidden = h.data();
-  lm.model->Forward(lm.ctx, b, ids.data(), *kv, out);
+  Status st = kv->StartSequence(0);
+  if (st.ok()) st = kv->AddDraftSequence(1, 0);
+  StatusOr<KvStepPlan> plan = st.ok() ? kv->PlanStep(b) : StatusOr<KvStepPlan>(st);
+  if (plan.ok()) RunForward(*lm.model, lm.ctx, *kv, *plan, ids.data(), out);
   std::vector<float> logits(static_cast<size_t>(n - 1) * V);  // [n-1, V]
   const int step = mode == "decode" ? 1 : n - 1;
-  for (int t = 0; t < n - 1; t += step) {
+  for (int t = 0; t < n - 1 && plan.ok(); t += step) {
     const int m = std::min(step, n - 1 - t);
     StepBatch mb;
     mb.chunks.push_back({1, 0, m, t});
     mb.num_tokens = m;
     MtpOutputs mo;
     mo.logits = logits.data() + t * V;
-    lm.model->MtpForward(lm.ctx, layer, mb, h.data() + t * H, ids.data() + t + 1, *kv, mo);
+    plan = kv->PlanStep(mb);
+    if (!plan.ok()) break;
+    RunMtpForward(*lm.model, lm.ctx, layer, *kv, *plan, h.data() + t * H, ids.data() + t + 1, mo);
+  }
+  if (!plan.ok()) {
+    std::fprintf(stderr, "mimo logits: error: %s\n", plan.status().message().c_str());
+    return 1;
   }
   return WriteFloats(a.Get("out"), logits) ? 0 : 1;
 }
@@ -186,15 +195,15 @@ int RunLogits(int argc, char** argv) {
         b.num_tokens += n;
       }
       if (b.num_tokens == 0) return true;
-      Status st = kv->PrepareStep(b);
-      if (!st.ok()) {
-        std::fprintf(stderr, "mimo logits: error: %s\n", st.message().c_str());
+      StatusOr<KvStepPlan> plan = kv->PlanStep(b);
+      if (!plan.ok()) {
+        std::fprintf(stderr, "mimo logits: error: %s\n", plan.status().message().c_str());
         return false;
       }
       std::vector<float> step_logits(static_cast<size_t>(b.num_tokens) * V);  // [T, V]
       ForwardOutputs out;
       out.logits = step_logits.data();
-      lm.model->Forward(lm.ctx, b, tokens.data(), *kv, out);
+      RunForward(*lm.model, lm.ctx, *kv, *plan, tokens.data(), out);
       for (const SequenceChunk& c : b.chunks) {
         for (int i = 0; i < c.num_tokens; ++i) {
           const float* src = step_logits.data() + static_cast<int64_t>(c.token_begin + i) * V;
@@ -226,7 +235,14 @@ int RunLogits(int argc, char** argv) {
     }
   } else {
     std::vector<int> all(n_seq);
-    for (int s = 0; s < n_seq; ++s) all[s] = s;
+    for (int s = 0; s < n_seq; ++s) {
+      all[s] = s;
+      const Status st = kv->StartSequence(s);
+      if (!st.ok()) {
+        std::fprintf(stderr, "mimo logits: error: %s\n", st.message().c_str());
+        return 1;
+      }
+    }
     if (!run(all)) return 1;
   }
 

@@ -10,15 +10,23 @@
 
 #include "cli/command.h"
 #include "core/thread_pool.h"
-#include "engine/tp_follower.h"
+#include "engine/model_runner.h"
 #include "kernels/dispatch.h"
-#include "kv/paged_kv_attention.h"
+#include "kv/kv_cache.h"
 #include "model/mimo_v2.h"
 #include "parallel/communicator.h"
 
 namespace mimo::cli {
 
+// Rank 0 of a tensor-parallel job stops the followers when its model goes (the end of the
+// command); declared before anything that runs steps on the model, so destroyed after it.
 struct LoadedModel {
+  LoadedModel() = default;
+  LoadedModel(const LoadedModel&) = delete;
+  LoadedModel& operator=(const LoadedModel&) = delete;
+  ~LoadedModel() {
+    if (model) StopTpFollowers(*model);
+  }
   std::unique_ptr<MimoV2Model> model;
   std::unique_ptr<ThreadPool> pool;
   ExecContext ctx;
@@ -149,11 +157,9 @@ inline bool KvOptionsFromArgs(const char* cmd, const Args& a, PagedKvOptions* o)
 }
 
 // Builds the paged KV cache (main + MTP layers) for `max_sequences` of up to `max_context`.
-inline std::unique_ptr<PagedKvAttention> MakeKvCacheOrReport(const char* cmd, const Args& a,
-                                                             const MimoV2Model& model,
-                                                             int max_sequences,
-                                                             int64_t max_context,
-                                                             int max_chunk_tokens) {
+inline std::unique_ptr<KvCache> MakeKvCacheOrReport(const char* cmd, const Args& a,
+                                                    const MimoV2Model& model, int max_sequences,
+                                                    int64_t max_context, int max_chunk_tokens) {
   PagedKvOptions o;
   if (!KvOptionsFromArgs(cmd, a, &o)) return nullptr;
   o.max_sequences = max_sequences;
@@ -161,7 +167,7 @@ inline std::unique_ptr<PagedKvAttention> MakeKvCacheOrReport(const char* cmd, co
   o.max_chunk_tokens = max_chunk_tokens;
   ModelConfig kv_config = model.config();
   kv_config.layers = model.KvLayerConfigs();  // MTP layers get KV layer ids after the main ones
-  auto kv = PagedKvAttention::Create(kv_config, o);
+  auto kv = KvCache::Create(kv_config, o);
   if (!kv.ok()) {
     std::fprintf(stderr, "mimo %s: error: %s\n", cmd, kv.status().message().c_str());
     return nullptr;
