@@ -1,0 +1,75 @@
+// VecAvx2: the vector ops, 8 fp32 lanes, in which the width-templated kernel bodies
+// (linear_tiles.h) are written; VecAvx512 (vec_avx512.h)
+// is the same set 16 lanes wide. `+ - * /` on F are GCC vector operators (what _mm256_add_ps and
+// its siblings expand to), so only what has no operator is spelled here.
+// Include from *_avx2.cc only: these inline functions are compiled with the including unit's
+// flags, and if an AVX-512 unit compiled them too the linker could keep its copy for both.
+#pragma once
+
+#if !defined(__AVX2__) || !defined(__FMA__) || !defined(__F16C__) || defined(__AVX512F__)
+#error "vec_avx2.h belongs to the AVX2 units (-mavx2 -mfma -mf16c) only"
+#endif
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "kernels/cpu/e4m3_avx2.h"
+
+namespace mimo::avx2 {
+
+struct VecAvx2 {
+  using F = __m256;
+  static constexpr int kLanes = 8;
+  // No 64-byte compare into a mask: every e4m3 vector takes the NaN patch (LoadE4m3).
+  static constexpr bool kE4m3LineNanTest = false;
+
+  static F Zero() { return _mm256_setzero_ps(); }
+  static F Set1(float v) { return _mm256_set1_ps(v); }
+  static F Load(const float* p) { return _mm256_loadu_ps(p); }
+  static F LoadAligned(const float* p) { return _mm256_load_ps(p); }
+  static void Store(float* p, F v) { _mm256_storeu_ps(p, v); }
+  static void StoreAligned(float* p, F v) { _mm256_store_ps(p, v); }
+
+  // Lanes [0, n) set, n in [1, 8].
+  static __m256i TailMask(int64_t n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)),
+                              _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+  // The n < 8 floats at p, lanes >= n +0; nothing past p + n is read (or written).
+  static F LoadN(const float* p, int64_t n) { return _mm256_maskload_ps(p, TailMask(n)); }
+  static void StoreN(float* p, F v, int64_t n) { _mm256_maskstore_ps(p, TailMask(n), v); }
+
+  static F Fmadd(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }  // a * b + c
+  // Lanes 0-3 + 4-7, then pairs, then the last two.
+  static float ReduceAdd(F v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
+
+  // 8 stored elements as fp32; e4m3 in units of 2^-8 (e4m3_avx2.h).
+  static F LoadBf16(const uint16_t* p) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+  static F LoadF16(const uint16_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static F LoadE4m3(const uint8_t* p) { return E4M3x8ToUnits(p); }
+  // The same for the n < 8 elements at p through a zero-padded copy: lanes >= n are +0.
+  template <auto kLoad, class T>
+  static F LoadPadded(const T* p, int64_t n) {
+    T buf[8] = {};
+    for (int64_t k = 0; k < n; ++k) buf[k] = p[k];
+    return kLoad(buf);
+  }
+  static F LoadBf16N(const uint16_t* p, int64_t n) { return LoadPadded<&LoadBf16>(p, n); }
+  static F LoadF16N(const uint16_t* p, int64_t n) { return LoadPadded<&LoadF16>(p, n); }
+  static F LoadE4m3N(const uint8_t* p, int64_t n) { return LoadPadded<&LoadE4m3>(p, n); }
+
+  static void PrefetchL2(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T1); }
+};
+
+}  // namespace mimo::avx2
