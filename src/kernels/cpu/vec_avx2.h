@@ -1,5 +1,5 @@
 // VecAvx2: the vector ops, 8 fp32 lanes, in which the width-templated kernel bodies
-// (linear_tiles.h) are written; VecAvx512 (vec_avx512.h)
+// (linear_tiles.h, elementwise_ops.h) are written; VecAvx512 (vec_avx512.h)
 // is the same set 16 lanes wide. `+ - * /` on F are GCC vector operators (what _mm256_add_ps and
 // its siblings expand to), so only what has no operator is spelled here.
 // Include from *_avx2.cc only: these inline functions are compiled with the including unit's
@@ -21,6 +21,9 @@ namespace mimo::avx2 {
 struct VecAvx2 {
   using F = __m256;
   static constexpr int kLanes = 8;
+  // AVX2 masks 32-bit lanes only (vmaskmovps), so the element-wise ops finish a row's last
+  // partial vector in scalar code; the Linear tiles zero-pad theirs (LoadN).
+  static constexpr bool kMaskedTails = false;
   // No 64-byte compare into a mask: every e4m3 vector takes the NaN patch (LoadE4m3).
   static constexpr bool kE4m3LineNanTest = false;
 
@@ -40,13 +43,26 @@ struct VecAvx2 {
   static F LoadN(const float* p, int64_t n) { return _mm256_maskload_ps(p, TailMask(n)); }
   static void StoreN(float* p, F v, int64_t n) { _mm256_maskstore_ps(p, TailMask(n), v); }
 
-  static F Fmadd(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }  // a * b + c
+  static F Fmadd(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }    // a * b + c
+  static F Fnmadd(F a, F b, F c) { return _mm256_fnmadd_ps(a, b, c); }  // c - a * b
+  static F Fmsub(F a, F b, F c) { return _mm256_fmsub_ps(a, b, c); }    // a * b - c
+  static F Min(F a, F b) { return _mm256_min_ps(a, b); }
+  static F Max(F a, F b) { return _mm256_max_ps(a, b); }
   // Lanes 0-3 + 4-7, then pairs, then the last two.
   static float ReduceAdd(F v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
+  }
+  static F RoundNearest(F v) {
+    return _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  }
+  // p * 2^n for integral n in [-127, 127], the power built as exponent bits (n = -127: 0).
+  static F MulPow2(F p, F n) {
+    const __m256i e =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return p * _mm256_castsi256_ps(e);
   }
 
   // 8 stored elements as fp32; e4m3 in units of 2^-8 (e4m3_avx2.h).

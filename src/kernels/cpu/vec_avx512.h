@@ -19,6 +19,8 @@ namespace mimo::avx512 {
 struct VecAvx512 {
   using F = __m512;
   static constexpr int kLanes = 16;
+  // A row's last partial vector runs as one more masked vector step.
+  static constexpr bool kMaskedTails = true;
   // One NaN-code test per 64-byte line of e4m3 (E4m3LineNanMask), then LoadE4m3NoNan.
   static constexpr bool kE4m3LineNanTest = true;
 
@@ -35,8 +37,17 @@ struct VecAvx512 {
   static F LoadN(const float* p, int64_t n) { return _mm512_maskz_loadu_ps(TailMask(n), p); }
   static void StoreN(float* p, F v, int64_t n) { _mm512_mask_storeu_ps(p, TailMask(n), v); }
 
-  static F Fmadd(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }  // a * b + c
+  static F Fmadd(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }    // a * b + c
+  static F Fnmadd(F a, F b, F c) { return _mm512_fnmadd_ps(a, b, c); }  // c - a * b
+  static F Fmsub(F a, F b, F c) { return _mm512_fmsub_ps(a, b, c); }    // a * b - c
+  static F Min(F a, F b) { return _mm512_min_ps(a, b); }
+  static F Max(F a, F b) { return _mm512_max_ps(a, b); }
   static float ReduceAdd(F v) { return _mm512_reduce_add_ps(v); }
+  static F RoundNearest(F v) {
+    return _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  }
+  // p * 2^n for integral n (vscalefps; n = -127 gives a subnormal, not 0 as AVX2's does).
+  static F MulPow2(F p, F n) { return _mm512_scalef_ps(p, n); }
 
   // 16 stored elements as fp32; e4m3 in units of 2^-8 (e4m3_avx512.h). The N forms read only
   // the first n (masked); lanes >= n are +0.
