@@ -1,5 +1,5 @@
 // VecAvx2: the vector ops, 8 fp32 lanes, in which the width-templated kernel bodies
-// (linear_tiles.h, elementwise_ops.h) are written; VecAvx512 (vec_avx512.h)
+// (linear_tiles.h, elementwise_ops.h, roofline_probe.h) are written; VecAvx512 (vec_avx512.h)
 // is the same set 16 lanes wide. `+ - * /` on F are GCC vector operators (what _mm256_add_ps and
 // its siblings expand to), so only what has no operator is spelled here.
 // Include from *_avx2.cc only: these inline functions are compiled with the including unit's
@@ -84,6 +84,15 @@ struct VecAvx2 {
   static F LoadBf16N(const uint16_t* p, int64_t n) { return LoadPadded<&LoadBf16>(p, n); }
   static F LoadF16N(const uint16_t* p, int64_t n) { return LoadPadded<&LoadF16>(p, n); }
   static F LoadE4m3N(const uint8_t* p, int64_t n) { return LoadPadded<&LoadE4m3>(p, n); }
+
+  // 64-bit integer lanes (the read probe).
+  using I = __m256i;
+  static I AddU64(I a, I b) { return _mm256_add_epi64(a, b); }
+  static uint64_t ReduceAddU64(I v) {
+    alignas(32) uint64_t out[4];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(out), v);
+    return out[0] + out[1] + out[2] + out[3];
+  }
 
   static void PrefetchL2(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T1); }
 };

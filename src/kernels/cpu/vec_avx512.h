@@ -83,6 +83,11 @@ struct VecAvx512 {
     return _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8(static_cast<char>(0xff)));
   }
 
+  // 64-bit integer lanes (the read probe).
+  using I = __m512i;
+  static I AddU64(I a, I b) { return _mm512_add_epi64(a, b); }
+  static uint64_t ReduceAddU64(I v) { return static_cast<uint64_t>(_mm512_reduce_add_epi64(v)); }
+
   static void PrefetchL2(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T1); }
 };
 
