@@ -1,11 +1,11 @@
 // Linear (y = x W^T) for AVX-512 (F/BW/VL/DQ) + F16C, weights F32/BF16/F16/F8E4M3/MXFP4.
 //
-// Same design as linear_avx2.cc, 16 lanes wide, with masked loads instead of scalar tails:
-// T == 1 streams each weight row once, decoding in registers, 4 rows per tile, FP8 block scales
-// applied to per-block partial sums, FP8 NaN codes tested once per cache line. T > 1 decodes 4
-// rows once per 96-token chunk into an fp32 scratch and runs a 4-row x 6-token register tile
-// (24 accumulators of the 32 zmm registers) that reduces every (row, token) in exactly the order
-// of the T == 1 path, so outputs are batch-invariant (docs/ARCHITECTURE.md).
+// The width-templated body of linear_tiles.h at 16 lanes (GEMV tiles for T == 1, FP8 NaN codes
+// tested once per cache line; MXFP4 T > 1 on a 4-row x 6-token register tile over decoded rows,
+// 24 accumulators of the 32 zmm registers), this width's MXFP4 decoder, and what only AVX-512
+// has: small-batch and prefill register tiles for T > 1, and the opt-in bf16 prompt GEMM. Every
+// tile reduces each (row, token) in exactly the order of the T == 1 path, so outputs are
+// batch-invariant (docs/ARCHITECTURE.md).
 // GCC 12 false positive inside avx512fintrin.h (_mm512_undefined_*; GCC PR105593).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -20,339 +20,71 @@
 
 #include "core/check.h"
 #include "kernels/cpu/cpu_kernels.h"
-#include "kernels/cpu/e4m3_avx512.h"
+#include "kernels/cpu/linear_tiles.h"
+#include "kernels/cpu/vec_avx512.h"
 
 namespace mimo::avx512 {
 namespace {
 
-constexpr int kRows = 4;             // weight rows per tile (GEMV and multi-token)
-constexpr int kTokens = 6;           // tokens per multi-token register tile (24 accumulators)
-constexpr int64_t kTokenChunk = 96;  // tokens per x chunk (768 KiB at 2048 cols: stays in L2)
+using cpu::DecodeRowRaw;
+using cpu::kTokenChunk;
+using cpu::LoadClean;
+using cpu::PrefetchRowsAhead;
+using cpu::ScaleRows;
 
-inline __mmask16 TailMask(int64_t n) { return static_cast<__mmask16>((1u << n) - 1u); }
+// ---- MXFP4 at 16 lanes -----------------------------------------------------------------------
+// Codes are decoded to their exact fp32 values by a 16-entry vpermps lookup; a row of 4096
+// columns is 2 KiB of codes plus 128 exponent bytes.
+const std::array<float, 256> kE8M0 = [] {
+  std::array<float, 256> t{};
+  for (int e = 0; e < 256; ++e) t[e] = E8M0ToF32(static_cast<uint8_t>(e));
+  return t;
+}();
 
-struct F32W {
-  static constexpr bool kNanCodes = false;
-  using T = float;
-  static constexpr bool kBlockScaled = false;
-  static constexpr float kScaleFactor = 1.0f;
-  static __m512 Load(const T* p) { return _mm512_loadu_ps(p); }
-  static __m512 LoadMasked(const T* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
+struct Mxfp4Avx512 {
+  static constexpr int kVecs = 2;  // a 32-column block: columns 0-15 and 16-31
+  const __m512 table = _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f,
+                                      -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f);
+
+  // The 32 codes held by 16 bytes, as columns 0-15 (out[0]) and 16-31 (out[1]) of the block.
+  void DecodeBytes(__m128i bytes, __m512 out[2]) const {
+    const __m256i b = _mm256_cvtepu8_epi16(bytes);  // byte i in word i
+    // Word i = b_i | b_i << 4: its low byte carries code 2i (low nibble) in bits 0-3 and its high
+    // byte code 2i+1 (high nibble), so the 32 bytes are the codes in column order; vpermps reads
+    // only bits 0-3 of each index.
+    const __m256i codes = _mm256_or_si256(b, _mm256_slli_epi16(b, 4));
+    out[0] = _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(_mm256_castsi256_si128(codes)), table);
+    out[1] = _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(_mm256_extracti128_si256(codes, 1)), table);
+  }
+  void Decode(const uint8_t* p, __m512 out[2]) const {
+    DecodeBytes(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)), out);
+  }
+  // A block of n < 32 columns: only its ceil(n / 2) bytes are read, and lanes >= n are +0 (also
+  // the spare high nibble of an odd n).
+  void DecodeTail(const uint8_t* p, int64_t n, __m512 out[2]) const {
+    DecodeBytes(_mm_maskz_loadu_epi8(VecAvx512::TailMask((n + 1) / 2), p), out);
+    out[0] = _mm512_maskz_mov_ps(VecAvx512::TailMask(std::min<int64_t>(n, 16)), out[0]);
+    out[1] =
+        n > 16 ? _mm512_maskz_mov_ps(VecAvx512::TailMask(n - 16), out[1]) : _mm512_setzero_ps();
+  }
+  static float Scale(uint8_t e) { return kE8M0[e]; }
 };
 
-struct BF16W {
-  static constexpr bool kNanCodes = false;
-  using T = uint16_t;
-  static constexpr bool kBlockScaled = false;
-  static constexpr float kScaleFactor = 1.0f;
-  static __m512 Widen(__m256i h) {
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-  }
-  static __m512 Load(const T* p) {
-    return Widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-  }
-  static __m512 LoadMasked(const T* p, __mmask16 m) {
-    return Widen(_mm256_maskz_loadu_epi16(m, p));
-  }
+struct LinearAvx512 : VecAvx512 {
+  static constexpr int kMultiTokens = 6;  // 24 accumulators of the 32 zmm registers
+  // The GEMV prefetch requests lines at least this far ahead (~0.2 us at 40 GB/s, a few DRAM
+  // latencies).
+  static constexpr int64_t kPrefetchBytes = 8 << 10;
+  static constexpr const char* kName = "avx512";
+  using Mx = Mxfp4Avx512;
+  // T > 1: small-batch tiles up to kSmallBatchMax tokens, prefill tiles above (below).
+  template <class W>
+  static void BatchRows(const float* x, int64_t T, const MatrixWeight& w, int64_t r0, int64_t r1,
+                        float* y);
 };
 
-struct F16W {
-  static constexpr bool kNanCodes = false;
-  using T = uint16_t;
-  static constexpr bool kBlockScaled = false;
-  static constexpr float kScaleFactor = 1.0f;
-  static __m512 Load(const T* p) {
-    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-  }
-  static __m512 LoadMasked(const T* p, __mmask16 m) {
-    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
-  }
-};
-
-// e4m3 through the exact f16 remap (e4m3_avx512.h): 2^-8 * the value, NaN codes -> NaN.
-struct F8W {
-  using T = uint8_t;
-  static constexpr bool kNanCodes = true;  // S.1111.111 is NaN
-  static constexpr bool kBlockScaled = true;
-  static constexpr float kScaleFactor = 256.0f;
-  static __m512 Load(const T* p) {
-    return E4M3x16ToUnits(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  }
-  static __m512 LoadMasked(const T* p, __mmask16 m) {
-    return E4M3x16ToUnits(_mm_maskz_loadu_epi8(m, p));
-  }
-  // Only for bytes known to hold no NaN code.
-  static __m512 LoadNoNan(const T* p) {
-    return _mm512_cvtph_ps(E4M3ToF16Bits(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
-  }
-  // Bit k set if byte k of the 64 at p is a NaN code.
-  static __mmask64 LineNanMask(const T* p) {
-    const __m512i v =
-        _mm512_or_si512(_mm512_loadu_si512(p), _mm512_set1_epi8(static_cast<char>(0x80)));
-    return _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8(static_cast<char>(0xff)));
-  }
-};
-
-// W::Load for data already checked to hold no NaN code.
-template <class W>
-inline __m512 LoadClean(const typename W::T* p) {
-  if constexpr (W::kNanCodes) {
-    return W::LoadNoNan(p);
-  } else {
-    return W::Load(p);
-  }
-}
-
-// How many rows ahead of a tile's first row the software prefetch reads: the next tile, or
-// several tiles ahead when rows are short (an expert's down_proj row is 512 bytes of FP8), so
-// the lines are requested at least kPrefetchBytes before they are used (~0.2 us at 40 GB/s,
-// a few DRAM latencies).
-constexpr int64_t kPrefetchBytes = 8 << 10;
-inline int64_t PrefetchRowsAhead(int64_t tile_rows, int64_t row_bytes) {
-  const int64_t tiles = (kPrefetchBytes + tile_rows * row_bytes - 1) / (tile_rows * row_bytes);
-  return tile_rows * std::max<int64_t>(tiles, 1);
-}
-
-// The block-scale rows of rows r0 .. r0 + R, looked up once per tile (ScaleRow divides by
-// block_rows): block j of row r0 + i is scaled by scales[i][j] * W::kScaleFactor.
-template <class W, int R>
-inline void ScaleRows(const MatrixWeight& w, int64_t r0, const float* (&scales)[R]) {
-  if constexpr (W::kBlockScaled) {
-#pragma GCC unroll 16
-    for (int i = 0; i < R; ++i) scales[i] = w.scale_inv + w.ScaleRow(r0 + i) * w.scale_cols;
-  }
-}
-
-template <class W, int R>
-void GemvTile(const float* x, const MatrixWeight& w, int64_t r0, float* y) {
-  const auto* base = static_cast<const typename W::T*>(w.data);
-  const int64_t cols = w.cols;
-  const int64_t bc = W::kBlockScaled ? w.block_cols : cols;
-  const typename W::T* row[R];
-  // Software prefetch PrefetchRowsAhead rows ahead (into L2): rows are often a single 4 KiB
-  // page (FP8, 4096 cols), and hardware prefetchers stop at page boundaries.
-  const typename W::T* next[R];
-  constexpr int64_t kLine = 64 / sizeof(typename W::T);  // elements per cache line
-  __m512 total[R];
-  [[maybe_unused]] const float* scales[R];  // [R][scale_cols] (FP8)
-  ScaleRows<W, R>(w, r0, scales);
-  const int64_t ahead = PrefetchRowsAhead(R, cols * static_cast<int64_t>(sizeof(typename W::T)));
-#pragma GCC unroll 16
-  for (int i = 0; i < R; ++i) {
-    row[i] = base + (r0 + i) * cols;
-    next[i] = r0 + ahead + i < w.rows ? row[i] + ahead * cols : row[i];
-    total[i] = _mm512_setzero_ps();
-  }
-  for (int64_t cb = 0, j = 0; cb < cols; cb += bc, ++j) {
-    const int64_t ce = std::min(cb + bc, cols);
-    __m512 acc[R];
-#pragma GCC unroll 16
-    for (int i = 0; i < R; ++i) acc[i] = _mm512_setzero_ps();
-    int64_t c = cb;
-    for (; c + kLine <= ce; c += kLine) {
-#pragma GCC unroll 16
-      for (int i = 0; i < R; ++i)
-        _mm_prefetch(reinterpret_cast<const char*>(next[i] + c), _MM_HINT_T1);
-      // FP8: one NaN-code test per cache line and row lets the common case skip the per-vector
-      // NaN patch (~8% faster decode); a line holding a NaN code takes the exact path.
-      __mmask64 nan_codes = 0;
-      if constexpr (W::kNanCodes) {
-#pragma GCC unroll 16
-        for (int i = 0; i < R; ++i) nan_codes |= W::LineNanMask(row[i] + c);
-      }
-      if (nan_codes == 0) {
-#pragma GCC unroll 4
-        for (int64_t v = 0; v < kLine; v += 16) {
-          const __m512 xv = _mm512_loadu_ps(x + c + v);
-#pragma GCC unroll 16
-          for (int i = 0; i < R; ++i)
-            acc[i] = _mm512_fmadd_ps(LoadClean<W>(row[i] + c + v), xv, acc[i]);
-        }
-      } else {
-        for (int64_t v = 0; v < kLine; v += 16) {
-          const __m512 xv = _mm512_loadu_ps(x + c + v);
-          for (int i = 0; i < R; ++i) acc[i] = _mm512_fmadd_ps(W::Load(row[i] + c + v), xv, acc[i]);
-        }
-      }
-    }
-    for (; c + 16 <= ce; c += 16) {
-      const __m512 xv = _mm512_loadu_ps(x + c);
-#pragma GCC unroll 16
-      for (int i = 0; i < R; ++i) acc[i] = _mm512_fmadd_ps(W::Load(row[i] + c), xv, acc[i]);
-    }
-    if (c < ce) {
-      const __mmask16 m = TailMask(ce - c);
-      const __m512 xv = _mm512_maskz_loadu_ps(m, x + c);
-#pragma GCC unroll 16
-      for (int i = 0; i < R; ++i)
-        acc[i] = _mm512_fmadd_ps(W::LoadMasked(row[i] + c, m), xv, acc[i]);
-    }
-#pragma GCC unroll 16
-    for (int i = 0; i < R; ++i) {
-      if constexpr (W::kBlockScaled) {
-        total[i] = _mm512_fmadd_ps(acc[i], _mm512_set1_ps(scales[i][j] * W::kScaleFactor), total[i]);
-      } else {
-        total[i] = _mm512_add_ps(total[i], acc[i]);
-      }
-    }
-  }
-#pragma GCC unroll 16
-  for (int i = 0; i < R; ++i) y[r0 + i] = _mm512_reduce_add_ps(total[i]);
-}
-
-// dst[c] = W[r, c] in raw units: exactly the vector GemvTile's registers hold before the block
-// scale (masked-off lanes of a block's tail are left unwritten).   dst [cols]
-template <class W>
-void DecodeRowRaw(const MatrixWeight& w, int64_t r, float* dst) {
-  const auto* row = static_cast<const typename W::T*>(w.data) + r * w.cols;
-  const int64_t cols = w.cols;
-  const int64_t bc = W::kBlockScaled ? w.block_cols : cols;
-  for (int64_t cb = 0; cb < cols; cb += bc) {
-    const int64_t ce = std::min(cb + bc, cols);
-    int64_t c = cb;
-    for (; c + 16 <= ce; c += 16) _mm512_storeu_ps(dst + c, W::Load(row + c));
-    if (c < ce) {
-      const __mmask16 m = TailMask(ce - c);
-      _mm512_mask_storeu_ps(dst + c, m, W::LoadMasked(row + c, m));
-    }
-  }
-}
-
-// y[t0 + t, r0 + i] for i < R, t < TT over decoded raw rows.   wd [R, cols]; scale [R, nb] (block
-// scales in raw units, FP8 only); x [T, cols].
-// Batch invariance: every (row, token) is reduced exactly as GemvTile reduces it for one token:
-// 16 lane sums over each scale block in column order, the block's scale applied with one FMA into
-// a running total (a plain add when unscaled), one _mm512_reduce_add_ps at the end. Only the
-// weight source differs (registers there, a decoded L1 scratch here), never the arithmetic, so a
-// token's output does not depend on how many tokens share the step.
-template <int R, int TT, bool kScaled>
-void MultiTile(const float* x, int64_t t0, const float* wd, const float* scale, int64_t nb,
-               int64_t cols, int64_t bc, int64_t rows, int64_t r0, float* y) {
-  // Running totals (FP8 block scales): kept in memory, touched once per block. Unscaled
-  // weights have one block, whose total is formed in registers at the end, as GemvTile does.
-  alignas(64) float total[kScaled ? R : 1][kScaled ? TT : 1][16];
-  if constexpr (kScaled) std::memset(total, 0, sizeof(total));
-  const float* xt[TT];
-#pragma GCC unroll 16
-  for (int t = 0; t < TT; ++t) xt[t] = x + (t0 + t) * cols;
-  for (int64_t cb = 0, j = 0; cb < cols; cb += bc, ++j) {
-    const int64_t ce = std::min(cb + bc, cols);
-    __m512 acc[R][TT];
-#pragma GCC unroll 16
-    for (int i = 0; i < R; ++i)
-#pragma GCC unroll 16
-      for (int t = 0; t < TT; ++t) acc[i][t] = _mm512_setzero_ps();
-    auto step = [&](int64_t c, __mmask16 m) {
-      __m512 xv[TT];
-#pragma GCC unroll 16
-      for (int t = 0; t < TT; ++t) xv[t] = _mm512_maskz_loadu_ps(m, xt[t] + c);
-#pragma GCC unroll 16
-      for (int i = 0; i < R; ++i) {
-        const __m512 wv = _mm512_maskz_loadu_ps(m, wd + i * cols + c);
-#pragma GCC unroll 16
-        for (int t = 0; t < TT; ++t) acc[i][t] = _mm512_fmadd_ps(wv, xv[t], acc[i][t]);
-      }
-    };
-    int64_t c = cb;
-    for (; c + 16 <= ce; c += 16) step(c, 0xffff);
-    if (c < ce) step(c, TailMask(ce - c));
-    if constexpr (kScaled) {
-#pragma GCC unroll 16
-      for (int i = 0; i < R; ++i) {
-#pragma GCC unroll 16
-        for (int t = 0; t < TT; ++t) {
-          _mm512_store_ps(total[i][t], _mm512_fmadd_ps(acc[i][t], _mm512_set1_ps(scale[i * nb + j]), _mm512_load_ps(total[i][t])));
-        }
-      }
-    } else {
-#pragma GCC unroll 16
-      for (int i = 0; i < R; ++i)
-#pragma GCC unroll 16
-        for (int t = 0; t < TT; ++t)
-          y[(t0 + t) * rows + r0 + i] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_setzero_ps(), acc[i][t]));
-    }
-  }
-  if constexpr (kScaled) {
-#pragma GCC unroll 16
-    for (int i = 0; i < R; ++i)
-#pragma GCC unroll 16
-      for (int t = 0; t < TT; ++t)
-        y[(t0 + t) * rows + r0 + i] = _mm512_reduce_add_ps(_mm512_load_ps(total[i][t]));
-  }
-}
-
-using MultiFn = void (*)(const float*, int64_t, const float*, const float*, int64_t, int64_t,
-                         int64_t, int64_t, int64_t, float*);
-template <bool kScaled, int R, size_t... I>
-constexpr std::array<MultiFn, sizeof...(I)> MultiRow(std::index_sequence<I...>) {
-  return {&MultiTile<R, static_cast<int>(I) + 1, kScaled>...};
-}
-// [R - 1][TT - 1]
-template <bool kScaled>
-constexpr std::array<std::array<MultiFn, kTokens>, kRows> kMulti = {
-    MultiRow<kScaled, 1>(std::make_index_sequence<kTokens>()),
-    MultiRow<kScaled, 2>(std::make_index_sequence<kTokens>()),
-    MultiRow<kScaled, 3>(std::make_index_sequence<kTokens>()),
-    MultiRow<kScaled, 4>(std::make_index_sequence<kTokens>())};
-
-// T > 1: each weight row is decoded once per token chunk into an L1 scratch (decode_row(r, dst):
-// raw units, exactly the vectors the GEMV holds before the block scale; scale_of(r, j): block j's
-// scale in raw units) and reused by a kRows x kTokens register tile; chunks of kTokenChunk tokens
-// keep x in L2.
-template <bool kScaled, class DecodeRow, class ScaleOf>
-void MultiTokenRows(const float* x, int64_t T, const MatrixWeight& w, int64_t r0, int64_t r1,
-                    int64_t bc, float* y, DecodeRow decode_row, ScaleOf scale_of) {
-  const int64_t cols = w.cols;
-  const int64_t nb = (cols + bc - 1) / bc;
-  thread_local std::vector<float> scratch, scale;  // [kRows, cols] raw rows; [kRows, nb]
-  scratch.resize(kRows * cols);
-  scale.resize(kRows * nb);
-  for (int64_t tc = 0; tc < T; tc += kTokenChunk) {
-    const int64_t nt = std::min(kTokenChunk, T - tc);
-    for (int64_t r = r0; r < r1; r += kRows) {
-      const int n = static_cast<int>(std::min<int64_t>(kRows, r1 - r));
-      for (int i = 0; i < n; ++i) {
-        decode_row(r + i, scratch.data() + i * cols);
-        for (int64_t j = 0; j < nb; ++j) scale[i * nb + j] = scale_of(r + i, j);
-      }
-      for (int64_t t = 0; t < nt; t += kTokens) {
-        const int tt = static_cast<int>(std::min<int64_t>(kTokens, nt - t));
-        kMulti<kScaled>[n - 1][tt - 1](x + tc * cols, t, scratch.data(), scale.data(), nb, cols,
-                                       bc, w.rows, r, y + tc * w.rows);
-      }
-    }
-  }
-}
-
-// T == 1 over rows [r0, r1) with tiles of kRows, then one tile of the 1-3 rows left.
-template <template <int> class Tile>
-void GemvRows(const float* x, const MatrixWeight& w, int64_t r0, int64_t r1, float* y) {
-  int64_t r = r0;
-  for (; r + kRows <= r1; r += kRows) Tile<kRows>::Run(x, w, r, y);
-  switch (r1 - r) {
-    case 3:
-      Tile<3>::Run(x, w, r, y);
-      break;
-    case 2:
-      Tile<2>::Run(x, w, r, y);
-      break;
-    case 1:
-      Tile<1>::Run(x, w, r, y);
-      break;
-    default:
-      break;
-  }
-}
-
-template <class W>
-struct GemvTileOf {
-  template <int R>
-  struct T {
-    static void Run(const float* x, const MatrixWeight& w, int64_t r0, float* y) {
-      GemvTile<W, R>(x, w, r0, y);
-    }
-  };
-};
+using BF16W = cpu::BF16W<LinearAvx512>;
+using F8W = cpu::F8W<LinearAvx512>;
 
 // Small batches (T = 2..kSmallBatchMax: several decoding requests, a speculative verify step)
 // are decode-shaped: they should cost about one read of the weights. GemvTile's structure with
@@ -386,7 +118,7 @@ void PackTokens(const float* x, int64_t cols, int64_t bc, int64_t t0, int64_t tt
   for (int64_t cb = 0; cb < cols; cb += bc) {
     const int64_t ce = std::min(cb + bc, cols);
     for (int64_t c = cb; c < ce; c += 16) {
-      const __mmask16 m = ce - c >= 16 ? 0xffff : TailMask(ce - c);
+      const __mmask16 m = ce - c >= 16 ? 0xffff : VecAvx512::TailMask(ce - c);
       for (int64_t t = 0; t < tt; ++t, xp += 16) {
         _mm512_store_ps(xp, _mm512_maskz_loadu_ps(m, x + (t0 + t) * cols + c));
       }
@@ -417,7 +149,8 @@ void SmallBatchTile(const float* xp, int64_t t0, const MatrixWeight& w,
   alignas(64) float total_mem[kTotalsInRegs ? 1 : R][kTotalsInRegs ? 1 : TT][16];
   [[maybe_unused]] const float* scales[R];  // [R][scale_cols] (FP8)
   ScaleRows<W, R>(w, r0, scales);
-  const int64_t ahead = PrefetchRowsAhead(R, cols * static_cast<int64_t>(sizeof(typename W::T)));
+  const int64_t ahead =
+      PrefetchRowsAhead<LinearAvx512>(R, cols * static_cast<int64_t>(sizeof(typename W::T)));
   if constexpr (!kTotalsInRegs) std::memset(total_mem, 0, sizeof(total_mem));
 #pragma GCC unroll 16
   for (int i = 0; i < R; ++i) {
@@ -435,14 +168,15 @@ void SmallBatchTile(const float* xp, int64_t t0, const MatrixWeight& w,
     for (int i = 0; i < R; ++i)
 #pragma GCC unroll 16
       for (int t = 0; t < TT; ++t) acc[i][t] = _mm512_setzero_ps();
-    // One 16-column step; clean: no NaN code in these weights (FP8), so the cheaper decode.
-    auto step = [&](int64_t c, __mmask16 m, bool clean) {
+    // One step of n <= 16 columns; clean: no NaN code in these weights (FP8), so the cheaper
+    // decode.
+    auto step = [&](int64_t c, int64_t n, bool clean) {
       __m512 wv[R];
 #pragma GCC unroll 16
       for (int i = 0; i < R; ++i) {
-        wv[i] = m != 0xffff ? W::LoadMasked(row[i] + c, m)
-                : clean     ? LoadClean<W>(row[i] + c)
-                            : W::Load(row[i] + c);
+        wv[i] = n != 16 ? W::LoadN(row[i] + c, n)
+                : clean ? LoadClean<W>(row[i] + c)
+                        : W::Load(row[i] + c);
       }
 #pragma GCC unroll 16
       for (int t = 0; t < TT; ++t) {
@@ -463,7 +197,7 @@ void SmallBatchTile(const float* xp, int64_t t0, const MatrixWeight& w,
           _mm_prefetch(reinterpret_cast<const char*>(next[i] + c), _MM_HINT_T1);
       }
       bool clean = true;
-      if constexpr (W::kNanCodes) {
+      if constexpr (W::kNanLineTest) {
         __mmask64 nan_codes = 0;
 #pragma GCC unroll 16
         for (int i = 0; i < R; ++i) nan_codes |= W::LineNanMask(row[i] + c);
@@ -471,13 +205,13 @@ void SmallBatchTile(const float* xp, int64_t t0, const MatrixWeight& w,
       }
       if (clean) {
 #pragma GCC unroll 4
-        for (int64_t v = 0; v < kLine; v += 16) step(c + v, 0xffff, true);
+        for (int64_t v = 0; v < kLine; v += 16) step(c + v, 16, true);
       } else {
-        for (int64_t v = 0; v < kLine; v += 16) step(c + v, 0xffff, false);
+        for (int64_t v = 0; v < kLine; v += 16) step(c + v, 16, false);
       }
     }
-    for (; c + 16 <= ce; c += 16) step(c, 0xffff, false);
-    if (c < ce) step(c, TailMask(ce - c), false);
+    for (; c + 16 <= ce; c += 16) step(c, 16, false);
+    if (c < ce) step(c, ce - c, false);
 #pragma GCC unroll 16
     for (int i = 0; i < R; ++i) {
 #pragma GCC unroll 16
@@ -586,11 +320,11 @@ void SmallBatchRows(const float* x, int64_t T, const MatrixWeight& w, int64_t r0
 template <bool kScaled>
 struct Decoded {
   using T = float;
-  static constexpr bool kNanCodes = false;  // NaN codes were decoded to NaN
+  static constexpr bool kNanLineTest = false;  // NaN codes were decoded to NaN
   static constexpr bool kBlockScaled = kScaled;
   static constexpr float kScaleFactor = kScaled ? F8W::kScaleFactor : 1.0f;
-  static __m512 Load(const T* p) { return _mm512_loadu_ps(p); }
-  static __m512 LoadMasked(const T* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
+  static __m512 Load(const T* p) { return VecAvx512::Load(p); }
+  static __m512 LoadN(const T* p, int64_t n) { return VecAvx512::LoadN(p, n); }
 };
 static_assert(sizeof(F8W::T) == 1, "Decoded<true> stands for FP8 block scales only");
 
@@ -619,7 +353,8 @@ void PrefillRows(const float* x, int64_t T, const MatrixWeight& w, int64_t r0, i
     float* yc = y + tc * w.rows;  // [chunk tokens, rows]
     auto run = [&](auto rows_tag, int64_t r) {
       constexpr int R = decltype(rows_tag)::value;
-      for (int i = 0; i < R; ++i) DecodeRowRaw<W>(w, r + i, scratch.data() + i * cols);
+      for (int i = 0; i < R; ++i)
+        DecodeRowRaw<LinearAvx512, W>(w, r + i, scratch.data() + i * cols);
       for (int64_t g = 0; g < groups.n; ++g) {
         kSmall<D, R>[groups.tt[g] - 1](xp + g * group_floats, groups.t0[g], w, scratch.data(), r,
                                        false, yc);
@@ -632,9 +367,8 @@ void PrefillRows(const float* x, int64_t T, const MatrixWeight& w, int64_t r0, i
 }
 
 template <class W>
-void LinearRowsTyped(const float* x, int64_t T, const MatrixWeight& w, int64_t r0, int64_t r1,
-                     float* y) {
-  if (T == 1) return GemvRows<GemvTileOf<W>::template T>(x, w, r0, r1, y);
+void LinearAvx512::BatchRows(const float* x, int64_t T, const MatrixWeight& w, int64_t r0,
+                             int64_t r1, float* y) {
   if (T <= kSmallBatchMax) return SmallBatchRows<W>(x, T, w, r0, r1, y);
   PrefillRows<W>(x, T, w, r0, r1, y);
 }
@@ -663,7 +397,15 @@ int64_t Bf16Steps(int64_t cols, int64_t bc) {
 }
 
 // Lanes [0, n) of 16 (none for n <= 0).
-inline __mmask16 HalfMask(int64_t n) { return n >= 16 ? 0xffff : n <= 0 ? 0 : TailMask(n); }
+inline __mmask16 HalfMask(int64_t n) {
+  return n >= 16 ? 0xffff : n <= 0 ? 0 : VecAvx512::TailMask(n);
+}
+
+// The first n of W's 16 elements at p (n <= 0: none), lanes past them +0.
+template <class W>
+inline __m512 LoadHalf(const typename W::T* p, int64_t n) {
+  return n >= 16 ? W::Load(p) : n <= 0 ? _mm512_setzero_ps() : W::LoadN(p, n);
+}
 
 // 32 fp32 values as bf16, lo's 16 first.
 MIMO_TARGET_BF16 inline __m512i PackBf16(__m512 lo, __m512 hi) {
@@ -699,8 +441,8 @@ MIMO_TARGET_BF16 void DecodeRowBf16(const MatrixWeight& w, int64_t r, uint16_t* 
       if (c + 32 <= ce) {
         _mm512_storeu_si512(dst, PackBf16(W::Load(row + c), W::Load(row + c + 16)));
       } else {
-        _mm512_storeu_si512(dst, PackBf16(W::LoadMasked(row + c, HalfMask(ce - c)),
-                                          W::LoadMasked(row + c + 16, HalfMask(ce - c - 16))));
+        _mm512_storeu_si512(
+            dst, PackBf16(LoadHalf<W>(row + c, ce - c), LoadHalf<W>(row + c + 16, ce - c - 16)));
       }
     }
   }
@@ -797,149 +539,11 @@ MIMO_TARGET_BF16 void PrefillRowsBf16(const float* x, int64_t T, const MatrixWei
     }
   }
 }
-
-// ---- MXFP4 (spec section 4) ----------------------------------------------------------------
-// Codes are decoded to their exact fp32 values by a 16-entry vpermps lookup; the block's E8M0
-// exponent is its scale, applied to the 32-column block's partial sum with one FMA, as FP8's
-// block scales are. Everything stays 4-bit in memory: a row of 4096 columns is 2 KiB of codes
-// plus 128 exponent bytes.
-constexpr int64_t kMxBlock = 32;
-
-inline __m512 E2M1Table() {
-  return _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f, -1.0f,
-                        -1.5f, -2.0f, -3.0f, -4.0f, -6.0f);
-}
-
-// The 32 codes held by 16 bytes, as columns 0-15 (lo) and 16-31 (hi) of the block.
-inline void DecodeMx32(__m128i bytes, __m512 table, __m512* lo, __m512* hi) {
-  const __m256i b = _mm256_cvtepu8_epi16(bytes);  // byte i in word i
-  // Word i = b_i | b_i << 4: its low byte carries code 2i (low nibble) in bits 0-3 and its high
-  // byte code 2i+1 (high nibble), so the 32 bytes are the codes in column order; vpermps reads
-  // only bits 0-3 of each index.
-  const __m256i codes = _mm256_or_si256(b, _mm256_slli_epi16(b, 4));
-  *lo = _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(_mm256_castsi256_si128(codes)), table);
-  *hi = _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(_mm256_extracti128_si256(codes, 1)), table);
-}
-
-// A block of n < 32 columns: only its ceil(n / 2) bytes are read, and lanes >= n are +0 (also
-// the spare high nibble of an odd n).
-inline void DecodeMxTail(const uint8_t* p, int64_t n, __m512 table, __m512* lo, __m512* hi) {
-  const __m128i bytes = _mm_maskz_loadu_epi8(static_cast<__mmask16>((1u << ((n + 1) / 2)) - 1u), p);
-  DecodeMx32(bytes, table, lo, hi);
-  *lo = _mm512_maskz_mov_ps(TailMask(std::min<int64_t>(n, 16)), *lo);
-  *hi = n > 16 ? _mm512_maskz_mov_ps(TailMask(n - 16), *hi) : _mm512_setzero_ps();
-}
-
-const std::array<float, 256> kE8M0 = [] {
-  std::array<float, 256> t{};
-  for (int e = 0; e < 256; ++e) t[e] = E8M0ToF32(static_cast<uint8_t>(e));
-  return t;
-}();
-
-inline float MxScale(const MatrixWeight& w, int64_t r, int64_t j) {
-  return kE8M0[w.scale_e8m0[w.ScaleRow(r) * w.scale_cols + j]];
-}
-
-// T == 1: y[r0 .. r0+R) for one token, codes decoded in registers. Per block, exactly the steps of
-// MultiTile on a decoded row: 16 columns (masked at a short block's end), then the next 16.
-template <int R>
-struct MxGemvTile {
-  static void Run(const float* x, const MatrixWeight& w, int64_t r0, float* y) {
-    const int64_t cols = w.cols, row_bytes = w.RowBytes();
-    const __m512 table = E2M1Table();
-    const uint8_t* row[R];
-    const uint8_t* next[R];  // the next tile's rows, prefetched one 64-byte line per 4 blocks
-    const uint8_t* exps[R];  // [scale_cols] exponents of each row
-    __m512 total[R];
-#pragma GCC unroll 16
-    for (int i = 0; i < R; ++i) {
-      row[i] = static_cast<const uint8_t*>(w.data) + (r0 + i) * row_bytes;
-      exps[i] = w.scale_e8m0 + w.ScaleRow(r0 + i) * w.scale_cols;
-      next[i] = r0 + R + i < w.rows ? row[i] + R * row_bytes : row[i];
-      total[i] = _mm512_setzero_ps();
-    }
-    const int64_t full = cols / kMxBlock;
-    for (int64_t j = 0; j < full; ++j) {
-      const int64_t c = j * kMxBlock;
-      if ((j & 3) == 0) {
-#pragma GCC unroll 16
-        for (int i = 0; i < R; ++i)
-          _mm_prefetch(reinterpret_cast<const char*>(next[i] + c / 2), _MM_HINT_T1);
-      }
-      const __m512 x0 = _mm512_loadu_ps(x + c), x1 = _mm512_loadu_ps(x + c + 16);
-#pragma GCC unroll 16
-      for (int i = 0; i < R; ++i) {
-        __m512 lo, hi;
-        DecodeMx32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row[i] + c / 2)), table, &lo,
-                   &hi);
-        __m512 acc = _mm512_fmadd_ps(lo, x0, _mm512_setzero_ps());
-        acc = _mm512_fmadd_ps(hi, x1, acc);
-        total[i] = _mm512_fmadd_ps(acc, _mm512_set1_ps(kE8M0[exps[i][j]]), total[i]);
-      }
-    }
-    if (const int64_t n = cols - full * kMxBlock; n > 0) {
-      const int64_t c = full * kMxBlock;
-      const __m512 x0 = _mm512_maskz_loadu_ps(TailMask(std::min<int64_t>(n, 16)), x + c);
-      const __m512 x1 = n > 16 ? _mm512_maskz_loadu_ps(TailMask(n - 16), x + c + 16) : x0;
-#pragma GCC unroll 16
-      for (int i = 0; i < R; ++i) {
-        __m512 lo, hi;
-        DecodeMxTail(row[i] + c / 2, n, table, &lo, &hi);
-        __m512 acc = _mm512_fmadd_ps(lo, x0, _mm512_setzero_ps());
-        if (n > 16) acc = _mm512_fmadd_ps(hi, x1, acc);
-        total[i] = _mm512_fmadd_ps(acc, _mm512_set1_ps(kE8M0[exps[i][full]]), total[i]);
-      }
-    }
-#pragma GCC unroll 16
-    for (int i = 0; i < R; ++i) y[r0 + i] = _mm512_reduce_add_ps(total[i]);
-  }
-};
-
-// dst[c] = the code value of W[r, c] (raw units: the block exponent not applied).   dst [cols]
-void DecodeMxRow(const MatrixWeight& w, int64_t r, float* dst) {
-  const uint8_t* row = static_cast<const uint8_t*>(w.data) + r * w.RowBytes();
-  const __m512 table = E2M1Table();
-  const int64_t full = w.cols / kMxBlock;
-  __m512 lo, hi;
-  for (int64_t j = 0; j < full; ++j) {
-    DecodeMx32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + j * 16)), table, &lo, &hi);
-    _mm512_storeu_ps(dst + j * kMxBlock, lo);
-    _mm512_storeu_ps(dst + j * kMxBlock + 16, hi);
-  }
-  if (const int64_t n = w.cols - full * kMxBlock; n > 0) {
-    float* d = dst + full * kMxBlock;
-    DecodeMxTail(row + full * 16, n, table, &lo, &hi);
-    _mm512_mask_storeu_ps(d, TailMask(std::min<int64_t>(n, 16)), lo);
-    if (n > 16) _mm512_mask_storeu_ps(d + 16, TailMask(n - 16), hi);
-  }
-}
-
-void LinearRowsMxfp4(const float* x, int64_t T, const MatrixWeight& w, int64_t r0, int64_t r1,
-                     float* y) {
-  if (T == 1) return GemvRows<MxGemvTile>(x, w, r0, r1, y);
-  MultiTokenRows<true>(
-      x, T, w, r0, r1, kMxBlock, y, [&](int64_t r, float* dst) { DecodeMxRow(w, r, dst); },
-      [&](int64_t r, int64_t j) { return MxScale(w, r, j); });
-}
-
 }  // namespace
 
 void LinearRows(const float* x, int64_t T, const MatrixWeight& w, int64_t row_begin,
                 int64_t row_end, float* y) {
-  switch (w.dtype) {
-    case DType::kF32:
-      return LinearRowsTyped<F32W>(x, T, w, row_begin, row_end, y);
-    case DType::kBF16:
-      return LinearRowsTyped<BF16W>(x, T, w, row_begin, row_end, y);
-    case DType::kF16:
-      return LinearRowsTyped<F16W>(x, T, w, row_begin, row_end, y);
-    case DType::kF8E4M3:
-      return LinearRowsTyped<F8W>(x, T, w, row_begin, row_end, y);
-    case DType::kMxfp4:
-      return LinearRowsMxfp4(x, T, w, row_begin, row_end, y);
-    default:
-      MIMO_ABORT("avx512::LinearRows: unsupported dtype %d", static_cast<int>(w.dtype));
-  }
+  cpu::LinearRowsFor<LinearAvx512>(x, T, w, row_begin, row_end, y);
 }
 
 MIMO_TARGET_BF16 void LinearRowsBf16(const float* x, int64_t T, const MatrixWeight& w,

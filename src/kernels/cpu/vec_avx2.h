@@ -1,0 +1,100 @@
+// VecAvx2: the vector ops, 8 fp32 lanes, in which the width-templated kernel bodies
+// (linear_tiles.h, elementwise_ops.h, roofline_probe.h) are written; VecAvx512 (vec_avx512.h)
+// is the same set 16 lanes wide. `+ - * /` on F are GCC vector operators (what _mm256_add_ps and
+// its siblings expand to), so only what has no operator is spelled here.
+// Include from *_avx2.cc only: these inline functions are compiled with the including unit's
+// flags, and if an AVX-512 unit compiled them too the linker could keep its copy for both.
+#pragma once
+
+#if !defined(__AVX2__) || !defined(__FMA__) || !defined(__F16C__) || defined(__AVX512F__)
+#error "vec_avx2.h belongs to the AVX2 units (-mavx2 -mfma -mf16c) only"
+#endif
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "kernels/cpu/e4m3_avx2.h"
+
+namespace mimo::avx2 {
+
+struct VecAvx2 {
+  using F = __m256;
+  static constexpr int kLanes = 8;
+  // AVX2 masks 32-bit lanes only (vmaskmovps), so the element-wise ops finish a row's last
+  // partial vector in scalar code; the Linear tiles zero-pad theirs (LoadN).
+  static constexpr bool kMaskedTails = false;
+  // No 64-byte compare into a mask: every e4m3 vector takes the NaN patch (LoadE4m3).
+  static constexpr bool kE4m3LineNanTest = false;
+
+  static F Zero() { return _mm256_setzero_ps(); }
+  static F Set1(float v) { return _mm256_set1_ps(v); }
+  static F Load(const float* p) { return _mm256_loadu_ps(p); }
+  static F LoadAligned(const float* p) { return _mm256_load_ps(p); }
+  static void Store(float* p, F v) { _mm256_storeu_ps(p, v); }
+  static void StoreAligned(float* p, F v) { _mm256_store_ps(p, v); }
+
+  // Lanes [0, n) set, n in [1, 8].
+  static __m256i TailMask(int64_t n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)),
+                              _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+  // The n < 8 floats at p, lanes >= n +0; nothing past p + n is read (or written).
+  static F LoadN(const float* p, int64_t n) { return _mm256_maskload_ps(p, TailMask(n)); }
+  static void StoreN(float* p, F v, int64_t n) { _mm256_maskstore_ps(p, TailMask(n), v); }
+
+  static F Fmadd(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }    // a * b + c
+  static F Fnmadd(F a, F b, F c) { return _mm256_fnmadd_ps(a, b, c); }  // c - a * b
+  static F Fmsub(F a, F b, F c) { return _mm256_fmsub_ps(a, b, c); }    // a * b - c
+  static F Min(F a, F b) { return _mm256_min_ps(a, b); }
+  static F Max(F a, F b) { return _mm256_max_ps(a, b); }
+  // Lanes 0-3 + 4-7, then pairs, then the last two.
+  static float ReduceAdd(F v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
+  static F RoundNearest(F v) {
+    return _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  }
+  // p * 2^n for integral n in [-127, 127], the power built as exponent bits (n = -127: 0).
+  static F MulPow2(F p, F n) {
+    const __m256i e =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return p * _mm256_castsi256_ps(e);
+  }
+
+  // 8 stored elements as fp32; e4m3 in units of 2^-8 (e4m3_avx2.h).
+  static F LoadBf16(const uint16_t* p) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+  static F LoadF16(const uint16_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static F LoadE4m3(const uint8_t* p) { return E4M3x8ToUnits(p); }
+  // The same for the n < 8 elements at p through a zero-padded copy: lanes >= n are +0.
+  template <auto kLoad, class T>
+  static F LoadPadded(const T* p, int64_t n) {
+    T buf[8] = {};
+    for (int64_t k = 0; k < n; ++k) buf[k] = p[k];
+    return kLoad(buf);
+  }
+  static F LoadBf16N(const uint16_t* p, int64_t n) { return LoadPadded<&LoadBf16>(p, n); }
+  static F LoadF16N(const uint16_t* p, int64_t n) { return LoadPadded<&LoadF16>(p, n); }
+  static F LoadE4m3N(const uint8_t* p, int64_t n) { return LoadPadded<&LoadE4m3>(p, n); }
+
+  // 64-bit integer lanes (the read probe).
+  using I = __m256i;
+  static I AddU64(I a, I b) { return _mm256_add_epi64(a, b); }
+  static uint64_t ReduceAddU64(I v) {
+    alignas(32) uint64_t out[4];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(out), v);
+    return out[0] + out[1] + out[2] + out[3];
+  }
+
+  static void PrefetchL2(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T1); }
+};
+
+}  // namespace mimo::avx2
