@@ -14,6 +14,8 @@ checkpoints: embed / lm_head / norms / o_proj / sinks / MTP eh_proj in BF16 (F32
 variant), the router gate and e_score_correction_bias in F32 (BF16 where moe_router_dtype is
 bfloat16), projections and experts in FP8 E4M3 with float32 weight_scale_inv in the fp8 variants,
 routed experts as MXFP4 (uint8 E2M1 pairs + uint8 E8M0 weight_scale) where store_dtype is mxfp4.
+Every VARIANTS checkpoint also gets a random DFlash drafter in <out>/dflash/ (see DFLASH), drawn
+from its own RNG so the target's bytes do not depend on it.
 
 FP8 grids (spec section 4):
   * every block-aligned projection: uniform 128x128 grid;
@@ -189,6 +191,41 @@ SEED_ORDER = ["bf16", "bf16-sharded", "f32", "fp8", "fp8-fused", "omni", "tied",
 assert set(SEED_ORDER) == (set(VARIANTS) | set(BENCH_VARIANTS) | set(SERVER_VARIANTS) |
                            set(FIXTURE_VARIANTS))
 ALL_VARIANTS = {**VARIANTS, **BENCH_VARIANTS, **SERVER_VARIANTS, **FIXTURE_VARIANTS}
+
+# ----------------------------------------------------------------------------------------------
+# DFlash drafters (shared/spec/dflash.md section 2), one per VARIANTS entry, in <ckpt>/dflash/:
+# config.json, dflash_draft_model.safetensors (all BF16; bf16-sharded: 2 shards
+# dflash_draft_model-0000k-of-00002.safetensors) + model.safetensors.index.json, and
+# mask_embedding.pt ({"mask_token_id", "embedding"}; f32: a bare bf16 tensor). v2.5-pro spells its
+# tensor names with a `model.` prefix (as the Pro drafters can). hidden_size is the target's (the
+# block inputs are the target's embeddings); the window is small so ~40-token prompts cross it.
+# Drawn from their own RNG (the target seed + 7919) after the target, so the target's bytes are
+# those of a checkpoint without a drafter. BENCH / SERVER / FIXTURE variants get none.
+DFLASH_BASE = dict(intermediate_size=512, num_hidden_layers=2, num_attention_heads=4,
+                   num_key_value_heads=2, head_dim=32, sliding_window=12, rms_norm_eps=1e-6,
+                   block_size=8, prefix="", mask_format="dict", shards=1)
+DFLASH = {
+    "bf16": dict(DFLASH_BASE, target_layer_ids=[1, 3, 5], mask_token_id=505),
+    "bf16-sharded": dict(DFLASH_BASE, target_layer_ids=[1, 3, 5], mask_token_id=505, shards=2),
+    "f32": dict(DFLASH_BASE, target_layer_ids=[0, 3], mask_token_id=633, mask_format="tensor"),
+    # 4 q heads on ONE kv head, head_dim 64 (rotary 32), window 16
+    "fp8": dict(DFLASH_BASE, target_layer_ids=[0, 2, 5], mask_token_id=500, num_key_value_heads=1,
+                head_dim=64, intermediate_size=384, sliding_window=16),
+    "fp8-fused": dict(DFLASH_BASE, target_layer_ids=[1, 3], mask_token_id=600,
+                      num_attention_heads=8),
+    # no GQA (4 / 4), window 10
+    "tied": dict(DFLASH_BASE, target_layer_ids=[0, 1, 3], mask_token_id=630,
+                 num_key_value_heads=4, sliding_window=10),
+    "omni": dict(DFLASH_BASE, target_layer_ids=[0, 2], mask_token_id=620),
+    "v2.5": dict(DFLASH_BASE, target_layer_ids=[0, 1, 3], mask_token_id=507),
+    "v2.5-pro": dict(DFLASH_BASE, target_layer_ids=[1, 3], mask_token_id=501, prefix="model.",
+                     num_attention_heads=8, rms_norm_eps=1e-5),
+    "v2.6-flash": dict(DFLASH_BASE, target_layer_ids=[0, 2, 3], mask_token_id=509),
+    "v2.6-pro": dict(DFLASH_BASE, target_layer_ids=[0, 3], mask_token_id=503,
+                     num_attention_heads=8, rms_norm_eps=1e-5),
+}
+assert set(DFLASH) == set(VARIANTS)
+DFLASH_SEED_OFFSET = 7919
 
 # ----------------------------------------------------------------------------------------------
 # Storage encodings (own code, independent of the reference's decoder).
@@ -509,21 +546,133 @@ def write_safetensors(path, tensors: dict):
             f.write(b)
 
 
+def dflash_config(variant, target_cfg):
+    d = DFLASH[variant]
+    dc = {"target_layer_ids": list(d["target_layer_ids"]), "mask_token_id": d["mask_token_id"],
+          "use_swa": True, "swa_window_size": d["sliding_window"],
+          "backbone_rotary_base": 5000000, "attention_value_scale": 0.612,
+          "attention_sink_bias": True, "block_size": d["block_size"]}
+    return {
+        "architectures": ["DFlashDraftModel"], "model_type": "qwen3",
+        "hidden_size": target_cfg["hidden_size"], "intermediate_size": d["intermediate_size"],
+        "num_hidden_layers": d["num_hidden_layers"],
+        "num_attention_heads": d["num_attention_heads"],
+        "num_key_value_heads": d["num_key_value_heads"], "head_dim": d["head_dim"],
+        "partial_rotary_factor": 0.5, "rope_theta": 10000,
+        "sliding_window": d["sliding_window"], "rms_norm_eps": d["rms_norm_eps"],
+        "block_size": d["block_size"], "num_target_layers": target_cfg["num_hidden_layers"],
+        "vocab_size": target_cfg["vocab_size"], "tie_word_embeddings": False,
+        "attention_bias": False, "hidden_act": "silu", "torch_dtype": "bfloat16",
+        "dflash_config": dc,
+    }
+
+
+def dflash_tensors(cfg, seed):
+    """(tensors name -> (dtype, shape, bytes), names without a prefix; the mask embedding's
+    N(0,1) direction [H], scaled by the caller). Norm weights 1 + 0.1 N(0,1), matrices with
+    std 1/sqrt(fan_in), sinks N(0,1)."""
+    rng = np.random.default_rng(seed)
+    H, I, L = cfg["hidden_size"], cfg["intermediate_size"], cfg["num_hidden_layers"]
+    nh, nkv, hd = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
+    n_ids = len(cfg["dflash_config"]["target_layer_ids"])
+    out = {}
+
+    def put(name, a):
+        out[name] = ("BF16", list(a.shape), to_bf16_bits(a).astype("<u2").tobytes())
+
+    def mat(name, rows, cols):
+        put(name, rng.standard_normal((rows, cols)) / np.sqrt(cols))
+
+    def norm(name, n):
+        put(name, 1.0 + 0.1 * rng.standard_normal(n))
+
+    mat("fc.weight", H, n_ids * H)
+    norm("hidden_norm.weight", H)
+    norm("norm.weight", H)
+    for i in range(L):
+        p = f"layers.{i}."
+        norm(p + "input_layernorm.weight", H)
+        norm(p + "post_attention_layernorm.weight", H)
+        mat(p + "self_attn.q_proj.weight", nh * hd, H)
+        mat(p + "self_attn.k_proj.weight", nkv * hd, H)
+        mat(p + "self_attn.v_proj.weight", nkv * hd, H)
+        mat(p + "self_attn.o_proj.weight", H, nh * hd)
+        norm(p + "self_attn.q_norm.weight", hd)
+        norm(p + "self_attn.k_norm.weight", hd)
+        put(p + "self_attn.attention_sink_bias", rng.standard_normal(nh))
+        mat(p + "mlp.gate_proj.weight", I, H)
+        mat(p + "mlp.up_proj.weight", I, H)
+        mat(p + "mlp.down_proj.weight", H, I)
+    return out, rng.standard_normal(H)
+
+
+def write_dflash(out_dir, variant, target_cfg, target_tensors, seed):
+    """<out_dir>/dflash/ for a VARIANTS entry (see DFLASH)."""
+    import torch  # only the mask sidecar (a torch pickle, as released) needs it
+
+    d = DFLASH[variant]
+    ddir = os.path.join(out_dir, "dflash")
+    os.makedirs(ddir, exist_ok=True)
+    cfg = dflash_config(variant, target_cfg)
+    with open(os.path.join(ddir, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+    tensors, mask = dflash_tensors(cfg, seed)
+    tensors = {d["prefix"] + n: t for n, t in tensors.items()}
+    names = sorted(tensors)
+    if d["shards"] == 1:
+        files = {"dflash_draft_model.safetensors": tensors}
+    else:
+        files = {}
+        for i, n in enumerate(names):
+            fn = f"dflash_draft_model-{i % d['shards'] + 1:05d}-of-{d['shards']:05d}.safetensors"
+            files.setdefault(fn, {})[n] = tensors[n]
+    for fn, part in files.items():
+        write_safetensors(os.path.join(ddir, fn), part)
+    weight_map = {n: fn for fn, part in files.items() for n in part}
+    total = sum(len(t[2]) for t in tensors.values())
+    with open(os.path.join(ddir, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))},
+                  f, indent=2)
+    # The mask vector: random direction, RMS 0.3x that of the target's embedding row at the mask
+    # id (the released vocab row is ~0 and the sidecar is not: they must not be interchangeable).
+    m, H = cfg["dflash_config"]["mask_token_id"], cfg["hidden_size"]
+    dtype, shape, data = target_tensors["model.embed_tokens.weight"]
+    if dtype == "F32":
+        row = np.frombuffer(data, dtype="<f4").reshape(shape)[m].astype(np.float64)
+    else:
+        bits = np.frombuffer(data, dtype="<u2").reshape(shape)[m].astype(np.uint32)
+        row = (bits << 16).view(np.float32).astype(np.float64)
+    mask = mask * 0.3 * np.sqrt(np.mean(row ** 2))
+    emb = torch.from_numpy(to_bf16_bits(mask).view(np.int16).copy()).view(torch.bfloat16)
+    obj = emb if d["mask_format"] == "tensor" else {"mask_token_id": m, "embedding": emb}
+    torch.save(obj, os.path.join(ddir, "mask_embedding.pt"))
+
+
 def write_checkpoint(out_dir, variant, seed=0):
     if variant not in ALL_VARIANTS:
         raise SystemExit(f"unknown variant {variant!r}; choose from {', '.join(ALL_VARIANTS)}")
+    # bf16-sharded is the bf16 model split over 3 files (same seed), so their logits are equal
+    # (and so are their drafters').
+    base = ALL_VARIANTS[variant].get("same_model_as", variant)
+    target_seed = seed * 1000 + SEED_ORDER.index(base)
+    cfg, tensors = _write_target(out_dir, variant, target_seed)
+    if variant in DFLASH:
+        write_dflash(out_dir, variant, cfg, tensors, target_seed + DFLASH_SEED_OFFSET)
+
+
+def _write_target(out_dir, variant, target_seed):
+    """The target checkpoint; returns (config dict, tensors)."""
     spec = ALL_VARIANTS[variant]
     os.makedirs(out_dir, exist_ok=True)
-    # bf16-sharded is the bf16 model split over 3 files (same seed), so their logits are equal.
-    base = spec.get("same_model_as", variant)
-    b = Builder(spec, seed * 1000 + SEED_ORDER.index(base))
+    b = Builder(spec, target_seed)
     tensors = b.build()
+    cfg = b.config()
     with open(os.path.join(out_dir, "config.json"), "w") as f:
-        json.dump(b.config(), f, indent=2)
+        json.dump(cfg, f, indent=2)
     shards = spec.get("shards", 1)
     if shards == 1 and not spec.get("mtp_file"):
         write_safetensors(os.path.join(out_dir, "model.safetensors"), tensors)
-        return
+        return cfg, tensors
     files = {}
     names = sorted(tensors)
     for i, n in enumerate(names):
@@ -539,6 +688,7 @@ def write_checkpoint(out_dir, variant, seed=0):
     with open(os.path.join(out_dir, "model.safetensors.index.json"), "w") as f:
         json.dump({"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))},
                   f, indent=2)
+    return cfg, tensors
 
 
 # ----------------------------------------------------------------------------------------------
