@@ -34,7 +34,8 @@ def random_model(checkpoint, tmp_path_factory):
     d = str(tmp_path_factory.mktemp("random-model"))
     src = checkpoint("bf16")
     for f in os.listdir(src):
-        shutil.copy(os.path.join(src, f), d)
+        if os.path.isfile(os.path.join(src, f)):  # not the drafter's dflash/ folder
+            shutil.copy(os.path.join(src, f), d)
     nano = os.path.join(REPO, "models", "mimo-v2-nano")
     for f in ["tokenizer.json", "tokenizer_config.json"]:  # Qwen vocabulary + the chat template
         shutil.copy(os.path.join(nano, f), d)
@@ -48,7 +49,8 @@ def full_vocab_model(checkpoint, tmp_path_factory):
     d = str(tmp_path_factory.mktemp("full-vocab-model"))
     src = checkpoint("e2e")
     for f in os.listdir(src):
-        shutil.copy(os.path.join(src, f), d)
+        if os.path.isfile(os.path.join(src, f)):  # not the drafter's dflash/ folder
+            shutil.copy(os.path.join(src, f), d)
     nano = os.path.join(REPO, "models", "mimo-v2-nano")
     for f in ["tokenizer.json", "tokenizer_config.json", "generation_config.json"]:
         shutil.copy(os.path.join(nano, f), d)
