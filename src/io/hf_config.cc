@@ -617,4 +617,136 @@ StatusOr<ModelConfig> LoadModelConfig(const std::string& path) {
   return c;
 }
 
+StatusOr<DFlashRope> ParseDFlashRope(const std::string& s) {
+  if (s == "split") return DFlashRope::kSplit;
+  if (s == "backbone") return DFlashRope::kBackbone;
+  if (s == "draft") return DFlashRope::kDraft;
+  return InvalidArgument("unknown DFlash RoPE choice '%s' (expected split, backbone or draft)",
+                         s.c_str());
+}
+
+const char* DFlashRopeName(DFlashRope r) {
+  switch (r) {
+    case DFlashRope::kSplit:
+      return "split";
+    case DFlashRope::kBackbone:
+      return "backbone";
+    default:
+      return "draft";
+  }
+}
+
+StatusOr<DFlashConfig> ParseDFlashConfig(const std::string& json_text) {
+  json j = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return InvalidArgument("config.json: not valid JSON");
+  if (!j.is_object()) return InvalidArgument("config.json: top level is not a JSON object");
+  DFlashConfig c;
+  FieldReader r(j, "");
+  const json empty = json::object();
+  const json* dj = r.Find("dflash_config");
+  FieldReader d(dj ? *dj : empty, "dflash_config");
+  try {
+    for (const char* key : {"hidden_size", "intermediate_size", "num_hidden_layers",
+                            "num_attention_heads", "vocab_size"}) {
+      MIMO_RETURN_IF_ERROR(r.Required(key));
+    }
+    if (!dj) return InvalidArgument("config.json: missing required field 'dflash_config'");
+    for (const char* key : {"target_layer_ids", "mask_token_id"}) {
+      MIMO_RETURN_IF_ERROR(d.Required(key));
+    }
+    MIMO_RETURN_IF_ERROR(r.Int("hidden_size", &c.hidden_size));
+    MIMO_RETURN_IF_ERROR(r.Int("intermediate_size", &c.intermediate_size));
+    MIMO_RETURN_IF_ERROR(r.Int("num_hidden_layers", &c.num_hidden_layers));
+    MIMO_RETURN_IF_ERROR(r.Int("num_attention_heads", &c.num_attention_heads));
+    c.num_key_value_heads = c.num_attention_heads;
+    MIMO_RETURN_IF_ERROR(r.Int("num_key_value_heads", &c.num_key_value_heads));
+    if (c.num_attention_heads > 0) c.head_dim = c.hidden_size / c.num_attention_heads;
+    MIMO_RETURN_IF_ERROR(r.Int("head_dim", &c.head_dim));
+    MIMO_RETURN_IF_ERROR(r.Float("partial_rotary_factor", &c.partial_rotary_factor));
+    MIMO_RETURN_IF_ERROR(r.Float("rope_theta", &c.rope_theta));
+    MIMO_RETURN_IF_ERROR(r.Float("rms_norm_eps", &c.rms_norm_eps));
+    MIMO_RETURN_IF_ERROR(r.Int("block_size", &c.block_size));
+    MIMO_RETURN_IF_ERROR(d.Int("block_size", &c.block_size));
+    MIMO_RETURN_IF_ERROR(r.Int("num_target_layers", &c.num_target_layers));
+    MIMO_RETURN_IF_ERROR(r.Int("vocab_size", &c.vocab_size));
+    MIMO_RETURN_IF_ERROR(r.Int("sliding_window", &c.sliding_window));
+    MIMO_RETURN_IF_ERROR(d.IntList("target_layer_ids", &c.target_layer_ids));
+    MIMO_RETURN_IF_ERROR(d.Int("mask_token_id", &c.mask_token_id));
+    MIMO_RETURN_IF_ERROR(d.Bool("use_swa", &c.use_swa));
+    MIMO_RETURN_IF_ERROR(d.Int("swa_window_size", &c.sliding_window));
+    c.backbone_rotary_base = c.rope_theta;
+    MIMO_RETURN_IF_ERROR(d.Float("backbone_rotary_base", &c.backbone_rotary_base));
+    MIMO_RETURN_IF_ERROR(d.Float("attention_value_scale", &c.attention_value_scale));
+    MIMO_RETURN_IF_ERROR(d.Bool("attention_sink_bias", &c.attention_sink_bias));
+  } catch (const json::exception& e) {
+    return InvalidArgument("config.json: %s", e.what());
+  }
+  c.rotary_dim = static_cast<int>(c.head_dim * c.partial_rotary_factor);
+  auto bad = [](const char* what, long long v) {
+    return InvalidArgument("dflash config.json: %s is %lld", what, v);
+  };
+  if (c.hidden_size <= 0) return bad("hidden_size", c.hidden_size);
+  if (c.intermediate_size <= 0) return bad("intermediate_size", c.intermediate_size);
+  if (c.num_hidden_layers <= 0 || c.num_hidden_layers > 1000) {
+    return bad("num_hidden_layers", c.num_hidden_layers);
+  }
+  if (c.num_attention_heads <= 0 || c.num_key_value_heads <= 0 ||
+      c.num_attention_heads % c.num_key_value_heads != 0) {
+    return InvalidArgument("dflash config.json: %d attention heads cannot share %d kv heads",
+                           c.num_attention_heads, c.num_key_value_heads);
+  }
+  if (c.head_dim <= 0 || c.rotary_dim < 0 || c.rotary_dim > c.head_dim || c.rotary_dim % 2 != 0) {
+    return InvalidArgument("dflash config.json: head_dim %d with rotary dim %d", c.head_dim,
+                           c.rotary_dim);
+  }
+  if (c.block_size < 2 || c.block_size > 64) return bad("block_size", c.block_size);
+  if (c.target_layer_ids.empty()) return bad("dflash_config.target_layer_ids count", 0);
+  for (size_t i = 0; i < c.target_layer_ids.size(); ++i) {
+    if (c.target_layer_ids[i] < 0 ||
+        (i > 0 && c.target_layer_ids[i] <= c.target_layer_ids[i - 1])) {
+      return InvalidArgument("dflash config.json: target_layer_ids must be ascending and >= 0");
+    }
+  }
+  if (c.mask_token_id < 0 || c.mask_token_id >= c.vocab_size) {
+    return bad("dflash_config.mask_token_id", c.mask_token_id);
+  }
+  if (c.use_swa && c.sliding_window < c.block_size) {
+    return InvalidArgument("dflash config.json: window %d is smaller than the block (%d)",
+                           c.sliding_window, c.block_size);
+  }
+  if (!c.use_swa) c.sliding_window = 0;  // every key visible
+  return c;
+}
+
+StatusOr<DFlashConfig> LoadDFlashConfig(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return NotFound("cannot open DFlash drafter config '%s'", path.c_str());
+  std::stringstream ss;
+  ss << f.rdbuf();
+  auto c = ParseDFlashConfig(ss.str());
+  if (!c.ok()) return Status(c.status().code(), path + ": " + c.status().message());
+  return c;
+}
+
+Status CheckDFlashMatchesTarget(const DFlashConfig& d, const ModelConfig& t) {
+  if (d.hidden_size != t.hidden_size) {
+    return InvalidArgument("the DFlash drafter's hidden_size %d differs from the target's %d",
+                           d.hidden_size, t.hidden_size);
+  }
+  if (d.vocab_size != t.vocab_size) {
+    return InvalidArgument("the DFlash drafter's vocab_size %d differs from the target's %d",
+                           d.vocab_size, t.vocab_size);
+  }
+  if (d.num_target_layers != 0 && d.num_target_layers != t.num_hidden_layers) {
+    return InvalidArgument(
+        "the DFlash drafter was trained on a target of %d layers; this target has %d",
+        d.num_target_layers, t.num_hidden_layers);
+  }
+  if (d.target_layer_ids.back() >= t.num_hidden_layers) {
+    return InvalidArgument("the DFlash drafter reads target layer %d; the target has %d layers",
+                           d.target_layer_ids.back(), t.num_hidden_layers);
+  }
+  return Status::Ok();
+}
+
 }  // namespace mimo

@@ -115,4 +115,49 @@ struct ModelConfig {
 StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text);
 StatusOr<ModelConfig> LoadModelConfig(const std::string& path);
 
+// The RoPE bases of a DFlash drafter (shared/spec/dflash.md section 3, an open point): kSplit
+// rotates the context K (from the target's features) at dflash_config.backbone_rotary_base and the
+// block's Q/K at rope_theta (ik_llama.cpp's reading); kBackbone uses backbone_rotary_base for
+// both, kDraft rope_theta for both.
+enum class DFlashRope { kSplit, kBackbone, kDraft };
+StatusOr<DFlashRope> ParseDFlashRope(const std::string& s);  // "split" | "backbone" | "draft"
+const char* DFlashRopeName(DFlashRope r);
+
+// `<ckpt>/dflash/config.json` of a DFlash block-diffusion drafter (DFlashDraftModel), fields under
+// their Hugging Face names (dflash_config.* flattened).
+struct DFlashConfig {
+  int hidden_size = 0;  // must equal the target's: block inputs are the target's embeddings
+  int intermediate_size = 0;
+  int num_hidden_layers = 0;
+  int num_attention_heads = 0;
+  int num_key_value_heads = 0;
+  int head_dim = 0;
+  float partial_rotary_factor = 1.0f;
+  int rotary_dim = 0;  // int(head_dim * partial_rotary_factor): 64 of 128 on MiMo's drafters
+  float rope_theta = 10000.0f;
+  float backbone_rotary_base = 0.0f;  // dflash_config.backbone_rotary_base (0: rope_theta)
+  float rms_norm_eps = 1e-6f;
+  int block_size = 0;         // B: the anchor plus B - 1 mask slots
+  int num_target_layers = 0;  // the target's num_hidden_layers
+  int vocab_size = 0;
+  std::vector<int> target_layer_ids;  // dflash_config: layers whose outputs feed fc, ascending
+  int mask_token_id = -1;
+  bool use_swa = true;
+  int sliding_window = 0;  // dflash_config.swa_window_size, else sliding_window: |q - k| <= W - 1
+  float attention_value_scale = 1.0f;
+  bool attention_sink_bias = false;
+  DFlashRope rope = DFlashRope::kSplit;  // not in the file: the engine's choice (see above)
+  float ContextTheta() const {
+    return rope == DFlashRope::kDraft ? rope_theta : backbone_rotary_base;
+  }
+  float BlockTheta() const {
+    return rope == DFlashRope::kBackbone ? backbone_rotary_base : rope_theta;
+  }
+};
+StatusOr<DFlashConfig> ParseDFlashConfig(const std::string& json_text);
+StatusOr<DFlashConfig> LoadDFlashConfig(const std::string& path);
+// A drafter the target cannot drive: hidden size, vocabulary, target layer count or layer ids
+// that do not match. The error names both values.
+Status CheckDFlashMatchesTarget(const DFlashConfig& d, const ModelConfig& target);
+
 }  // namespace mimo

@@ -211,8 +211,15 @@ void MimoV2Model::Forward(ExecContext& ctx, const KvStepPlan& step, const int32_
   float* x = frame.Floats(T * H);            // [T, H] residual stream
   Embedding(w_.embed_tokens, tokens, T, x);  // §2.1, no scaling
   std::vector<int> experts(cfg.num_hidden_layers, 0);  // [L] distinct experts each MoE used
-  for (int l = 0; l < cfg.num_hidden_layers; ++l) {
+  const int64_t C = static_cast<int64_t>(out.capture_layers.size()) * H;  // captured row width
+  for (int l = 0, c = 0; l < cfg.num_hidden_layers; ++l) {
     experts[l] = DecoderLayer(ctx, l, layers_[l], w_.layers[l], step, positions.data(), x, kv);
+    if (out.captured && c < static_cast<int>(out.capture_layers.size()) &&
+        out.capture_layers[c] == l) {
+      for (int64_t t = 0; t < T; ++t)
+        std::copy(x + t * H, x + (t + 1) * H, out.captured + t * C + c * H);
+      ++c;
+    }
   }
   if (out.prenorm_hidden) std::copy(x, x + T * H, out.prenorm_hidden);
   if (out.logits) LmHead(ctx, x, T, out.logit_rows, out.logits);

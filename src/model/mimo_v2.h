@@ -24,6 +24,10 @@ struct ForwardOutputs {
   float* logits = nullptr;
   // Optional: the residual stream after the last layer, before model.norm (the MTP input).
   float* prenorm_hidden = nullptr;  // [T, hidden]
+  // Optional (DFlash): the residual stream right after each layer of capture_layers (ascending),
+  // for every row, concatenated in that order: captured [T, capture_layers.size() * hidden].
+  std::vector<int> capture_layers;
+  float* captured = nullptr;
 };
 
 // What MtpForward writes.

@@ -13,6 +13,7 @@
 
 #include "cli/command.h"
 #include "cli/model_loading.h"
+#include "model/dflash_drafter.h"
 
 namespace mimo::cli {
 namespace {
@@ -97,14 +98,63 @@ int RunMtpLogits(const Args& a, LoadedModel& lm, const std::vector<std::vector<i
   return WriteFloats(a.Get("out"), logits) ? 0 : 1;
 }
 
+// --dflash: the DFlash drafter's block after one sequence ids[0..n-1]: the target computes the
+// first n - 1 ids (P committed positions) with its outputs after the drafter's target layers
+// captured, the drafter builds its context from them, and drafts the block [ids[n-1], mask x
+// (B - 1)] at positions P ..; writes the draft logits [B - 1, vocab] (row j: position P + j).
+int RunDFlashLogits(const Args& a, LoadedModel& lm, const std::vector<std::vector<int32_t>>& seqs) {
+  if (seqs.size() != 1 || seqs[0].size() < 2) {
+    std::fprintf(stderr, "mimo logits: --dflash needs one sequence of at least 2 ids\n");
+    return 2;
+  }
+  auto rope = ParseDFlashRope(a.Get("dflash-rope", "split"));
+  if (!rope.ok()) {
+    std::fprintf(stderr, "mimo logits: --dflash-rope: %s\n", rope.status().message().c_str());
+    return 2;
+  }
+  const std::string dir = a.Get("speculative-draft-model", a.Get("model") + "/dflash");
+  auto drafter = DFlashDrafter::Load(dir, *lm.model, *rope);
+  if (!drafter.ok()) {
+    std::fprintf(stderr, "mimo logits: error: %s\n", drafter.status().message().c_str());
+    return 1;
+  }
+  const DFlashDrafter& d = **drafter;
+  const std::vector<int32_t>& ids = seqs[0];
+  const int P = static_cast<int>(ids.size()) - 1;
+  auto kv = MakeKvCacheOrReport("logits", a, *lm.model, 1, P, P);
+  if (!kv) return 1;
+  std::vector<float> features(static_cast<size_t>(P) * d.feature_width());  // [P, ids * H]
+  StepBatch b;
+  b.chunks.push_back({0, 0, P, 0});
+  b.num_tokens = P;
+  ForwardOutputs out;
+  out.capture_layers = d.config().target_layer_ids;
+  out.captured = features.data();
+  Status st = kv->StartSequence(0);
+  StatusOr<KvStepPlan> plan = st.ok() ? kv->PlanStep(b) : StatusOr<KvStepPlan>(st);
+  if (!plan.ok()) {
+    std::fprintf(stderr, "mimo logits: error: %s\n", plan.status().message().c_str());
+    return 1;
+  }
+  RunForward(*lm.model, lm.ctx, *kv, *plan, ids.data(), out);
+  DFlashContext dc;
+  d.AppendContext(lm.ctx, dc, features.data(), P);
+  const int drafts = d.config().block_size - 1;
+  std::vector<float> logits(static_cast<size_t>(drafts) * lm.model->config().vocab_size);
+  d.Draft(lm.ctx, dc, ids.back(), drafts, logits.data());
+  return WriteFloats(a.Get("out"), logits) ? 0 : 1;
+}
+
 int RunLogits(int argc, char** argv) {
   Args a;
   std::string err;
-  std::vector<std::string> keys = {"model", "ids", "out", "mode", "threads", "chunk-size",
-                                   "mtp-layer", "columns"};
+  std::vector<std::string> keys = {
+      "model",      "ids",       "out",     "mode",        "threads",
+      "chunk-size", "mtp-layer", "columns", "dflash-rope", "speculative-draft-model"};
   for (auto& k : KvCacheKeys()) keys.push_back(k);
   std::vector<std::string> flags = KvCacheFlags();
   flags.push_back("prefix-cache");
+  flags.push_back("dflash");
   if (!a.Parse(argc, argv, keys, flags, &err) || !a.Has("model") || !a.Has("ids") ||
       !a.Has("out")) {
     std::fprintf(
@@ -112,7 +162,8 @@ int RunLogits(int argc, char** argv) {
         "mimo logits: %s\nusage: mimo logits --model DIR --ids 1,2,3[;4,5]|@FILE --out FILE "
         "[--mode prefill|decode] [--chunk-size N] [--threads N] [--attention-backend NAME] "
         "[--block-size N] [--kv-cache-dtype f32|bf16|fp8] [--prefix-cache] [--columns IDS|@FILE] "
-        "[--prefill-precision exact|bf16]\n",
+        "[--prefill-precision exact|bf16] [--dflash [--dflash-rope split|backbone|draft] "
+        "[--speculative-draft-model DIR]]\n",
         err.empty() ? "missing --model, --ids or --out" : err.c_str());
     return 2;
   }
@@ -160,6 +211,7 @@ int RunLogits(int argc, char** argv) {
       columns.push_back(c);
     }
   }
+  if (a.Has("dflash")) return RunDFlashLogits(a, lm, seqs);
   if (a.Has("mtp-layer")) {
     if (!columns.empty()) {
       std::fprintf(stderr, "mimo logits: --columns is not supported with --mtp-layer\n");
@@ -256,6 +308,7 @@ MIMO_CLI_COMMAND(
     "[--chunk-size N] [--attention-backend NAME] [--block-size N] "
     "[--kv-cache-dtype f32|bf16|fp8] [--prefix-cache] [--mtp-layer I] [--columns IDS|@FILE] "
     "[--threads N] [--tensor-parallel-size N [--expert-parallel]] "
-    "[--prefill-precision exact|bf16]",
+    "[--prefill-precision exact|bf16] "
+    "[--dflash [--dflash-rope split|backbone|draft] [--speculative-draft-model DIR]]",
     RunLogits);
 }  // namespace mimo::cli
