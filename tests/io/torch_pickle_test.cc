@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "io/stored_zip.h"
 #include "io/test_files.h"
 
 namespace mimo {
@@ -219,35 +220,9 @@ TEST(TorchPickleErrors, EveryTruncationAndByteFlipIsAStatus) {
 // no ZIP64, no padding) and pickle bytes spelled out opcode by opcode, for the cases torch never
 // writes.
 
-std::string LE(uint64_t v, int n) {
-  std::string out;
-  for (int i = 0; i < n; ++i) out += static_cast<char>((v >> (8 * i)) & 0xff);
-  return out;
-}
-
-uint32_t BitwiseCrc32(const std::string& s) {
-  uint32_t c = 0xffffffffu;
-  for (unsigned char x : s) {
-    c ^= x;
-    for (int k = 0; k < 8; ++k) c = (c >> 1) ^ (0xedb88320u & (0u - (c & 1u)));
-  }
-  return ~c;
-}
-
-std::string StoredZip(const std::vector<std::pair<std::string, std::string>>& entries) {
-  std::string out, central;
-  for (const auto& [name, data] : entries) {
-    const std::string common = LE(0, 2) + LE(0, 2) + LE(0, 2) + LE(0, 2) +
-                               LE(BitwiseCrc32(data), 4) + LE(data.size(), 4) + LE(data.size(), 4) +
-                               LE(name.size(), 2) + LE(0, 2);
-    central += LE(0x02014b50, 4) + LE(20, 2) + LE(20, 2) + common + LE(0, 2) + LE(0, 2) + LE(0, 2) +
-               LE(0, 4) + LE(out.size(), 4) + name;
-    out += LE(0x04034b50, 4) + LE(20, 2) + common + name + data;
-  }
-  const size_t cd_offset = out.size();
-  return out + central + LE(0x06054b50, 4) + LE(0, 2) + LE(0, 2) + LE(entries.size(), 2) +
-         LE(entries.size(), 2) + LE(central.size(), 4) + LE(cd_offset, 4) + LE(0, 2);
-}
+using test::BitwiseCrc32;
+using test::LE;
+using test::StoredZip;
 
 // Pickle pieces (protocol 2).
 std::string Str(const std::string& s) { return "X" + LE(s.size(), 4) + s; }
