@@ -455,8 +455,11 @@ bool Engine::Step() {
     fo.logits = logits_.data();
   }
   if (spec_) {
-    hidden_.resize(static_cast<size_t>(batch.num_tokens) * model_.config().hidden_size);
-    fo.prenorm_hidden = hidden_.data();
+    // What the drafter reads of every row: the captured layers (DFlash) or the last hidden state.
+    fo.capture_layers = spec_->capture_layers();
+    const size_t width = std::max<size_t>(1, fo.capture_layers.size());
+    hidden_.resize(batch.num_tokens * width * model_.config().hidden_size);
+    (fo.capture_layers.empty() ? fo.prenorm_hidden : fo.captured) = hidden_.data();
   }
   RunForward(model_, ctx_, *kv_, *kv_plan, plan.token_ids.data(), fo);
   local_stats_.weight_bytes_read += model_.last_forward_stats().weight_bytes;

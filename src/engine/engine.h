@@ -140,7 +140,7 @@ class Engine {
   std::unique_ptr<Scheduler> scheduler_;
   Sampler sampler_;
   std::vector<float> logits_;  // [sampled rows, vocab]
-  std::vector<float> hidden_;  // [T, hidden] pre-norm hidden states (speculative decoding)
+  std::vector<float> hidden_;  // [T, hidden or layers * hidden] the drafter's features of each row
   std::vector<uint32_t> allowed_;  // [ceil(vocab / 32)] a constrained request's mask
   std::shared_ptr<Speculator> spec_;
   std::unordered_map<uint64_t, std::vector<int>> seqs_of_;  // request id -> seq ids alive

@@ -39,8 +39,12 @@ class Speculator {
   // Once, after the engine built its KV cache.
   virtual Status Attach(KvCache& kv, int block_size) = 0;
 
-  // After every forward pass: the step's plan, its rows' pre-norm hidden states [T, hidden],
-  // and each chunk's request (nullptr for none).
+  // Target layers whose outputs the drafter reads (DFlash); empty: the pre-norm hidden state
+  // after the last layer (MTP).
+  virtual std::vector<int> capture_layers() const { return {}; }
+  // After every forward pass: the step's plan, its rows' features (the pre-norm hidden states
+  // [T, hidden], or with capture_layers() the captured layers [T, layers * hidden]), and each
+  // chunk's request (nullptr for none).
   virtual void ObserveStep(const SchedulePlan& plan, const float* hidden,
                            std::span<Request* const> chunk_requests) = 0;
   // Verifies r.draft against the target rows logits [1 + draft, vocab] (row i: the

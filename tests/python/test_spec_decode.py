@@ -75,6 +75,24 @@ def test_greedy_outputs_identical_with_mtp(mimo_bin, checkpoint, tmp_path, varia
     assert alone[4] == plain[4]
 
 
+@pytest.mark.parametrize("variant", ["bf16", "fp8", "v2.5-pro"])
+def test_greedy_outputs_identical_with_dflash(mimo_bin, checkpoint, tmp_path, variant):
+    """DFlash (random drafter: its drafts are rejected, so this checks the rollback, the
+    one-token-per-step path and the feature bookkeeping, not acceptance): the same requests,
+    batched (a shared prefix served from the prefix cache), at 7 and 2 drafts, and one alone."""
+    model = checkpoint(variant)
+    cfg = json.load(open(os.path.join(model, "config.json")))
+    reqs = requests(cfg["vocab_size"])
+    plain = generate(mimo_bin, model, reqs, tmp_path, "plain", "--block-size", "4")
+    for k in ["7", "2"]:
+        got = generate(mimo_bin, model, reqs, tmp_path, f"dflash{k}", "--block-size", "4",
+                       "--speculative", "dflash", "--num-speculative-tokens", k)
+        assert got == plain, (variant, k)
+    alone = generate(mimo_bin, model, reqs[4:5], tmp_path, "alone", "--block-size", "4",
+                     "--speculative", "dflash")
+    assert alone[4] == plain[4]
+
+
 def test_prompts_shorter_than_the_draft_depth(mimo_bin, tmp_path):
     """1- and 2-token prompts with 3 MTP layers (the deepest layer has no position of its own
     yet; it used to rewind its cache to position -1 and abort the process)."""

@@ -4,14 +4,14 @@
 
 #include <cstdio>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "cli/model_loading.h"
 #include "engine/engine.h"
 #include "io/generation_config.h"
+#include "speculative/dflash_speculator.h"
 #include "speculative/mtp_speculator.h"
 #include "tokenizer/bpe.h"
 
@@ -19,10 +19,16 @@ namespace mimo::cli {
 
 // Flags of every engine-driving command, with vLLM's names.
 inline std::vector<std::string> EngineKeys() {
-  std::vector<std::string> k = {"max-num-seqs",           "max-num-batched-tokens",
-                                "max-model-len",          "max-waiting",
-                                "threads",                "speculative",
-                                "num-speculative-tokens", "speculative-draft-vocab"};
+  std::vector<std::string> k = {"max-num-seqs",
+                                "max-num-batched-tokens",
+                                "max-model-len",
+                                "max-waiting",
+                                "threads",
+                                "speculative",
+                                "num-speculative-tokens",
+                                "speculative-draft-vocab",
+                                "speculative-draft-model",
+                                "dflash-rope"};
   for (auto& x : KvCacheKeys()) k.push_back(x);
   return k;
 }
@@ -131,9 +137,26 @@ inline bool MakeEngineOrReport(const char* cmd, const Args& a, bool need_tokeniz
   }
   o.max_waiting = static_cast<int>(a.GetInt("max-waiting", 1024));
   o.eos_token_ids = ModelEosIds(rt->lm.model->config(), rt->gen, rt->tok.get());
-  if (a.Has("speculative")) {
+  if (a.Get("speculative") == "dflash") {
+    DFlashSpeculatorOptions so;
+    so.drafter_dir = a.Get("speculative-draft-model");
+    so.num_speculative_tokens = static_cast<int>(a.GetInt("num-speculative-tokens", 0));
+    auto rope = ParseDFlashRope(a.Get("dflash-rope", "split"));
+    if (!rope.ok()) {
+      std::fprintf(stderr, "mimo %s: error: --dflash-rope: %s\n", cmd,
+                   rope.status().message().c_str());
+      return false;
+    }
+    so.rope = *rope;
+    auto spec = DFlashSpeculator::Create(*rt->lm.model, dir, so);
+    if (!spec.ok()) {
+      std::fprintf(stderr, "mimo %s: error: %s\n", cmd, spec.status().message().c_str());
+      return false;
+    }
+    o.speculator = std::shared_ptr<Speculator>(std::move(spec).value());
+  } else if (a.Has("speculative")) {
     if (a.Get("speculative") != "mtp") {
-      std::fprintf(stderr, "mimo %s: error: --speculative '%s': only mtp is supported\n", cmd,
+      std::fprintf(stderr, "mimo %s: error: --speculative '%s': expected mtp or dflash\n", cmd,
                    a.Get("speculative").c_str());
       return false;
     }

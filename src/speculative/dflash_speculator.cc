@@ -1,0 +1,110 @@
+// DFlashSpeculator (see dflash_speculator.h).
+#include "speculative/dflash_speculator.h"
+
+#include <algorithm>
+#include <climits>
+
+#include "core/check.h"
+#include "engine/scheduler.h"
+#include "speculative/verify.h"
+
+namespace mimo {
+
+StatusOr<std::unique_ptr<DFlashSpeculator>> DFlashSpeculator::Create(
+    MimoV2Model& model, const std::string& model_dir, const DFlashSpeculatorOptions& o) {
+  const std::string dir = o.drafter_dir.empty() ? model_dir + "/dflash" : o.drafter_dir;
+  std::unique_ptr<DFlashSpeculator> s(new DFlashSpeculator());
+  MIMO_ASSIGN_OR_RETURN(s->drafter_, DFlashDrafter::Load(dir, model, o.rope));
+  const int max_drafts = s->drafter_->config().block_size - 1;
+  s->num_drafts_ = o.num_speculative_tokens > 0 ? o.num_speculative_tokens : max_drafts;
+  if (s->num_drafts_ < 1 || s->num_drafts_ > max_drafts) {
+    return InvalidArgument(
+        "num_speculative_tokens must be in [1, %d] (the DFlash drafter's block_size - 1), got %d",
+        max_drafts, o.num_speculative_tokens);
+  }
+  return s;
+}
+
+Status DFlashSpeculator::Attach(KvCache& kv, int block_size) {
+  (void)kv;
+  (void)block_size;
+  return Status::Ok();  // the draft context lives outside the paged cache
+}
+
+void DFlashSpeculator::ObserveStep(const SchedulePlan& plan, const float* features,
+                                   std::span<Request* const> chunk_requests) {
+  const int64_t F = drafter_->feature_width();
+  const int W = window();
+  int row = 0;
+  for (size_t i = 0; i < plan.chunks.size(); ++i) {
+    const ScheduledChunk& c = plan.chunks[i];
+    const Request* r = chunk_requests[i];
+    SeqState& st = seqs_[c.seq_id];
+    // Positions a block can still see: the context's next one on, and (without a context yet)
+    // the last W - 1 before the first anchor.
+    int lo = st.context.end;
+    if (W > 0 && st.context.end == st.context.begin) {
+      lo = std::max(lo, r->num_tokens() - W);
+    }
+    for (int j = 0; j < c.num_tokens; ++j) {
+      const int pos = c.start_pos + j;
+      if (pos < lo) continue;
+      const float* f = features + static_cast<int64_t>(row + j) * F;
+      st.features[pos].assign(f, f + F);
+    }
+    row += c.num_tokens;
+  }
+}
+
+VerifyResult DFlashSpeculator::Verify(Request& r, const float* logits, int64_t vocab,
+                                      const std::vector<int32_t>& eos_ids, Sampler& sampler) {
+  return VerifyDrafts(r, logits, vocab, eos_ids, sampler);
+}
+
+void DFlashSpeculator::Propose(ExecContext& ctx, std::span<Request* const> reqs,
+                               std::span<const int> max_drafts) {
+  const int64_t F = drafter_->feature_width();
+  const int64_t V = drafter_->config().vocab_size;
+  const int W = window();
+  std::vector<float> logits, rows;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    Request* r = reqs[i];
+    r->draft.clear();
+    r->draft_probs.clear();
+    const int n = std::min(num_drafts_, max_drafts[i]);
+    auto it = seqs_.find(r->seq_id);
+    if (n <= 0 || it == seqs_.end()) continue;
+    SeqState& st = it->second;
+    DFlashContext& dc = st.context;
+    const int committed = r->num_computed;  // the anchor sits at this position
+    if (dc.end == dc.begin) {               // the first block: start at its window
+      const int first = W > 0 ? std::max(0, committed - (W - 1)) : 0;
+      dc.begin = dc.end = first;
+    }
+    // Committed positions not yet in the context, in order, from the steps that computed them.
+    const int count = committed - dc.end;
+    rows.resize(static_cast<size_t>(std::max(count, 0)) * F);
+    bool complete = count >= 0;
+    for (int p = dc.end; complete && p < committed; ++p) {
+      auto f = st.features.find(p);
+      complete = f != st.features.end();
+      if (complete) std::copy(f->second.begin(), f->second.end(), rows.begin() + (p - dc.end) * F);
+    }
+    MIMO_CHECK(complete, "DFlash: no target features kept for sequence %d's positions %d..%d",
+               r->seq_id, dc.end, committed - 1);
+    if (count > 0) drafter_->AppendContext(ctx, dc, rows.data(), count);
+    st.features.erase(st.features.begin(), st.features.lower_bound(committed));
+    logits.resize(static_cast<size_t>(n) * V);
+    drafter_->Draft(ctx, dc, r->token_at(committed), n, logits.data());
+    const bool sampled = !r->params->sampling.greedy();
+    for (int j = 0; j < n; ++j) {
+      const int32_t d = Argmax(logits.data() + static_cast<int64_t>(j) * V, V);
+      r->draft.push_back(d);
+      if (sampled) r->draft_probs.push_back({{d, 1.0}});  // one-hot: accepted with p(d)
+    }
+  }
+}
+
+void DFlashSpeculator::Release(int seq_id) { seqs_.erase(seq_id); }
+
+}  // namespace mimo

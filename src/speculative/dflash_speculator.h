@@ -1,0 +1,68 @@
+// DFlashSpeculator: speculative decoding with a DFlash block-diffusion drafter (shared/spec/
+// dflash.md section 4). Each step it drafts up to B - 1 tokens per request in ONE drafter pass:
+// the anchor is the request's newest token (the previous step's bonus, not computed yet), the
+// context is the target's features at the committed positions before it. Drafts are greedy
+// (the argmax of each block row); verification is the engine's chain rule with the drafts as
+// one-hot proposals, so sampled requests stay exactly the target's distribution (a draft d is
+// accepted with probability p(d), a rejection redraws from p without d).
+// Features are kept per position from the step that computed it and appended to the draft
+// context only once the position is committed, so rejected drafts never reach the context;
+// a position recomputed later overwrites its features. Engine thread only.
+#pragma once
+
+#include <climits>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/speculator.h"
+#include "model/dflash_drafter.h"
+
+namespace mimo {
+
+struct DFlashSpeculatorOptions {
+  std::string drafter_dir;         // <model>/dflash when empty
+  int num_speculative_tokens = 0;  // drafts per step, 1 .. B - 1; 0: B - 1
+  DFlashRope rope = DFlashRope::kSplit;
+};
+
+class DFlashSpeculator final : public Speculator {
+ public:
+  static StatusOr<std::unique_ptr<DFlashSpeculator>> Create(MimoV2Model& model,
+                                                            const std::string& model_dir,
+                                                            const DFlashSpeculatorOptions& opts);
+
+  int num_speculative_tokens() const override { return num_drafts_; }
+  int mtp_sequences_per_sequence() const override { return 0; }
+  int mtp_chunk_tokens() const override { return 0; }
+  // A prefix-cache hit leaves the window before the first anchor to compute: its features
+  // build the draft context (the cache keeps K/V, not features).
+  int prefix_hit_margin() const override { return window() > 0 ? window() + 1 : INT_MAX / 4; }
+  std::vector<int> capture_layers() const override { return drafter_->config().target_layer_ids; }
+  Status Attach(KvCache& kv, int block_size) override;
+  void ObserveStep(const SchedulePlan& plan, const float* features,
+                   std::span<Request* const> chunk_requests) override;
+  VerifyResult Verify(Request& r, const float* logits, int64_t vocab,
+                      const std::vector<int32_t>& eos_ids, Sampler& sampler) override;
+  void Propose(ExecContext& ctx, std::span<Request* const> reqs,
+               std::span<const int> max_drafts) override;
+  void Release(int seq_id) override;
+
+  const DFlashDrafter& drafter() const { return *drafter_; }
+
+ private:
+  struct SeqState {
+    DFlashContext context;
+    std::map<int, std::vector<float>> features;  // position -> [feature width], not yet appended
+  };
+  DFlashSpeculator() = default;
+  int window() const { return drafter_->config().sliding_window; }
+
+  std::unique_ptr<DFlashDrafter> drafter_;
+  int num_drafts_ = 0;
+  std::unordered_map<int, SeqState> seqs_;  // by the request's seq id
+};
+
+}  // namespace mimo
