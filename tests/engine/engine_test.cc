@@ -574,6 +574,7 @@ class RecordingSpeculator final : public Speculator {
   int mtp_sequences_per_sequence() const override { return inner_->mtp_sequences_per_sequence(); }
   int mtp_chunk_tokens() const override { return inner_->mtp_chunk_tokens(); }
   int prefix_hit_margin() const override { return inner_->prefix_hit_margin(); }
+  std::vector<int> capture_layers() const override { return inner_->capture_layers(); }
   Status Attach(KvCache& kv, int block_size) override { return inner_->Attach(kv, block_size); }
   void ObserveStep(const SchedulePlan& plan, const float* hidden,
                    std::span<Request* const> reqs) override {
