@@ -10,7 +10,6 @@ import os
 import struct
 import subprocess
 import tempfile
-import threading
 import time
 
 import pytest
@@ -113,26 +112,36 @@ def full_size_dir(tmp_path_factory):
     return get
 
 
+# Runs argv[2:] and writes its largest resident set (KiB) to the file argv[1]. A child's
+# ru_maxrss starts at its parent's resident set (fork copies the page tables; vfork shares the mm,
+# and exec records its high-water mark), so measuring `mimo` straight from this pytest process would
+# count whatever torch and the earlier tests left resident here. This small interpreter is the
+# parent instead: what it adds is its own ~10 MB.
+MEASURE = r"""
+import os, sys, threading
+p = os.posix_spawn(sys.argv[2], sys.argv[2:], os.environ)
+killer = threading.Timer(120, os.kill, (p, 9))
+killer.start()
+_, status, usage = os.wait4(p, 0)
+killer.cancel()
+open(sys.argv[1], "w").write(str(usage.ru_maxrss))
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
 def run_inspect(mimo_bin, d):
-    """(inspect's JSON, seconds, the inspect process's own largest resident set in KiB). The
-    resident set is that child's (os.wait4), not RUSAGE_CHILDREN's maximum over every child this
-    pytest process has waited for, which an earlier test's large run would set."""
+    """(inspect's JSON, seconds, the inspect process's own largest resident set in KiB), measured
+    by MEASURE's small parent process (see there), not by RUSAGE_CHILDREN's maximum over every
+    child this pytest process has waited for."""
     t0 = time.time()
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        p = subprocess.Popen([mimo_bin, "inspect", "--model", d, "--json", "--max-context",
-                              str(CTX)], stdout=out, stderr=err)
-        killer = threading.Timer(120, p.kill)
-        killer.start()
-        try:
-            _, status, usage = os.wait4(p.pid, 0)
-        finally:
-            killer.cancel()
-        p.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        stdout, stderr = out.read().decode(), err.read().decode()
-    assert p.returncode == 0, stderr
-    return json.loads(stdout), time.time() - t0, usage.ru_maxrss
+    with tempfile.TemporaryDirectory() as tmp:
+        rss_path = os.path.join(tmp, "maxrss")
+        p = subprocess.run(["/usr/bin/python3", "-c", MEASURE, rss_path, mimo_bin, "inspect",
+                            "--model", d, "--json", "--max-context", str(CTX)],
+                           capture_output=True, text=True, timeout=180)
+        assert p.returncode == 0, p.stderr
+        rss_kib = int(open(rss_path).read())
+    return json.loads(p.stdout), time.time() - t0, rss_kib
 
 
 @pytest.mark.parametrize("name", list(CASES))
