@@ -248,7 +248,7 @@ void DFlashDrafter::Layer(ExecContext& ctx, int l, const DFlashContext& dc, int 
 }
 
 void DFlashDrafter::Draft(ExecContext& ctx, const DFlashContext& dc, int32_t anchor, int num_drafts,
-                          float* logits) const {
+                          float* logits, const MatrixWeight* head) const {
   MIMO_CHECK(num_drafts >= 1 && num_drafts < cfg_.block_size, "DFlash: %d drafts in a block of %d",
              num_drafts, cfg_.block_size);
   const int64_t H = cfg_.hidden_size;
@@ -259,7 +259,8 @@ void DFlashDrafter::Draft(ExecContext& ctx, const DFlashContext& dc, int32_t anc
     std::copy(mask_embedding_.begin(), mask_embedding_.end(), x.begin() + i * H);
   for (int l = 0; l < static_cast<int>(layers_.size()); ++l) Layer(ctx, l, dc, n, x.data());
   RmsNorm(x.data() + H, num_drafts, H, norm_, cfg_.rms_norm_eps, x.data() + H);  // norm
-  Linear(ctx, x.data() + H, num_drafts, target_->weights().lm_head, logits);     // target lm_head
+  Linear(ctx, x.data() + H, num_drafts, head ? *head : target_->weights().lm_head,
+         logits);  // the target's lm_head (or its draft-vocabulary rows)
 }
 
 }  // namespace mimo

@@ -69,10 +69,10 @@ class DFlashDrafter {
   // then drops positions no later block can see.
   void AppendContext(ExecContext& ctx, DFlashContext& dc, const float* features, int n) const;
   // The block [anchor, mask x num_drafts] at positions dc.end ..; writes the logits of rows
-  // 1 .. num_drafts over the target's vocabulary: logits [num_drafts, vocab]. 1 <= num_drafts <= B
-  // - 1.
+  // 1 .. num_drafts: logits [num_drafts, head.rows]. head: the target's lm_head (nullptr) or its
+  // rows for a draft vocabulary. 1 <= num_drafts <= B - 1.
   void Draft(ExecContext& ctx, const DFlashContext& dc, int32_t anchor, int num_drafts,
-             float* logits) const;
+             float* logits, const MatrixWeight* head = nullptr) const;
 
  private:
   DFlashDrafter() = default;

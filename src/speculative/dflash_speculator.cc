@@ -15,6 +15,7 @@ StatusOr<std::unique_ptr<DFlashSpeculator>> DFlashSpeculator::Create(
   const std::string dir = o.drafter_dir.empty() ? model_dir + "/dflash" : o.drafter_dir;
   std::unique_ptr<DFlashSpeculator> s(new DFlashSpeculator());
   MIMO_ASSIGN_OR_RETURN(s->drafter_, DFlashDrafter::Load(dir, model, o.rope));
+  MIMO_ASSIGN_OR_RETURN(s->head_, DraftHead::Create(model.weights().lm_head, o.draft_vocab));
   const int max_drafts = s->drafter_->config().block_size - 1;
   s->num_drafts_ = o.num_speculative_tokens > 0 ? o.num_speculative_tokens : max_drafts;
   if (s->num_drafts_ < 1 || s->num_drafts_ > max_drafts) {
@@ -64,7 +65,7 @@ VerifyResult DFlashSpeculator::Verify(Request& r, const float* logits, int64_t v
 void DFlashSpeculator::Propose(ExecContext& ctx, std::span<Request* const> reqs,
                                std::span<const int> max_drafts) {
   const int64_t F = drafter_->feature_width();
-  const int64_t V = drafter_->config().vocab_size;
+  const int64_t V = head_.size();
   const int W = window();
   std::vector<float> logits, rows;
   for (size_t i = 0; i < reqs.size(); ++i) {
@@ -95,10 +96,10 @@ void DFlashSpeculator::Propose(ExecContext& ctx, std::span<Request* const> reqs,
     if (count > 0) drafter_->AppendContext(ctx, dc, rows.data(), count);
     st.features.erase(st.features.begin(), st.features.lower_bound(committed));
     logits.resize(static_cast<size_t>(n) * V);
-    drafter_->Draft(ctx, dc, r->token_at(committed), n, logits.data());
+    drafter_->Draft(ctx, dc, r->token_at(committed), n, logits.data(), &head_.weight());
     const bool sampled = !r->params->sampling.greedy();
     for (int j = 0; j < n; ++j) {
-      const int32_t d = Argmax(logits.data() + static_cast<int64_t>(j) * V, V);
+      const int32_t d = head_.token(Argmax(logits.data() + static_cast<int64_t>(j) * V, V));
       r->draft.push_back(d);
       if (sampled) r->draft_probs.push_back({{d, 1.0}});  // one-hot: accepted with p(d)
     }

@@ -19,6 +19,7 @@
 
 #include "engine/speculator.h"
 #include "model/dflash_drafter.h"
+#include "speculative/draft_head.h"
 
 namespace mimo {
 
@@ -26,6 +27,7 @@ struct DFlashSpeculatorOptions {
   std::string drafter_dir;         // <model>/dflash when empty
   int num_speculative_tokens = 0;  // drafts per step, 1 .. B - 1; 0: B - 1
   DFlashRope rope = DFlashRope::kSplit;
+  std::vector<int32_t> draft_vocab;  // ids the drafts are chosen from; empty: the whole vocabulary
 };
 
 class DFlashSpeculator final : public Speculator {
@@ -51,6 +53,8 @@ class DFlashSpeculator final : public Speculator {
   void Release(int seq_id) override;
 
   const DFlashDrafter& drafter() const { return *drafter_; }
+  int draft_vocab_size() const { return static_cast<int>(head_.size()); }
+  const DraftHead& draft_head() const { return head_; }
 
  private:
   struct SeqState {
@@ -61,6 +65,7 @@ class DFlashSpeculator final : public Speculator {
   int window() const { return drafter_->config().sliding_window; }
 
   std::unique_ptr<DFlashDrafter> drafter_;
+  DraftHead head_;  // the target's lm_head rows of the draft vocabulary
   int num_drafts_ = 0;
   std::unordered_map<int, SeqState> seqs_;  // by the request's seq id
 };

@@ -2,7 +2,6 @@
 #include "speculative/mtp_speculator.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "core/check.h"
 #include "engine/model_runner.h"
@@ -24,43 +23,10 @@ StatusOr<std::unique_ptr<MtpSpeculator>> MtpSpeculator::Create(MimoV2Model& mode
                            layers, o.num_speculative_tokens);
   }
   std::unique_ptr<MtpSpeculator> s(new MtpSpeculator(model, o));
-  const ModelConfig& cfg = model.config();
   for (const LayerConfig& l : model.KvLayerConfigs()) {
     if (l.mtp) s->window_ = std::max(s->window_, l.sliding_window);
   }
-  const MatrixWeight& lm = model.weights().lm_head;
-  if (o.draft_vocab.empty()) {
-    s->draft_ids_.resize(cfg.vocab_size);
-    for (int i = 0; i < cfg.vocab_size; ++i) s->draft_ids_[i] = i;
-    s->head_ = lm;
-    return s;
-  }
-  // Gather the draft vocabulary's lm_head rows (their FP8 scale rows follow through scale_row).
-  std::vector<int32_t> ids = o.draft_vocab;
-  std::sort(ids.begin(), ids.end());
-  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
-  for (int32_t id : ids) {
-    if (id < 0 || id >= lm.rows) {
-      return InvalidArgument("draft vocabulary: token id %d is outside the vocabulary [0, %lld)", id,
-                             static_cast<long long>(lm.rows));
-    }
-  }
-  const size_t row_bytes = static_cast<size_t>(lm.cols) * DTypeSize(lm.dtype);
-  s->head_bytes_.resize(ids.size() * row_bytes);
-  for (size_t j = 0; j < ids.size(); ++j) {
-    std::memcpy(s->head_bytes_.data() + j * row_bytes,
-                static_cast<const uint8_t*>(lm.data) + static_cast<size_t>(ids[j]) * row_bytes,
-                row_bytes);
-  }
-  s->head_ = lm;
-  s->head_.data = s->head_bytes_.data();
-  s->head_.rows = static_cast<int64_t>(ids.size());
-  if (lm.dtype == DType::kF8E4M3) {
-    std::vector<int32_t> scale_row(ids.size());
-    for (size_t j = 0; j < ids.size(); ++j) scale_row[j] = static_cast<int32_t>(lm.ScaleRow(ids[j]));
-    s->head_.scale_row = std::move(scale_row);
-  }
-  s->draft_ids_ = std::move(ids);
+  MIMO_ASSIGN_OR_RETURN(s->head_, DraftHead::Create(model.weights().lm_head, o.draft_vocab));
   return s;
 }
 
@@ -119,7 +85,7 @@ VerifyResult MtpSpeculator::Verify(Request& r, const float* logits, int64_t voca
 void MtpSpeculator::Propose(ExecContext& ctx, std::span<Request* const> reqs,
                             std::span<const int> max_drafts) {
   const int64_t H = model_.config().hidden_size;
-  const int64_t DV = static_cast<int64_t>(draft_ids_.size());
+  const int64_t DV = head_.size();
   const int K = opts_.num_speculative_tokens;
   std::vector<std::vector<int32_t>> drafts(reqs.size());
   std::vector<std::vector<std::vector<TokenProb>>> probs(reqs.size());
@@ -187,7 +153,7 @@ void MtpSpeculator::Propose(ExecContext& ctx, std::span<Request* const> reqs,
     MtpOutputs mo;
     mo.logit_rows = logit_rows;
     mo.logits = logits.data();
-    mo.head = &head_;
+    mo.head = &head_.weight();
     if (opts_.chained) {
       hout.resize(static_cast<size_t>(batch.num_tokens) * H);
       mo.hidden_out = hout.data();
@@ -203,10 +169,10 @@ void MtpSpeculator::Propose(ExecContext& ctx, std::span<Request* const> reqs,
       const float* row = logits.data() + c * DV;
       const SamplingParams& sp = r->params->sampling;
       if (sp.greedy()) {
-        drafts[i].push_back(draft_ids_[Argmax(row, DV)]);
+        drafts[i].push_back(head_.token(Argmax(row, DV)));
       } else {
         std::vector<TokenProb> q = draft_sampler_.Distribution(row, DV, sp);
-        for (TokenProb& e : q) e.id = draft_ids_[e.id];
+        for (TokenProb& e : q) e.id = head_.token(e.id);
         double u = r->rng.Uniform(), acc = 0.0;
         int32_t pick = q.back().id;
         for (const TokenProb& e : q) {

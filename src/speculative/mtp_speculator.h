@@ -24,6 +24,7 @@
 #include "core/matrix_weight.h"
 #include "engine/speculator.h"
 #include "model/mimo_v2.h"
+#include "speculative/draft_head.h"
 
 namespace mimo {
 
@@ -51,8 +52,8 @@ class MtpSpeculator final : public Speculator {
                std::span<const int> max_drafts) override;
   void Release(int seq_id) override;
 
-  int draft_vocab_size() const { return static_cast<int>(draft_ids_.size()); }
-  const MatrixWeight& draft_head() const { return head_; }  // [draft vocab, hidden]
+  int draft_vocab_size() const { return static_cast<int>(head_.size()); }
+  const MatrixWeight& draft_head() const { return head_.weight(); }  // [draft vocab, hidden]
 
  private:
   struct SeqState {
@@ -71,9 +72,7 @@ class MtpSpeculator final : public Speculator {
   KvCache* kv_ = nullptr;
   int block_size_ = 16;
   int window_ = 0;
-  std::vector<int32_t> draft_ids_;  // [draft vocab] row j of the head scores token draft_ids_[j]
-  std::vector<uint8_t> head_bytes_;  // gathered lm_head rows (empty: the whole lm_head)
-  MatrixWeight head_;
+  DraftHead head_;                          // the lm_head rows of the draft vocabulary
   std::unordered_map<int, SeqState> seqs_;  // by the request's seq id
   int next_mtp_seq_ = 1 << 30;              // draft sequence ids, apart from the engine's
   Sampler draft_sampler_;

@@ -1,12 +1,14 @@
-// `mimo bench spec`: what an MTP verify step costs against a plain decode step, and whether
-// speculative decoding's measured speed-up matches what those costs project.
+// `mimo bench spec [--speculative mtp|dflash]`: what a verify step costs against a plain decode
+// step, and whether speculative decoding's measured speed-up matches what those costs project.
 //   1. Step costs on the model directly, over a prompt of --prompt-len tokens: a 1-token decode
 //      step; a verify step of K + 1 tokens (with the distinct experts it reads, each once); the
-//      K draft passes (one MTP layer + the draft head each, one position).
+//      drafting: K MTP passes (one MTP layer + the draft head each, one position), or one DFlash
+//      block (the drafter's layers over K + 1 rows with the prompt as its context + the head).
 //   2. Projection: speed-up(L) = L * t_decode / (t_verify + t_draft) at accept lengths L = 2, 3,
 //      3.6 and at the measured L.
 //   3. Measurement: one greedy request of --gen-len tokens (ignore_eos) through the engine with
-//      and without MTP: decode tok/s, accept length, speed-up.
+//      and without the speculator: decode tok/s, accept length, the acceptance rate of each draft
+//      position, speed-up.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -31,8 +33,10 @@ struct StepCosts {
   double bytes_decode = 0, bytes_verify = 0;
 };
 
-StepCosts MeasureSteps(const Args& a, EngineRuntime& rt, MtpSpeculator& spec, int k,
-                       const std::vector<int32_t>& prompt, int reps) {
+// Exactly one of mtp / dflash is set: whose drafting is timed.
+StepCosts MeasureSteps(const Args& a, EngineRuntime& rt, MtpSpeculator* mtp,
+                       DFlashSpeculator* dflash, int k, const std::vector<int32_t>& prompt,
+                       int reps) {
   MimoV2Model& m = *rt.lm.model;
   const int64_t H = m.config().hidden_size, V = m.config().vocab_size;
   PagedKvOptions o;
@@ -78,24 +82,42 @@ StepCosts MeasureSteps(const Args& a, EngineRuntime& rt, MtpSpeculator& spec, in
     c.bytes_verify += m.last_forward_stats().weight_bytes;
     MIMO_CHECK((*kv)->Rewind(0, pos + 1).ok(), "rewind");
   }
-  // Drafts: K MTP passes of one position each, over draft sequences that start at 0.
-  std::vector<float> dl(spec.draft_vocab_size());
-  for (int d = 0; d < k; ++d) MIMO_CHECK((*kv)->AddDraftSequence(100 + d, 0).ok(), "mtp seq");
-  for (int r = 0; r < reps; ++r) {
-    const double t0 = Now();
-    for (int d = 0; d < k; ++d) {
-      StepBatch b;
-      b.chunks.push_back({100 + d, 0, 1, r});
-      b.num_tokens = 1;
-      MtpOutputs mo;
-      mo.logits = dl.data();
-      mo.head = &spec.draft_head();
-      const int32_t tok = static_cast<int32_t>(rng() % V);
-      auto plan = (*kv)->PlanStep(b);
-      MIMO_CHECK(plan.ok(), "%s", plan.status().message().c_str());
-      RunMtpForward(m, rt.lm.ctx, d, **kv, *plan, hidden.data(), &tok, mo);
+  if (dflash) {  // one block over a context of the prompt's positions (values do not matter)
+    const DFlashDrafter& d = dflash->drafter();
+    DFlashContext dc;
+    const int W = d.config().sliding_window;
+    const int ctx_len = W > 0 ? std::min(P, W - 1) : P;
+    std::vector<float> feats(static_cast<size_t>(ctx_len) * d.feature_width());
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (float& f : feats) f = normal(rng);
+    d.AppendContext(rt.lm.ctx, dc, feats.data(), ctx_len);
+    std::vector<float> dl(static_cast<size_t>(k) * dflash->draft_head().size());
+    for (int r = 0; r < reps; ++r) {
+      const double t0 = Now();
+      d.Draft(rt.lm.ctx, dc, static_cast<int32_t>(rng() % V), k, dl.data(),
+              &dflash->draft_head().weight());
+      c.draft += Now() - t0;
     }
-    c.draft += Now() - t0;
+  } else {  // K MTP passes of one position each, over draft sequences that start at 0
+    MtpSpeculator& spec = *mtp;
+    std::vector<float> dl(spec.draft_vocab_size());
+    for (int d = 0; d < k; ++d) MIMO_CHECK((*kv)->AddDraftSequence(100 + d, 0).ok(), "mtp seq");
+    for (int r = 0; r < reps; ++r) {
+      const double t0 = Now();
+      for (int d = 0; d < k; ++d) {
+        StepBatch b;
+        b.chunks.push_back({100 + d, 0, 1, r});
+        b.num_tokens = 1;
+        MtpOutputs mo;
+        mo.logits = dl.data();
+        mo.head = &spec.draft_head();
+        const int32_t tok = static_cast<int32_t>(rng() % V);
+        auto plan = (*kv)->PlanStep(b);
+        MIMO_CHECK(plan.ok(), "%s", plan.status().message().c_str());
+        RunMtpForward(m, rt.lm.ctx, d, **kv, *plan, hidden.data(), &tok, mo);
+      }
+      c.draft += Now() - t0;
+    }
   }
   c.decode /= reps;
   c.verify /= reps;
@@ -109,6 +131,7 @@ StepCosts MeasureSteps(const Args& a, EngineRuntime& rt, MtpSpeculator& spec, in
 
 struct RunResult {
   double tps = 0, accept = 0;
+  std::vector<double> per_pos;  // acceptance rate of draft position 0, 1, ...
 };
 
 RunResult Generate(Engine& e, const std::vector<int32_t>& prompt, int gen_len) {
@@ -134,6 +157,10 @@ RunResult Generate(Engine& e, const std::vector<int32_t>& prompt, int gen_len) {
   r.accept = drafts > 0 ? 1.0 + static_cast<double>(s1.spec_num_accepted_tokens -
                                                      s0.spec_num_accepted_tokens) / drafts
                         : 1.0;
+  for (size_t i = 0; i < s1.spec_accepted_per_pos.size() && drafts > 0; ++i) {
+    const int64_t before = i < s0.spec_accepted_per_pos.size() ? s0.spec_accepted_per_pos[i] : 0;
+    r.per_pos.push_back(static_cast<double>(s1.spec_accepted_per_pos[i] - before) / drafts);
+  }
   return r;
 }
 
@@ -148,18 +175,43 @@ int RunBenchSpec(const Args& a) {
   const int gen_len = static_cast<int>(a.GetInt("gen-len", 128));
   const int reps = static_cast<int>(a.GetInt("reps", 20));
   EngineRuntime plain;
-  if (!MakeEngineOrReport("bench spec", a, false, 1, &plain)) return 1;
+  Args plain_args = a;  // the baseline engine runs without the speculator
+  plain_args.Erase("speculative");
+  if (!MakeEngineOrReport("bench spec", plain_args, false, 1, &plain)) return 1;
   MimoV2Model& m = *plain.lm.model;
   plain.lm.model->checkpoint().ReadThrough(plain.lm.pool.get(), nullptr);
-  MtpSpeculatorOptions so;
-  so.num_speculative_tokens = static_cast<int>(a.GetInt("num-speculative-tokens", std::min(3, m.num_mtp_layers())));
-  if (!DraftVocabOrReport("bench spec", a, plain.tok.get(), m.config().vocab_size, &so.draft_vocab)) return 1;
-  auto spec = MtpSpeculator::Create(m, so);
-  if (!spec.ok()) {
-    std::fprintf(stderr, "bench spec: error: %s\n", spec.status().message().c_str());
-    return 1;
+  // The speculator: MTP (default) or DFlash, with the flags serve takes.
+  const bool use_dflash = a.Get("speculative", "mtp") == "dflash";
+  if (!use_dflash && a.Get("speculative", "mtp") != "mtp") {
+    std::fprintf(stderr, "bench spec: error: --speculative '%s': expected mtp or dflash\n",
+                 a.Get("speculative").c_str());
+    return 2;
   }
-  const int k = so.num_speculative_tokens;
+  std::unique_ptr<MtpSpeculator> mtp;
+  std::unique_ptr<DFlashSpeculator> dflash;
+  int k = 0, draft_vocab = 0;
+  if (use_dflash) {
+    if (!MakeDFlashOrReport("bench spec", a, m, plain.tok.get(), &dflash)) return 1;
+    k = dflash->num_speculative_tokens();
+    draft_vocab = dflash->draft_vocab_size();
+  } else {
+    MtpSpeculatorOptions so;
+    so.num_speculative_tokens =
+        static_cast<int>(a.GetInt("num-speculative-tokens", std::min(3, m.num_mtp_layers())));
+    if (!DraftVocabOrReport("bench spec", a, plain.tok.get(), m.config().vocab_size,
+                            &so.draft_vocab)) {
+      return 1;
+    }
+    auto spec = MtpSpeculator::Create(m, so);
+    if (!spec.ok()) {
+      std::fprintf(stderr, "bench spec: error: %s\n", spec.status().message().c_str());
+      return 1;
+    }
+    mtp = std::move(spec).value();
+    k = so.num_speculative_tokens;
+    draft_vocab = mtp->draft_vocab_size();
+  }
+  const char* name = use_dflash ? "DFlash" : "MTP";
   // The prompt: --prompt in the model's chat format when it has a tokenizer (a question it
   // answers at length), padded in front with random ids to --prompt-len (random ids only
   // without a tokenizer: a random-weight checkpoint accepts little anyway).
@@ -172,24 +224,33 @@ int RunBenchSpec(const Args& a) {
   while (static_cast<int>(prompt.size()) < std::max(prompt_len, 1)) {
     prompt.insert(prompt.begin(), static_cast<int32_t>(rng() % std::min(m.config().vocab_size, 5000)));
   }
-  const StepCosts c = MeasureSteps(a, plain, **spec, k, prompt, reps);
-  std::printf("step costs (mean of %d, %zu-token prompt, K = %d, draft vocabulary %d):\n", reps,
-              prompt.size(), k, (*spec)->draft_vocab_size());
+  const StepCosts c = MeasureSteps(a, plain, mtp.get(), dflash.get(), k, prompt, reps);
+  std::printf("%s step costs (mean of %d, %zu-token prompt, K = %d, draft vocabulary %d):\n", name,
+              reps, prompt.size(), k, draft_vocab);
   std::printf("  decode step (1 token):      %8.2f ms, %6.1f MB of weights, %5.1f distinct experts\n",
               c.decode * 1e3, c.bytes_decode / 1e6, c.experts_decode);
   std::printf("  verify step (%d tokens):     %8.2f ms, %6.1f MB of weights, %5.1f distinct experts (%.2fx the decode step)\n",
               k + 1, c.verify * 1e3, c.bytes_verify / 1e6, c.experts_verify, c.verify / c.decode);
-  std::printf("  draft (%d MTP passes):       %8.2f ms (%.2fx the decode step)\n", k, c.draft * 1e3,
-              c.draft / c.decode);
+  if (use_dflash) {
+    std::printf("  draft (1 DFlash block):      %8.2f ms (%.2fx the decode step)\n", c.draft * 1e3,
+                c.draft / c.decode);
+  } else {
+    std::printf("  draft (%d MTP passes):       %8.2f ms (%.2fx the decode step)\n", k,
+                c.draft * 1e3, c.draft / c.decode);
+  }
   auto projected = [&](double L) { return L * c.decode / (c.verify + c.draft); };
-  std::printf("projected speed-up at accept length 2: %.2fx, 3: %.2fx, 3.6: %.2fx\n", projected(2),
-              projected(3), projected(3.6));
-  // Measured through the engine: the plain one, and one with the MTP speculator.
+  std::printf("projected speed-up at accept length 2: %.2fx, 3: %.2fx, %d: %.2fx\n", projected(2),
+              projected(3), k + 1, projected(k + 1));
+  // Measured through the engine: the plain one, and one with the speculator.
   EngineOptions eo;
   eo.scheduler.max_num_seqs = 1;
   KvOptionsFromArgs("bench spec", a, &eo.kv);
   eo.eos_token_ids = plain.engine->eos_ids();
-  eo.speculator = std::shared_ptr<Speculator>(std::move(spec).value());
+  if (use_dflash) {
+    eo.speculator = std::shared_ptr<Speculator>(std::move(dflash));
+  } else {
+    eo.speculator = std::shared_ptr<Speculator>(std::move(mtp));
+  }
   auto se = Engine::Create(m, plain.lm.ctx, plain.tok.get(), eo);
   if (!se.ok()) {
     std::fprintf(stderr, "bench spec: error: %s\n", se.status().message().c_str());
@@ -198,9 +259,13 @@ int RunBenchSpec(const Args& a) {
   Generate(*plain.engine, prompt, 8);  // warm
   const RunResult p = Generate(*plain.engine, prompt, gen_len);
   const RunResult s = Generate(**se, prompt, gen_len);
-  std::printf("measured (greedy, %d tokens): plain %.2f tok/s; MTP %.2f tok/s at accept length %.2f: "
-              "%.2fx (projected at that length: %.2fx)\n",
-              gen_len, p.tps, s.tps, s.accept, s.tps / p.tps, projected(s.accept));
+  std::printf(
+      "measured (greedy, %d tokens): plain %.2f tok/s; %s %.2f tok/s at accept length %.2f: "
+      "%.2fx (projected at that length: %.2fx)\n",
+      gen_len, p.tps, name, s.tps, s.accept, s.tps / p.tps, projected(s.accept));
+  std::printf("acceptance per draft position:");
+  for (double x : s.per_pos) std::printf(" %.3f", x);
+  std::printf("\n");
   return 0;
 }
 

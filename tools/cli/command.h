@@ -31,6 +31,7 @@ class Args {
   std::string Get(const std::string& k, const std::string& def = "") const;
   long long GetInt(const std::string& k, long long def) const;
   double GetDouble(const std::string& k, double def) const;
+  void Erase(const std::string& k) { values_.erase(k); }
 
  private:
   std::map<std::string, std::string> values_;

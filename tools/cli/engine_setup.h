@@ -81,6 +81,30 @@ inline bool DraftVocabOrReport(const char* cmd, const Args& a, const Tokenizer* 
   return true;
 }
 
+// The DFlash speculator of --speculative dflash: the drafter of --speculative-draft-model
+// (default <model>/dflash), --num-speculative-tokens, --dflash-rope, --speculative-draft-vocab.
+inline bool MakeDFlashOrReport(const char* cmd, const Args& a, MimoV2Model& model,
+                               const Tokenizer* tok, std::unique_ptr<DFlashSpeculator>* out) {
+  DFlashSpeculatorOptions so;
+  so.drafter_dir = a.Get("speculative-draft-model");
+  so.num_speculative_tokens = static_cast<int>(a.GetInt("num-speculative-tokens", 0));
+  auto rope = ParseDFlashRope(a.Get("dflash-rope", "split"));
+  if (!rope.ok()) {
+    std::fprintf(stderr, "mimo %s: error: --dflash-rope: %s\n", cmd,
+                 rope.status().message().c_str());
+    return false;
+  }
+  so.rope = *rope;
+  if (!DraftVocabOrReport(cmd, a, tok, model.config().vocab_size, &so.draft_vocab)) return false;
+  auto spec = DFlashSpeculator::Create(model, a.Get("model"), so);
+  if (!spec.ok()) {
+    std::fprintf(stderr, "mimo %s: error: %s\n", cmd, spec.status().message().c_str());
+    return false;
+  }
+  *out = std::move(spec).value();
+  return true;
+}
+
 struct EngineRuntime {
   LoadedModel lm;
   std::unique_ptr<Tokenizer> tok;  // null when the model directory has none and none is needed
@@ -138,22 +162,9 @@ inline bool MakeEngineOrReport(const char* cmd, const Args& a, bool need_tokeniz
   o.max_waiting = static_cast<int>(a.GetInt("max-waiting", 1024));
   o.eos_token_ids = ModelEosIds(rt->lm.model->config(), rt->gen, rt->tok.get());
   if (a.Get("speculative") == "dflash") {
-    DFlashSpeculatorOptions so;
-    so.drafter_dir = a.Get("speculative-draft-model");
-    so.num_speculative_tokens = static_cast<int>(a.GetInt("num-speculative-tokens", 0));
-    auto rope = ParseDFlashRope(a.Get("dflash-rope", "split"));
-    if (!rope.ok()) {
-      std::fprintf(stderr, "mimo %s: error: --dflash-rope: %s\n", cmd,
-                   rope.status().message().c_str());
-      return false;
-    }
-    so.rope = *rope;
-    auto spec = DFlashSpeculator::Create(*rt->lm.model, dir, so);
-    if (!spec.ok()) {
-      std::fprintf(stderr, "mimo %s: error: %s\n", cmd, spec.status().message().c_str());
-      return false;
-    }
-    o.speculator = std::shared_ptr<Speculator>(std::move(spec).value());
+    std::unique_ptr<DFlashSpeculator> spec;
+    if (!MakeDFlashOrReport(cmd, a, *rt->lm.model, rt->tok.get(), &spec)) return false;
+    o.speculator = std::shared_ptr<Speculator>(std::move(spec));
   } else if (a.Has("speculative")) {
     if (a.Get("speculative") != "mtp") {
       std::fprintf(stderr, "mimo %s: error: --speculative '%s': expected mtp or dflash\n", cmd,
