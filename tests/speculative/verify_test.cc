@@ -242,6 +242,104 @@ TEST(VerifyDrafts, LaterPositionsFollowThePenalisedTargetGivenTheAcceptedDrafts)
   }
 }
 
+// DFlash drafts greedily and hands the verifier one-hot proposals (draft_probs {{d, 1}}), so a
+// draft d is accepted with probability p(d) and a rejection draws from p without d. Over a chain
+// of 3 such drafts with fixed target rows, the emitted tokens must be distributed as plain
+// sampling from the rows: the first token as p0, and the accepted length L as plain sampling's
+// number of leading tokens equal to the drafts (P(L >= j) = p0(d0) ... p(j-1)(d(j-1))). The
+// wrong correction (on rejection, draw from p itself: d can come out of a rejection too) must
+// fail the same bound.
+struct OneHotChainStats {
+  std::vector<double> first;     // [vocab] frequency of the first emitted token
+  std::vector<double> accepted;  // [k + 1] frequency of L = 0 .. k
+};
+
+OneHotChainStats OneHotChain(const std::vector<std::vector<float>>& rows,
+                             const std::vector<int32_t>& drafts, int n, bool wrong) {
+  Sampler s;
+  const int k = static_cast<int>(drafts.size());
+  auto r = MakeRequest(1.0f, 777);
+  std::vector<float> flat;
+  for (const auto& row : rows) flat.insert(flat.end(), row.begin(), row.end());
+  OneHotChainStats st{std::vector<double>(kVocab, 0.0), std::vector<double>(k + 1, 0.0)};
+  for (int i = 0; i < n; ++i) {
+    r->draft = drafts;
+    r->draft_probs.clear();
+    for (int32_t d : drafts) r->draft_probs.push_back({{d, 1.0}});
+    int32_t first;
+    int accepted;
+    if (!wrong) {
+      const VerifyResult v = VerifyDrafts(*r, flat.data(), kVocab, {}, s);
+      first = v.tokens[0].id;
+      accepted = v.num_accepted;
+    } else {
+      accepted = 0;
+      first = -1;
+      for (int j = 0; j <= k; ++j) {
+        const std::vector<TokenProb> p =
+            s.Distribution(rows[j].data(), kVocab, r->params->sampling);
+        int32_t t;
+        bool ok = false;
+        if (j < k) {
+          double pd = 0;
+          for (const TokenProb& e : p) pd += e.id == drafts[j] ? e.p : 0;
+          ok = r->rng.Uniform() < pd;
+          t = ok ? drafts[j] : DrawFrom(p, r->rng.Uniform());  // wrong: d may come back
+        } else {
+          t = DrawFrom(p, r->rng.Uniform());
+        }
+        if (first < 0) first = t;
+        if (!ok) break;
+        ++accepted;
+      }
+    }
+    st.first[first] += 1.0 / n;
+    st.accepted[accepted] += 1.0 / n;
+  }
+  return st;
+}
+
+TEST(VerifyDrafts, OneHotDraftsOfDFlashKeepTheTargetDistribution) {
+  const std::vector<std::vector<float>> rows = {{0.9f, 1.4f, -0.3f, 0.2f, -1.0f, 0.0f},
+                                                {0.1f, -0.4f, 1.2f, 0.7f, 0.3f, -0.8f},
+                                                {1.1f, 0.2f, 0.0f, -0.6f, 0.9f, 0.4f},
+                                                {0.0f, 0.5f, -0.2f, 1.3f, 0.1f, -0.3f}};
+  const std::vector<int32_t> drafts = {0, 3, 4};  // not the rows' argmaxes: rejections happen
+  Sampler s;
+  auto probe = MakeRequest(1.0f, 0);
+  std::vector<std::vector<double>> p(rows.size(), std::vector<double>(kVocab, 0.0));
+  for (size_t j = 0; j < rows.size(); ++j) {
+    for (const TokenProb& e : s.Distribution(rows[j].data(), kVocab, probe->params->sampling)) {
+      p[j][e.id] = e.p;
+    }
+  }
+  // Plain sampling's expectations: the first token ~ p0; L = j with probability
+  // prod_{i<j} p_i(d_i) * (1 - p_j(d_j)) (the last term 1 at j = k).
+  std::vector<double> want_len(drafts.size() + 1);
+  double prefix = 1.0;
+  for (size_t j = 0; j <= drafts.size(); ++j) {
+    const double stay = j < drafts.size() ? p[j][drafts[j]] : 0.0;
+    want_len[j] = prefix * (1.0 - stay);
+    prefix *= stay;
+  }
+  const int n = 200000;
+  auto max_z = [&](const std::vector<double>& f, const std::vector<double>& want) {
+    test::MaxError z;
+    for (size_t i = 0; i < want.size(); ++i) {
+      const double sd = std::sqrt(want[i] * (1 - want[i]) / n);
+      const double d = std::abs(f[i] - want[i]);
+      z.Add(d == 0 ? 0.0 : d / sd, static_cast<int>(i));
+    }
+    return z.max;
+  };
+  const OneHotChainStats right = OneHotChain(rows, drafts, n, false);
+  const OneHotChainStats wrong = OneHotChain(rows, drafts, n, true);
+  // 5 standard deviations per entry (a false failure ~1e-5 over the 10 entries).
+  EXPECT_LT(max_z(right.first, p[0]), 5.0);
+  EXPECT_LT(max_z(right.accepted, want_len), 5.0);
+  EXPECT_GT(max_z(wrong.first, p[0]), 5.0) << "the bound cannot tell a wrong correction apart";
+}
+
 TEST(VerifyDrafts, ResidualIsTheNormalisedPositivePart) {
   const std::vector<TokenProb> p = {{0, 0.5}, {1, 0.3}, {2, 0.2}};
   const std::vector<TokenProb> q = {{0, 0.7}, {2, 0.1}, {5, 0.2}};
