@@ -186,5 +186,50 @@ TEST(ChatOutputParser, SplitPointProperty) {
   }
 }
 
+// Speculative decoding (MTP, and DFlash's blocks of up to 8 tokens) hands the parsers a whole
+// verified burst at once: several tags, a whole <think></think> pair, or a tool call's end and the
+// next one's start in one delta. Every burst length and offset gives the one-shot parse.
+TEST(ChatOutputParser, BurstsAtEveryOffset) {
+  const std::vector<std::pair<std::string, ChatParserOptions>> cases = {
+      {"<think></think>The answer is 4.", Opts(true)},  // MiMo's empty pair, thinking on
+      {std::string("<think></think>\n") + kCall, Opts(true)},
+      {std::string("<think></think>\n") + kCall, Opts(false)},
+      {std::string("<think>a</think>") + kCall + kCall + "\nok", Opts(true)},
+      {std::string("</think>\n\n") + kCall + "\n<think></think>", Opts(false, true)},
+  };
+  for (const auto& [text, o] : cases) {
+    const ChatParseResult whole = ChatOutputParser::Parse(Schema(), text, o);
+    for (size_t len : {2, 5, 8, 13, 30}) {
+      for (size_t off = 0; off < len; ++off) {
+        std::vector<std::string> bursts = {text.substr(0, off)};
+        for (size_t i = off; i < text.size(); i += len) bursts.push_back(text.substr(i, len));
+        const ChatParseResult r = Stream(bursts, o);
+        const std::string what =
+            text + " | burst " + std::to_string(len) + " at " + std::to_string(off);
+        ASSERT_EQ(r.content, whole.content) << what;
+        ASSERT_EQ(r.reasoning_content, whole.reasoning_content) << what;
+        ASSERT_EQ(r.tool_calls.size(), whole.tool_calls.size()) << what;
+        for (size_t i = 0; i < r.tool_calls.size(); ++i) {
+          ASSERT_EQ(r.tool_calls[i].name, whole.tool_calls[i].name) << what;
+          ASSERT_EQ(json::parse(r.tool_calls[i].arguments),
+                    json::parse(whole.tool_calls[i].arguments))
+              << what;
+        }
+      }
+    }
+  }
+  // And what the one-shot parse says, against the format: the empty pair is no reasoning.
+  const ChatParseResult e =
+      ChatOutputParser::Parse(Schema(), "<think></think>The answer is 4.", Opts(true));
+  EXPECT_EQ(e.content, "The answer is 4.");
+  EXPECT_EQ(e.reasoning_content, "");
+  const ChatParseResult two = ChatOutputParser::Parse(
+      Schema(), std::string("<think>a</think>") + kCall + kCall + "\nok", Opts(true));
+  ASSERT_EQ(two.tool_calls.size(), 2u);
+  ChatParseResult second;
+  second.tool_calls = {two.tool_calls[1]};
+  ExpectWeatherCall(second);
+}
+
 }  // namespace
 }  // namespace mimo
