@@ -40,6 +40,7 @@ struct BenchPrompt {
   Json messages;       // chat: the messages array; completions: null
   int input_len = 0;   // what the dataset asked for (0: unknown until usage arrives)
   int output_len = 0;  // max_tokens
+  Json extra;          // chat: request fields the dataset line carries (tools, ...), or null
 };
 
 struct RequestResult {
@@ -97,6 +98,7 @@ RequestResult SendOne(const BenchConfig& cfg, const BenchPrompt& p) {
   if (cfg.chat) {
     body["messages"] = p.messages;
     body["max_completion_tokens"] = p.output_len;
+    if (p.extra.is_object()) body.update(p.extra);
   } else {
     body["prompt"] = p.prompt;
     body["max_tokens"] = p.output_len;
@@ -262,7 +264,9 @@ bool MakeRandomDataset(const BenchConfig& cfg, int n, int in_len, int out_len, i
 }
 
 // JSONL: one object per line with "prompt" (string) or "messages" (array), and optionally
-// "output_len" / "max_tokens"; lines are reused in order when there are fewer than n.
+// "output_len" / "max_tokens", and (chat) the request fields "tools", "tool_choice",
+// "chat_template_kwargs" and "response_format", sent as they are; lines are reused in order when
+// there are fewer than n.
 bool LoadJsonlDataset(const std::string& path, bool chat, int n, int out_len,
                       std::vector<BenchPrompt>* out, std::string* err) {
   std::ifstream in(path);
@@ -289,6 +293,9 @@ bool LoadJsonlDataset(const std::string& path, bool chat, int n, int out_len,
     } else {
       *err = path + ":" + std::to_string(ln) + ": needs \"prompt\" (string) or \"messages\"";
       return false;
+    }
+    for (const char* k : {"tools", "tool_choice", "chat_template_kwargs", "response_format"}) {
+      if (j.contains(k)) p.extra[k] = j[k];
     }
     if (!chat && p.prompt.is_null()) {
       *err = path + ":" + std::to_string(ln) + ": \"messages\" needs --endpoint chat";

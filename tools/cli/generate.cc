@@ -314,6 +314,14 @@ int RunBatch(const Args& a) {
                static_cast<long long>(st.num_steps), static_cast<long long>(st.num_preemptions),
                static_cast<long long>(st.prefix_cache_hits),
                static_cast<long long>(st.prefix_cache_queries));
+  if (st.spec_num_drafts > 0) {
+    std::fprintf(stderr,
+                 "speculative: %lld verify steps with drafts, %lld of %lld draft tokens "
+                 "accepted\n",
+                 static_cast<long long>(st.spec_num_drafts),
+                 static_cast<long long>(st.spec_num_accepted_tokens),
+                 static_cast<long long>(st.spec_num_draft_tokens));
+  }
   return failed ? 1 : 0;
 }
 
