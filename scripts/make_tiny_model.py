@@ -200,7 +200,8 @@ ALL_VARIANTS = {**VARIANTS, **BENCH_VARIANTS, **SERVER_VARIANTS, **FIXTURE_VARIA
 # tensor names with a `model.` prefix (as the Pro drafters can). hidden_size is the target's (the
 # block inputs are the target's embeddings); the window is small so ~40-token prompts cross it.
 # Drawn from their own RNG (the target seed + 7919) after the target, so the target's bytes are
-# those of a checkpoint without a drafter. BENCH / SERVER / FIXTURE variants get none.
+# those of a checkpoint without a drafter. SERVER / FIXTURE variants and the other BENCH ones get
+# none.
 DFLASH_BASE = dict(intermediate_size=512, num_hidden_layers=2, num_attention_heads=4,
                    num_key_value_heads=2, head_dim=32, sliding_window=12, rms_norm_eps=1e-6,
                    block_size=8, prefix="", mask_format="dict", shards=1)
@@ -224,7 +225,16 @@ DFLASH = {
     "v2.6-pro": dict(DFLASH_BASE, target_layer_ids=[0, 3], mask_token_id=503,
                      num_attention_heads=8, rms_norm_eps=1e-5),
 }
-assert set(DFLASH) == set(VARIANTS)
+# The Flash-shaped benchmark checkpoint's drafter: the released Flash drafter's structure (5
+# layers, head_dim 128, q heads 2 x hidden / 128... here 16 q / 4 kv heads, window 1024, 3
+# target layers ending at the last) scaled so that its bytes are about a quarter of one decode
+# token's target bytes (~160 MB BF16 against ~611 MB), near the released pair's ratio (2.9 GB of
+# drafter against ~15 GB of active FP8 weights), for `mimo bench spec --speculative dflash`.
+DFLASH["bench-flash-fp8"] = dict(DFLASH_BASE, target_layer_ids=[0, 3, 7], mask_token_id=32000,
+                                 num_hidden_layers=5, num_attention_heads=16,
+                                 num_key_value_heads=4, head_dim=128, intermediate_size=512,
+                                 sliding_window=1024)
+assert set(VARIANTS) <= set(DFLASH) <= set(VARIANTS) | set(BENCH_VARIANTS)
 DFLASH_SEED_OFFSET = 7919
 
 # ----------------------------------------------------------------------------------------------
