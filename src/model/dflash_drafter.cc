@@ -173,7 +173,8 @@ void DFlashDrafter::AppendContext(ExecContext& ctx, DFlashContext& dc, const flo
   }
 }
 
-void DFlashDrafter::Layer(ExecContext& ctx, int l, const DFlashContext& dc, int n, float* x) const {
+void DFlashDrafter::Layer(ExecContext& ctx, int l, std::span<const Block> blocks,
+                          const std::vector<int>& row_begin, int n, float* x) const {
   const DFlashConfig& c = cfg_;
   const DFlashLayerWeights& w = layers_[l];
   const int64_t H = c.hidden_size, hd = c.head_dim;
@@ -187,51 +188,59 @@ void DFlashDrafter::Layer(ExecContext& ctx, int l, const DFlashContext& dc, int 
   LinearMany(ctx, qkv, 3);
   RmsNorm(q.data(), int64_t{n} * nh, hd, w.q_norm, c.rms_norm_eps, q.data());   // q_norm
   RmsNorm(k.data(), int64_t{n} * nkv, hd, w.k_norm, c.rms_norm_eps, k.data());  // k_norm
-  Rope(q.data(), n, nh, c, c.BlockTheta(), dc.end);
-  Rope(k.data(), n, nkv, c, c.BlockTheta(), dc.end);
+  for (size_t b = 0; b < blocks.size(); ++b) {  // each block at its own positions dc.end ..
+    const int r0 = row_begin[b], rows = blocks[b].num_drafts + 1, first = blocks[b].context->end;
+    Rope(q.data() + r0 * qw, rows, nh, c, c.BlockTheta(), first);
+    Rope(k.data() + r0 * kvw, rows, nkv, c, c.BlockTheta(), first);
+  }
   for (float& e : v) e *= c.attention_value_scale;
-  // Attention over [context | block], non-causal, symmetric window, sink in the denominator.
+  // Attention of each block over [its context | its block], non-causal, symmetric window, sink
+  // in the denominator.
   const int W = c.sliding_window;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const int n_ctx = dc.end - dc.begin;
-  std::vector<float> s(n_ctx + n);
-  for (int i = 0; i < n; ++i) {
-    const int p = dc.end + i;
-    for (int head = 0; head < nh; ++head) {
-      const int g = head / group;
-      const float* qh = q.data() + (i * nh + head) * hd;
-      auto key = [&](int j) -> const float* {  // j < n_ctx: context, else block row j - n_ctx
-        return j < n_ctx ? dc.k[l].data() + (int64_t{j} * nkv + g) * hd
-                         : k.data() + (int64_t{j - n_ctx} * nkv + g) * hd;
-      };
-      auto value = [&](int j) -> const float* {
-        return j < n_ctx ? dc.v[l].data() + (int64_t{j} * nkv + g) * hd
-                         : v.data() + (int64_t{j - n_ctx} * nkv + g) * hd;
-      };
-      float m = w.sinks.empty() ? -INFINITY : w.sinks[head];
-      for (int j = 0; j < n_ctx + n; ++j) {
-        const int pos = dc.begin + j;  // block rows continue the context's positions
-        if (W > 0 && std::abs(p - pos) > W - 1) {
-          s[j] = -INFINITY;
-          continue;
+  for (size_t b = 0; b < blocks.size(); ++b) {
+    const DFlashContext& dc = *blocks[b].context;
+    const int r0 = row_begin[b], rows = blocks[b].num_drafts + 1;
+    const int n_ctx = dc.end - dc.begin;
+    std::vector<float> s(n_ctx + rows);
+    for (int i = 0; i < rows; ++i) {
+      const int p = dc.end + i;
+      for (int head = 0; head < nh; ++head) {
+        const int g = head / group;
+        const float* qh = q.data() + ((r0 + i) * nh + head) * hd;
+        auto key = [&](int j) -> const float* {  // j < n_ctx: context, else block row j - n_ctx
+          return j < n_ctx ? dc.k[l].data() + (int64_t{j} * nkv + g) * hd
+                           : k.data() + (int64_t{r0 + j - n_ctx} * nkv + g) * hd;
+        };
+        auto value = [&](int j) -> const float* {
+          return j < n_ctx ? dc.v[l].data() + (int64_t{j} * nkv + g) * hd
+                           : v.data() + (int64_t{r0 + j - n_ctx} * nkv + g) * hd;
+        };
+        float m = w.sinks.empty() ? -INFINITY : w.sinks[head];
+        for (int j = 0; j < n_ctx + rows; ++j) {
+          const int pos = dc.begin + j;  // block rows continue the context's positions
+          if (W > 0 && std::abs(p - pos) > W - 1) {
+            s[j] = -INFINITY;
+            continue;
+          }
+          const float* kj = key(j);
+          float dot = 0.0f;
+          for (int64_t e = 0; e < hd; ++e) dot += qh[e] * kj[e];
+          s[j] = dot * scale;
+          m = std::max(m, s[j]);
         }
-        const float* kj = key(j);
-        float dot = 0.0f;
-        for (int64_t e = 0; e < hd; ++e) dot += qh[e] * kj[e];
-        s[j] = dot * scale;
-        m = std::max(m, s[j]);
+        float denom = w.sinks.empty() ? 0.0f : std::exp(w.sinks[head] - m);
+        float* oh = o.data() + ((r0 + i) * nh + head) * hd;
+        std::fill(oh, oh + hd, 0.0f);
+        for (int j = 0; j < n_ctx + rows; ++j) {
+          if (s[j] == -INFINITY) continue;
+          const float e = std::exp(s[j] - m);
+          denom += e;
+          const float* vj = value(j);
+          for (int64_t d = 0; d < hd; ++d) oh[d] += e * vj[d];
+        }
+        for (int64_t d = 0; d < hd; ++d) oh[d] /= denom;
       }
-      float denom = w.sinks.empty() ? 0.0f : std::exp(w.sinks[head] - m);
-      float* oh = o.data() + (i * nh + head) * hd;
-      std::fill(oh, oh + hd, 0.0f);
-      for (int j = 0; j < n_ctx + n; ++j) {
-        if (s[j] == -INFINITY) continue;
-        const float e = std::exp(s[j] - m);
-        denom += e;
-        const float* vj = value(j);
-        for (int64_t d = 0; d < hd; ++d) oh[d] += e * vj[d];
-      }
-      for (int64_t d = 0; d < hd; ++d) oh[d] /= denom;
     }
   }
   Linear(ctx, o.data(), n, w.o_proj, y.data());                            // o_proj
@@ -249,17 +258,39 @@ void DFlashDrafter::Layer(ExecContext& ctx, int l, const DFlashContext& dc, int 
 
 void DFlashDrafter::Draft(ExecContext& ctx, const DFlashContext& dc, int32_t anchor, int num_drafts,
                           float* logits, const MatrixWeight* head) const {
-  MIMO_CHECK(num_drafts >= 1 && num_drafts < cfg_.block_size, "DFlash: %d drafts in a block of %d",
-             num_drafts, cfg_.block_size);
+  const Block b{&dc, anchor, num_drafts};
+  DraftBatch(ctx, std::span<const Block>(&b, 1), logits, head);
+}
+
+void DFlashDrafter::DraftBatch(ExecContext& ctx, std::span<const Block> blocks, float* logits,
+                               const MatrixWeight* head) const {
   const int64_t H = cfg_.hidden_size;
-  const int n = 1 + num_drafts;  // the anchor and the mask slots: a block shortened at its end
-  std::vector<float> x(n * H);   // [n, H]
-  Embedding(target_->weights().embed_tokens, &anchor, 1, x.data());  // the target's embedding
-  for (int i = 1; i < n; ++i)
-    std::copy(mask_embedding_.begin(), mask_embedding_.end(), x.begin() + i * H);
-  for (int l = 0; l < static_cast<int>(layers_.size()); ++l) Layer(ctx, l, dc, n, x.data());
-  RmsNorm(x.data() + H, num_drafts, H, norm_, cfg_.rms_norm_eps, x.data() + H);  // norm
-  Linear(ctx, x.data() + H, num_drafts, head ? *head : target_->weights().lm_head,
+  std::vector<int> row_begin;
+  int n = 0, drafts = 0;
+  for (const Block& b : blocks) {
+    MIMO_CHECK(b.num_drafts >= 1 && b.num_drafts < cfg_.block_size,
+               "DFlash: %d drafts in a block of %d", b.num_drafts, cfg_.block_size);
+    row_begin.push_back(n);
+    n += 1 + b.num_drafts;  // the anchor and the mask slots: a block shortened at its end
+    drafts += b.num_drafts;
+  }
+  std::vector<float> x(n * H);  // [n, H]: each block [embed(anchor), mask x num_drafts]
+  for (size_t b = 0; b < blocks.size(); ++b) {
+    float* xb = x.data() + row_begin[b] * H;
+    Embedding(target_->weights().embed_tokens, &blocks[b].anchor, 1, xb);  // the target's
+    for (int i = 1; i <= blocks[b].num_drafts; ++i)
+      std::copy(mask_embedding_.begin(), mask_embedding_.end(), xb + i * H);
+  }
+  for (int l = 0; l < static_cast<int>(layers_.size()); ++l) {
+    Layer(ctx, l, blocks, row_begin, n, x.data());
+  }
+  std::vector<float> d(drafts * H);  // [drafts, H]: every block's rows 1 .. num_drafts
+  for (size_t b = 0, r = 0; b < blocks.size(); r += blocks[b].num_drafts, ++b) {
+    const float* src = x.data() + (row_begin[b] + 1) * H;
+    std::copy(src, src + blocks[b].num_drafts * H, d.begin() + r * H);
+  }
+  RmsNorm(d.data(), drafts, H, norm_, cfg_.rms_norm_eps, d.data());  // norm
+  Linear(ctx, d.data(), drafts, head ? *head : target_->weights().lm_head,
          logits);  // the target's lm_head (or its draft-vocabulary rows)
 }
 

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -74,10 +75,23 @@ class DFlashDrafter {
   void Draft(ExecContext& ctx, const DFlashContext& dc, int32_t anchor, int num_drafts,
              float* logits, const MatrixWeight* head = nullptr) const;
 
+  // One block per sequence in one pass: every projection runs over all blocks' rows together
+  // (the drafter's weights are read once per step, not once per sequence), attention per block.
+  // logits: the blocks' draft rows in order, [sum of num_drafts, head.rows]; each block's rows
+  // equal what Draft gives it alone.
+  struct Block {
+    const DFlashContext* context;
+    int32_t anchor;
+    int num_drafts;
+  };
+  void DraftBatch(ExecContext& ctx, std::span<const Block> blocks, float* logits,
+                  const MatrixWeight* head = nullptr) const;
+
  private:
   DFlashDrafter() = default;
-  // One layer over the block rows x [n, hidden] at positions dc.end ...
-  void Layer(ExecContext& ctx, int l, const DFlashContext& dc, int n, float* x) const;
+  // One layer over all blocks' rows x [rows, hidden]; block i's rows start at row_begin[i].
+  void Layer(ExecContext& ctx, int l, std::span<const Block> blocks,
+             const std::vector<int>& row_begin, int rows, float* x) const;
 
   DFlashConfig cfg_;
   const MimoV2Model* target_ = nullptr;

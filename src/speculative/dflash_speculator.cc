@@ -67,7 +67,9 @@ void DFlashSpeculator::Propose(ExecContext& ctx, std::span<Request* const> reqs,
   const int64_t F = drafter_->feature_width();
   const int64_t V = head_.size();
   const int W = window();
-  std::vector<float> logits, rows;
+  std::vector<float> rows;
+  std::vector<DFlashDrafter::Block> blocks;  // one per request that drafts this step
+  std::vector<Request*> who;
   for (size_t i = 0; i < reqs.size(); ++i) {
     Request* r = reqs[i];
     r->draft.clear();
@@ -95,11 +97,20 @@ void DFlashSpeculator::Propose(ExecContext& ctx, std::span<Request* const> reqs,
                r->seq_id, dc.end, committed - 1);
     if (count > 0) drafter_->AppendContext(ctx, dc, rows.data(), count);
     st.features.erase(st.features.begin(), st.features.lower_bound(committed));
-    logits.resize(static_cast<size_t>(n) * V);
-    drafter_->Draft(ctx, dc, r->token_at(committed), n, logits.data(), &head_.weight());
+    blocks.push_back({&dc, r->token_at(committed), n});
+    who.push_back(r);
+  }
+  if (blocks.empty()) return;
+  int total = 0;
+  for (const auto& b : blocks) total += b.num_drafts;
+  std::vector<float> logits(static_cast<size_t>(total) * V);          // [all drafts, draft vocab]
+  drafter_->DraftBatch(ctx, blocks, logits.data(), &head_.weight());  // one pass for all
+  const float* row = logits.data();
+  for (size_t b = 0; b < blocks.size(); ++b) {
+    Request* r = who[b];
     const bool sampled = !r->params->sampling.greedy();
-    for (int j = 0; j < n; ++j) {
-      const int32_t d = head_.token(Argmax(logits.data() + static_cast<int64_t>(j) * V, V));
+    for (int j = 0; j < blocks[b].num_drafts; ++j, row += V) {
+      const int32_t d = head_.token(Argmax(row, V));
       r->draft.push_back(d);
       if (sampled) r->draft_probs.push_back({{d, 1.0}});  // one-hot: accepted with p(d)
     }

@@ -1,5 +1,6 @@
 // DFlashSpeculator: speculative decoding with a DFlash block-diffusion drafter (shared/spec/
-// dflash.md section 4). Each step it drafts up to B - 1 tokens per request in ONE drafter pass:
+// dflash.md section 4). Each step it drafts up to B - 1 tokens per request, every request's
+// block in ONE drafter pass (DraftBatch: the drafter's weights read once per step):
 // the anchor is the request's newest token (the previous step's bonus, not computed yet), the
 // context is the target's features at the committed positions before it. Drafts are greedy
 // (the argmax of each block row); verification is the engine's chain rule with the drafts as

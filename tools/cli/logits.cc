@@ -98,14 +98,17 @@ int RunMtpLogits(const Args& a, LoadedModel& lm, const std::vector<std::vector<i
   return WriteFloats(a.Get("out"), logits) ? 0 : 1;
 }
 
-// --dflash: the DFlash drafter's block after one sequence ids[0..n-1]: the target computes the
-// first n - 1 ids (P committed positions) with its outputs after the drafter's target layers
-// captured, the drafter builds its context from them, and drafts the block [ids[n-1], mask x
-// (B - 1)] at positions P ..; writes the draft logits [B - 1, vocab] (row j: position P + j).
+// --dflash: the DFlash drafter's blocks after sequences ids[0..n-1] (";"-separated): for each,
+// the target computes the first n - 1 ids (P committed positions) with its outputs after the
+// drafter's target layers captured, and the drafter builds that sequence's context from them;
+// then ONE batched pass drafts every block [ids[n-1], mask x (B - 1)] at positions P ..; writes
+// the draft logits [sequences, B - 1, vocab] (row j of a block: position P + j).
 int RunDFlashLogits(const Args& a, LoadedModel& lm, const std::vector<std::vector<int32_t>>& seqs) {
-  if (seqs.size() != 1 || seqs[0].size() < 2) {
-    std::fprintf(stderr, "mimo logits: --dflash needs one sequence of at least 2 ids\n");
-    return 2;
+  for (const auto& ids : seqs) {
+    if (ids.size() < 2) {
+      std::fprintf(stderr, "mimo logits: --dflash needs sequences of at least 2 ids\n");
+      return 2;
+    }
   }
   auto rope = ParseDFlashRope(a.Get("dflash-rope", "split"));
   if (!rope.ok()) {
@@ -119,29 +122,33 @@ int RunDFlashLogits(const Args& a, LoadedModel& lm, const std::vector<std::vecto
     return 1;
   }
   const DFlashDrafter& d = **drafter;
-  const std::vector<int32_t>& ids = seqs[0];
-  const int P = static_cast<int>(ids.size()) - 1;
-  auto kv = MakeKvCacheOrReport("logits", a, *lm.model, 1, P, P);
-  if (!kv) return 1;
-  std::vector<float> features(static_cast<size_t>(P) * d.feature_width());  // [P, ids * H]
-  StepBatch b;
-  b.chunks.push_back({0, 0, P, 0});
-  b.num_tokens = P;
-  ForwardOutputs out;
-  out.capture_layers = d.config().target_layer_ids;
-  out.captured = features.data();
-  Status st = kv->StartSequence(0);
-  StatusOr<KvStepPlan> plan = st.ok() ? kv->PlanStep(b) : StatusOr<KvStepPlan>(st);
-  if (!plan.ok()) {
-    std::fprintf(stderr, "mimo logits: error: %s\n", plan.status().message().c_str());
-    return 1;
-  }
-  RunForward(*lm.model, lm.ctx, *kv, *plan, ids.data(), out);
-  DFlashContext dc;
-  d.AppendContext(lm.ctx, dc, features.data(), P);
   const int drafts = d.config().block_size - 1;
-  std::vector<float> logits(static_cast<size_t>(drafts) * lm.model->config().vocab_size);
-  d.Draft(lm.ctx, dc, ids.back(), drafts, logits.data());
+  std::vector<DFlashContext> contexts(seqs.size());
+  std::vector<DFlashDrafter::Block> blocks;
+  for (size_t s = 0; s < seqs.size(); ++s) {
+    const std::vector<int32_t>& ids = seqs[s];
+    const int P = static_cast<int>(ids.size()) - 1;
+    auto kv = MakeKvCacheOrReport("logits", a, *lm.model, 1, P, P);
+    if (!kv) return 1;
+    std::vector<float> features(static_cast<size_t>(P) * d.feature_width());  // [P, ids * H]
+    StepBatch b;
+    b.chunks.push_back({0, 0, P, 0});
+    b.num_tokens = P;
+    ForwardOutputs out;
+    out.capture_layers = d.config().target_layer_ids;
+    out.captured = features.data();
+    Status st = kv->StartSequence(0);
+    StatusOr<KvStepPlan> plan = st.ok() ? kv->PlanStep(b) : StatusOr<KvStepPlan>(st);
+    if (!plan.ok()) {
+      std::fprintf(stderr, "mimo logits: error: %s\n", plan.status().message().c_str());
+      return 1;
+    }
+    RunForward(*lm.model, lm.ctx, *kv, *plan, ids.data(), out);
+    d.AppendContext(lm.ctx, contexts[s], features.data(), P);
+    blocks.push_back({&contexts[s], ids.back(), drafts});
+  }
+  std::vector<float> logits(seqs.size() * drafts * lm.model->config().vocab_size);
+  d.DraftBatch(lm.ctx, blocks, logits.data());
   return WriteFloats(a.Get("out"), logits) ? 0 : 1;
 }
 
