@@ -140,6 +140,9 @@ function runAgent(bin, args, env, cwd) {
   });
 }
 
+// The end of the server's log (its request lines say what the agent sent and got).
+function tail(log) { return log.split("\n").slice(-30).join("\n"); }
+
 function need(t, bin) {
   if (fs.existsSync(path.join(BIN, bin))) return true;
   if (process.env.CI) assert.fail(`${bin} is missing from third_party/node_modules: run scripts/setup-tests.sh`);
@@ -163,13 +166,17 @@ describe("agents: the real Claude Code and Codex CLIs on the default model", () 
   test("claude -p exits 0", async (t) => {
     if (!need(t, "claude")) return;
     const dir = fs.mkdtempSync(path.join(work, "claude-"));
+    // CLAUDE_CODE_MAX_OUTPUT_TOKENS as users of a 32k-context server set it: left at its 32000,
+    // the ~12k-token prompt plus the output reserve exceed the 32k window, and the first time the
+    // sampled toy answer is a tool call Claude Code compacts instead of sending the tool result
+    // ("Prompt is too long · automatic compaction failed"; reproduced with a canned tool_use).
     const r = await runAgent("claude", ["-p", "What is 27 + 15?"], {
       ANTHROPIC_BASE_URL: server.url, ANTHROPIC_API_KEY: "sk-local", ANTHROPIC_MODEL: "mimo-v2-nano",
       ANTHROPIC_SMALL_FAST_MODEL: "mimo-v2-nano", ANTHROPIC_DEFAULT_HAIKU_MODEL: "mimo-v2-nano",
-      CLAUDE_CODE_MAX_CONTEXT_TOKENS: "32768", DISABLE_TELEMETRY: "1", DISABLE_ERROR_REPORTING: "1",
+      CLAUDE_CODE_MAX_CONTEXT_TOKENS: "32768", CLAUDE_CODE_MAX_OUTPUT_TOKENS: "8192", DISABLE_TELEMETRY: "1", DISABLE_ERROR_REPORTING: "1",
       DISABLE_AUTOUPDATER: "1", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
     }, dir);
-    assert.equal(r.status, 0, `claude exited ${r.status}: ${r.stderr}\n${r.stdout}`);
+    assert.equal(r.status, 0, `claude exited ${r.status}: ${r.stderr}\n${r.stdout}\nserver: ${tail(server.stderr())}`);
     assert.ok(r.stdout.trim().length > 0);
     assert.match(server.stderr(), /POST \/v1\/messages 200 prompt_tokens=\d{4,}/);
   });
@@ -186,7 +193,7 @@ describe("agents: the real Claude Code and Codex CLIs on the default model", () 
       'env_key = "MIMO_API_KEY"', 'wire_api = "responses"', ""].join("\n"));
     const r = await runAgent("codex", ["exec", "--skip-git-repo-check", "What is 27 + 15?"],
       { CODEX_HOME: home, MIMO_API_KEY: "sk-local" }, dir);
-    assert.equal(r.status, 0, `codex exited ${r.status}: ${r.stderr}\n${r.stdout}`);
+    assert.equal(r.status, 0, `codex exited ${r.status}: ${r.stderr}\n${r.stdout}\nserver: ${tail(server.stderr())}`);
     assert.ok(r.stdout.trim().length > 0);
     assert.match(server.stderr(), /POST \/v1\/responses 200 prompt_tokens=\d{4,}/);
   });
