@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/thread_pool.h"
 #include "io/torch_pickle.h"
+#include "kernels/dispatch.h"
 #include "kernels/kernels.h"
 
 namespace mimo {
@@ -195,53 +197,74 @@ void DFlashDrafter::Layer(ExecContext& ctx, int l, std::span<const Block> blocks
   }
   for (float& e : v) e *= c.attention_value_scale;
   // Attention of each block over [its context | its block], non-causal, symmetric window, sink
-  // in the denominator.
+  // in the denominator: per block and kv group, the group's query heads of every block row are
+  // one set of states of KernelTable::attend_keys (online softmax from the sink state m = sink,
+  // l = 1). Block row i at position dc.end + i sees keys at positions >= dc.end + i - (W - 1);
+  // the keys every row sees go in one call, each row's extra leading keys in calls of its own.
   const int W = c.sliding_window;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  for (size_t b = 0; b < blocks.size(); ++b) {
+  const KernelTable& kern = ActiveKernels();
+  const int64_t jobs = static_cast<int64_t>(blocks.size()) * nkv;
+  auto attend = [&](int64_t job) {
+    const size_t b = static_cast<size_t>(job / nkv);
+    const int g = static_cast<int>(job % nkv);
     const DFlashContext& dc = *blocks[b].context;
     const int r0 = row_begin[b], rows = blocks[b].num_drafts + 1;
-    const int n_ctx = dc.end - dc.begin;
-    std::vector<float> s(n_ctx + rows);
+    const int states = rows * group;
+    std::vector<float> qg(int64_t{states} * hd), acc(int64_t{states} * hd, 0.0f);
+    std::vector<float> m(states), den(states);
     for (int i = 0; i < rows; ++i) {
-      const int p = dc.end + i;
-      for (int head = 0; head < nh; ++head) {
-        const int g = head / group;
+      for (int t = 0; t < group; ++t) {
+        const int st = i * group + t, head = g * group + t;
         const float* qh = q.data() + ((r0 + i) * nh + head) * hd;
-        auto key = [&](int j) -> const float* {  // j < n_ctx: context, else block row j - n_ctx
-          return j < n_ctx ? dc.k[l].data() + (int64_t{j} * nkv + g) * hd
-                           : k.data() + (int64_t{r0 + j - n_ctx} * nkv + g) * hd;
-        };
-        auto value = [&](int j) -> const float* {
-          return j < n_ctx ? dc.v[l].data() + (int64_t{j} * nkv + g) * hd
-                           : v.data() + (int64_t{r0 + j - n_ctx} * nkv + g) * hd;
-        };
-        float m = w.sinks.empty() ? -INFINITY : w.sinks[head];
-        for (int j = 0; j < n_ctx + rows; ++j) {
-          const int pos = dc.begin + j;  // block rows continue the context's positions
-          if (W > 0 && std::abs(p - pos) > W - 1) {
-            s[j] = -INFINITY;
-            continue;
-          }
-          const float* kj = key(j);
-          float dot = 0.0f;
-          for (int64_t e = 0; e < hd; ++e) dot += qh[e] * kj[e];
-          s[j] = dot * scale;
-          m = std::max(m, s[j]);
-        }
-        float denom = w.sinks.empty() ? 0.0f : std::exp(w.sinks[head] - m);
-        float* oh = o.data() + ((r0 + i) * nh + head) * hd;
-        std::fill(oh, oh + hd, 0.0f);
-        for (int j = 0; j < n_ctx + rows; ++j) {
-          if (s[j] == -INFINITY) continue;
-          const float e = std::exp(s[j] - m);
-          denom += e;
-          const float* vj = value(j);
-          for (int64_t d = 0; d < hd; ++d) oh[d] += e * vj[d];
-        }
-        for (int64_t d = 0; d < hd; ++d) oh[d] /= denom;
+        std::copy(qh, qh + hd, qg.begin() + int64_t{st} * hd);
+        m[st] = w.sinks.empty() ? -INFINITY : w.sinks[head];
+        den[st] = w.sinks.empty() ? 0.0f : 1.0f;
       }
     }
+    // Context key j sits at position dc.begin + j; the first a row may see is lo(i).
+    auto lo = [&](int i) {
+      return W > 0 ? std::clamp(dc.end + i - (W - 1) - dc.begin, 0, dc.end - dc.begin) : 0;
+    };
+    auto context_rows = [&](int j0, int j1) {
+      AttendKeyRows kr;
+      kr.k = dc.k[l].data() + (int64_t{j0} * nkv + g) * hd;
+      kr.v = dc.v[l].data() + (int64_t{j0} * nkv + g) * hd;
+      kr.k_stride = kr.v_stride = kvw;
+      kr.n = j1 - j0;
+      return kr;
+    };
+    const int common = lo(rows - 1);
+    for (int i = 0; i < rows - 1; ++i) {
+      if (lo(i) >= common) continue;
+      kern.attend_keys(qg.data() + int64_t{i} * group * hd, group, context_rows(lo(i), common),
+                       hd, hd, scale, &m[i * group], &den[i * group],
+                       acc.data() + int64_t{i} * group * hd);
+    }
+    if (common < dc.end - dc.begin) {
+      kern.attend_keys(qg.data(), states, context_rows(common, dc.end - dc.begin), hd, hd, scale,
+                       m.data(), den.data(), acc.data());
+    }
+    AttendKeyRows br;  // the block's own rows, seen by every row (|i - j| < B <= W)
+    br.k = k.data() + (int64_t{r0} * nkv + g) * hd;
+    br.v = v.data() + (int64_t{r0} * nkv + g) * hd;
+    br.k_stride = br.v_stride = kvw;
+    br.n = rows;
+    kern.attend_keys(qg.data(), states, br, hd, hd, scale, m.data(), den.data(), acc.data());
+    for (int i = 0; i < rows; ++i) {
+      for (int t = 0; t < group; ++t) {
+        const int st = i * group + t;
+        float* oh = o.data() + ((r0 + i) * nh + g * group + t) * hd;
+        for (int64_t d = 0; d < hd; ++d) oh[d] = acc[int64_t{st} * hd + d] / den[st];
+      }
+    }
+  };
+  if (ctx.pool != nullptr && jobs > 1) {
+    ctx.pool->ParallelFor(jobs, [&](int64_t a, int64_t e, int) {
+      for (int64_t j = a; j < e; ++j) attend(j);
+    });
+  } else {
+    for (int64_t j = 0; j < jobs; ++j) attend(j);
   }
   Linear(ctx, o.data(), n, w.o_proj, y.data());                            // o_proj
   for (int64_t i = 0; i < n * H; ++i) x[i] += y[i];                        // residual
