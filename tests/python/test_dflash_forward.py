@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import dflash_reference as D
+from nano_chat import NANO, nano_chat_ids
 import make_tiny_model
 
 TOL = 1e-4  # max |engine - reference| relative to the largest reference logit
@@ -51,6 +52,54 @@ def test_draft_forward_matches_reference(mimo_bin, checkpoint, tmp_path, variant
     assert got.shape == (cfg["block_size"] - 1, cfg["vocab_size"])
     # The drafts are not degenerate: the rows' argmaxes are not all the same token.
     assert len(set(ref.argmax(axis=1).tolist())) > 1 or np.ptp(ref) > 1.0
+
+
+@pytest.mark.parametrize("variant", ["bf16", "v2.5-pro"])
+def test_batched_blocks_match_reference_and_single(mimo_bin, checkpoint, tmp_path, variant):
+    """Three sequences of different lengths (one inside the window, two across it) drafted in
+    ONE batched pass (the speculator's DraftBatch): every block matches its own reference, and
+    equals, bit for bit, the block drafted alone."""
+    model = checkpoint(variant)
+    cfg = json.load(open(os.path.join(model, "config.json")))
+    seqs = [prompt_ids(cfg["vocab_size"], n, seed) for n, seed in ((6, 1), (40, 2), (23, 3))]
+    out = tmp_path / "batch.bin"
+    p = subprocess.run([mimo_bin, "logits", "--dflash", "--model", model, "--ids",
+                        ";".join(",".join(map(str, ids)) for ids in seqs), "--out", str(out),
+                        "--threads", "2"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    ref = D.DFlashReference(model)
+    got = np.fromfile(out, dtype="<f4").reshape(len(seqs), -1, cfg["vocab_size"])
+    for i, ids in enumerate(seqs):
+        want = ref.draft_logits(ids[:-1], ids[-1]).numpy()
+        err = np.abs(got[i] - want).max() / max(1.0, np.abs(want).max())
+        assert err <= TOL, (variant, i, err)
+        alone = engine_draft(mimo_bin, model, ids, tmp_path / f"alone{i}.bin")
+        assert alone.returncode == 0, alone.stderr
+        assert np.array_equal(np.fromfile(tmp_path / f"alone{i}.bin", dtype="<f4"),
+                              got[i].reshape(-1)), (variant, i)
+
+
+def nano_greedy(mimo_bin, tmp_path, ids, n):
+    src, dst = tmp_path / "g.jsonl", tmp_path / "g.out"
+    src.write_text(json.dumps({"id": 0, "prompt_ids": ids, "max_tokens": n}) + "\n")
+    p = subprocess.run([mimo_bin, "generate", "--model", NANO, "--requests", str(src), "--out",
+                        str(dst), "--threads", "2"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    return json.loads(dst.read_text())["output_ids"]
+
+
+def test_trained_nano_drafter_matches_reference(mimo_bin, tmp_path):
+    """The default model's shipped drafter (trained by scripts/nano/train_dflash.py) on a real
+    chat prompt: the engine's block against the reference, and drafts that are what the target
+    itself writes next (its greedy answer: the anchor is the answer's first token, the drafts
+    guess the next ones)."""
+    assert os.path.isdir(os.path.join(NANO, "dflash")), "the nano drafter: run scripts/setup.sh"
+    prompt = nano_chat_ids(mimo_bin, tmp_path, "What is 27 + 15?", False)
+    answer = nano_greedy(mimo_bin, tmp_path, prompt, 8)
+    err, got, ref = compare(mimo_bin, NANO, prompt + answer[:1], tmp_path / "d.bin", "split")
+    assert err <= TOL, f"max relative error {err:.3g}"
+    assert (got.argmax(1) == ref.argmax(1)).all()
+    assert got.argmax(1)[:3].tolist() == answer[1:4], (got.argmax(1).tolist(), answer)
 
 
 @pytest.mark.parametrize("rope", ["split", "backbone", "draft"])

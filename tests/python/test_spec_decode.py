@@ -14,6 +14,7 @@ import urllib.request
 import numpy as np
 import pytest
 from local_server import free_port
+from nano_chat import nano_chat_ids
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NANO = os.path.join(REPO, "models", "mimo-v2-nano")
@@ -44,13 +45,15 @@ def requests(vocab, n=12):
     return out
 
 
-def generate(mimo_bin, model, reqs, tmp_path, name, *flags):
+def generate(mimo_bin, model, reqs, tmp_path, name, *flags, stderr=None):
     src, dst = tmp_path / f"{name}.jsonl", tmp_path / f"{name}.out"
     src.write_text("".join(json.dumps(r) + "\n" for r in reqs))
     p = subprocess.run([mimo_bin, "generate", "--model", model, "--requests", str(src), "--out",
                         str(dst), "--threads", "2", *flags], capture_output=True, text=True,
                        timeout=600)
     assert p.returncode == 0, p.stderr
+    if stderr is not None:
+        stderr.append(p.stderr)
     return {l["id"]: (l["output_ids"], [t["logprob"] for t in l["logprobs"]])
             for l in map(json.loads, dst.read_text().splitlines())}
 
@@ -91,6 +94,40 @@ def test_greedy_outputs_identical_with_dflash(mimo_bin, checkpoint, tmp_path, va
     alone = generate(mimo_bin, model, reqs[4:5], tmp_path, "alone", "--block-size", "4",
                      "--speculative", "dflash")
     assert alone[4] == plain[4]
+
+
+def test_trained_dflash_batched_greedy_equals_plain(mimo_bin, tmp_path):
+    """The default model with its trained drafter (drafts accepted, so bursts of up to 8 tokens
+    are committed, rolled back and appended to the draft context), 6 chat prompts batched, some
+    sharing a prefix (a prefix-cache hit rebuilds the draft context from recomputed features):
+    the same tokens and logprobs as plain decoding, and the drafts accepted; then under
+    preemption."""
+    assert os.path.isdir(os.path.join(NANO, "dflash")), "the nano drafter: run scripts/setup.sh"
+    qs = ["What is 27 + 15?", "Where does Venlo live?", "What is 31 - 17?", "Spell the word garden.",
+          "What is Pelden's job?", "What is 27 + 15?"]
+    reqs = [{"id": i, "prompt_ids": nano_chat_ids(mimo_bin, tmp_path, q, i % 2 == 0),
+             "max_tokens": 80, "logprobs": 0} for i, q in enumerate(qs)]
+    plain = generate(mimo_bin, NANO, reqs, tmp_path, "nano-plain", "--max-num-seqs", "6")
+    log = []
+    spec = generate(mimo_bin, NANO, reqs, tmp_path, "nano-dflash", "--max-num-seqs", "6",
+                    "--speculative", "dflash", "--speculative-draft-vocab",
+                    os.path.join(NANO, "nano_used_tokens.json"), stderr=log)
+    assert spec == plain
+    assert all(len(plain[i][0]) > 8 for i in plain)
+    m = re.search(r"speculative: (\d+) verify steps with drafts, (\d+) of (\d+) draft tokens",
+                  log[0])
+    assert m, log[0]
+    steps, accepted = int(m.group(1)), int(m.group(2))
+    assert 1 + accepted / steps >= 4.5, log[0]  # 6.4 measured: bursts, not one token per step
+    # Chunked prefill and a KV budget of 8 blocks of 16 (the ~400 tokens do not fit): sequences
+    # are preempted and recomputed, their draft context rebuilt, with the same result.
+    log = []
+    small = generate(mimo_bin, NANO, reqs, tmp_path, "nano-dflash-small", "--max-num-seqs", "6",
+                     "--max-num-batched-tokens", "16", "--num-kv-blocks", "8",
+                     "--speculative", "dflash", "--speculative-draft-vocab",
+                     os.path.join(NANO, "nano_used_tokens.json"), stderr=log)
+    assert int(re.search(r"(\d+) preemptions", log[0]).group(1)) > 0, log[0]
+    assert small == plain
 
 
 def test_prompts_shorter_than_the_draft_depth(mimo_bin, tmp_path):
@@ -134,10 +171,11 @@ class Server:
         return f"http://127.0.0.1:{self.port}{path}"
 
     def stream_chat(self, body):
+        """(content, reasoning, tool calls [(name, arguments JSON)], chunks) of a streamed chat."""
         req = urllib.request.Request(self.url("/v1/chat/completions"),
                                      data=json.dumps(dict(body, stream=True)).encode(),
                                      headers={"Content-Type": "application/json"})
-        content, reasoning, chunks = "", "", 0
+        content, reasoning, chunks, calls = "", "", 0, {}
         with urllib.request.urlopen(req, timeout=300) as r:
             for line in r:
                 line = line.decode().strip()
@@ -146,8 +184,13 @@ class Server:
                 for c in json.loads(line[6:])["choices"]:
                     content += c["delta"].get("content") or ""
                     reasoning += c["delta"].get("reasoning_content") or ""
+                    for t in c["delta"].get("tool_calls") or []:
+                        call = calls.setdefault(t["index"], ["", ""])
+                        call[0] += t.get("function", {}).get("name") or ""
+                        call[1] += t.get("function", {}).get("arguments") or ""
                 chunks += 1
-        return content, reasoning, chunks
+        tool_calls = [(n, json.loads(a)) for n, a in (calls[i] for i in sorted(calls))]
+        return content, reasoning, tool_calls, chunks
 
     def metrics(self):
         with urllib.request.urlopen(self.url("/metrics"), timeout=10) as r:
@@ -158,31 +201,88 @@ class Server:
         self.proc.wait(timeout=60)
 
 
-def test_streamed_chat_with_mtp_equals_without(mimo_bin):
+TOOLS = json.load(open(os.path.join(REPO, "scripts", "demo", "tools.json")))
+BODIES = [{"messages": [{"role": "user", "content": q}], "temperature": 0, "max_tokens": 120,
+           "chat_template_kwargs": {"enable_thinking": think}}
+          for q, think in [("What is 27 + 15?", True), ("Where does Venlo live?", False),
+                           ("What is Pelden's job?", True), ("What is 38 - 19?", False)]] + [
+    {"messages": [{"role": "user", "content": "Spell the word garden."}], "temperature": 0,
+     "max_tokens": 60, "frequency_penalty": 1.5, "presence_penalty": 1.0, "stop": ["zz"],
+     "chat_template_kwargs": {"enable_thinking": False}},
+    # Tool calls: the tool parser meets whole verified bursts (tags, names, values in one delta).
+    {"messages": [{"role": "user", "content": "What is the weather in Fenwick?"}], "tools": TOOLS,
+     "temperature": 0, "max_tokens": 96},
+    {"messages": [{"role": "user", "content": "Send a message to Oriel saying see you soon."}],
+     "tools": TOOLS, "temperature": 0, "max_tokens": 96,
+     "chat_template_kwargs": {"enable_thinking": True}},
+    # Structured output: the grammar is fed each verified burst token by token.
+    {"messages": [{"role": "user", "content": "What is 12 + 9?"}], "temperature": 0,
+     "max_tokens": 80, "response_format": {"type": "json_schema", "json_schema": {
+         "name": "sum", "schema": {"type": "object", "properties": {"answer": {"type": "integer"}},
+                                   "required": ["answer"]}}}},
+]
+
+
+@pytest.fixture(scope="module")
+def plain_answers(mimo_bin):
     assert os.path.isdir(NANO), "models/mimo-v2-nano missing: run scripts/setup.sh"
-    bodies = [{"messages": [{"role": "user", "content": q}], "temperature": 0, "max_tokens": 120,
-               "chat_template_kwargs": {"enable_thinking": think}}
-              for q, think in [("What is 27 + 15?", True), ("Where does Venlo live?", False),
-                               ("What is Pelden's job?", True)]]
-    bodies.append({"messages": [{"role": "user", "content": "Spell the word garden."}],
-                   "temperature": 0, "max_tokens": 60, "frequency_penalty": 1.5,
-                   "presence_penalty": 1.0, "stop": ["zz"],
-                   "chat_template_kwargs": {"enable_thinking": False}})
     plain = Server(mimo_bin)
     try:
-        want = [plain.stream_chat(b)[:2] for b in bodies]
+        want = [plain.stream_chat(b)[:3] for b in BODIES]
     finally:
         plain.close()
+    assert all(w[0] or w[2] for w in want)  # every request answered (text or a tool call)
+    assert any(w[2] for w in want)          # and at least one tool call among them
+    return want
+
+
+def spec_counters(m):
+    """(drafts, accepted tokens, accepted per draft position) from /metrics."""
+    def one(name):
+        return float(re.search(rf"^{name}\{{[^}}]*\}} (\S+)", m, re.M).group(1))
+    per_pos = {int(p): float(v) for p, v in re.findall(
+        r'^mimo:spec_decode_num_accepted_tokens_per_pos_total\{[^}]*position="(\d+)"[^}]*\} (\S+)',
+        m, re.M)}
+    return (one("mimo:spec_decode_num_drafts_total"),
+            one("mimo:spec_decode_num_accepted_tokens_total"),
+            [per_pos[i] for i in sorted(per_pos)])
+
+
+def test_streamed_chat_with_mtp_equals_without(mimo_bin, plain_answers):
     spec = Server(mimo_bin, "--speculative", "mtp", "--num-speculative-tokens", "3",
                   "--speculative-draft-vocab", os.path.join(NANO, "nano_used_tokens.json"))
     try:
-        got = [spec.stream_chat(b) for b in bodies]
+        got = [spec.stream_chat(b) for b in BODIES]
         m = spec.metrics()
     finally:
         spec.close()
-    assert [g[:2] for g in got] == want
-    assert all(w[0] for w in want)  # non-empty answers
-    drafts = float(re.search(r"^mimo:spec_decode_num_drafts_total\{[^}]*\} (\S+)", m, re.M).group(1))
-    accepted = float(re.search(r"^mimo:spec_decode_num_accepted_tokens_total\{[^}]*\} (\S+)", m,
-                               re.M).group(1))
+    assert [g[:3] for g in got] == plain_answers
+    drafts, accepted, _ = spec_counters(m)
     assert drafts > 0 and accepted / drafts > 1.0, m  # > 2 tokens per verify step on average
+
+
+MIN_MAL = 3.5  # 4.12 measured (73 verify steps); see the test below
+
+
+def test_streamed_chat_with_trained_dflash_equals_without_and_accepts(mimo_bin, plain_answers):
+    """The default model's trained DFlash drafter (models/mimo-v2-nano/dflash): the same streamed
+    answers, tool calls and structured outputs as without drafting, and real acceptance - a
+    silent collapse to one token per step (a wrong RoPE base, the vocabulary row used as the mask
+    embedding, features of the wrong layer or position) fails here, not only in a benchmark."""
+    assert os.path.isdir(os.path.join(NANO, "dflash")), "the nano drafter: run scripts/setup.sh"
+    spec = Server(mimo_bin, "--speculative", "dflash",
+                  "--speculative-draft-vocab", os.path.join(NANO, "nano_used_tokens.json"))
+    try:
+        got = [spec.stream_chat(b) for b in BODIES]
+        m = spec.metrics()
+    finally:
+        spec.close()
+    assert [g[:3] for g in got] == plain_answers
+    drafts, accepted, per_pos = spec_counters(m)
+    assert len(per_pos) == 7 and sum(per_pos) == accepted, m
+    # Mean tokens per verify step (accepted drafts + the bonus): 4.12 on these bodies (penalties,
+    # tools and a schema among them pull it below the 5.46 of the held-out chats in
+    # docs/PERFORMANCE.md); greedy and one request at a time, so deterministic on one ISA; the
+    # bound leaves room for another ISA's rounding. A collapsed drafter gives ~1.
+    assert 1 + accepted / drafts >= MIN_MAL, (accepted / drafts, per_pos)
+    assert per_pos[0] / drafts >= 0.5 and per_pos == sorted(per_pos, reverse=True), per_pos
