@@ -71,6 +71,10 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(MimoV2Model& model, ExecContext
     kv.mtp_sequences_per_sequence = o.speculator->mtp_sequences_per_sequence();
     kv.mtp_chunk_tokens = o.speculator->mtp_chunk_tokens();
     sched.prefix_hit_margin = o.speculator->prefix_hit_margin();
+    Speculator* spec = o.speculator.get();  // held by the engine (spec_) as long as the scheduler
+    sched.restorable_prefix = [spec](std::span<const int32_t> t) {
+      return spec->RestorablePrefix(t);
+    };
   }
   kv.max_sequences = so.max_num_seqs;
   kv.max_context = model_len;

@@ -13,6 +13,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include <functional>
+#include <span>
+
 #include "attention/kv_attention.h"
 #include "engine/request.h"
 #include "kv/kv_cache.h"
@@ -25,6 +28,9 @@ struct SchedulerOptions {
   // A prefix-cache hit leaves at least this many tokens to compute (speculative decoding: the
   // drafter needs the hidden states of the last window of positions).
   int prefix_hit_margin = 0;
+  // Leading tokens a hit may cover in spite of the margin (the speculator restores their draft
+  // state: Speculator::RestorablePrefix); none when unset.
+  std::function<int(std::span<const int32_t>)> restorable_prefix = nullptr;
 };
 
 // One request's rows in a step: positions start_pos .. start_pos + num_tokens - 1.

@@ -36,6 +36,12 @@ class Speculator {
   virtual int mtp_sequences_per_sequence() const = 0;
   virtual int mtp_chunk_tokens() const = 0;
   virtual int prefix_hit_margin() const = 0;
+  // Of a request's tokens, the leading ones whose draft state the speculator can restore without
+  // computing them: a prefix-cache hit up to there needs no margin. Called at admission.
+  virtual int RestorablePrefix(std::span<const int32_t> tokens) {
+    (void)tokens;
+    return 0;
+  }
   // Once, after the engine built its KV cache.
   virtual Status Attach(KvCache& kv, int block_size) = 0;
 

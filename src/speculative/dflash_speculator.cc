@@ -6,6 +6,7 @@
 
 #include "core/check.h"
 #include "engine/scheduler.h"
+#include "kv/block_pool.h"
 #include "speculative/verify.h"
 
 namespace mimo {
@@ -23,24 +24,111 @@ StatusOr<std::unique_ptr<DFlashSpeculator>> DFlashSpeculator::Create(
         "num_speculative_tokens must be in [1, %d] (the DFlash drafter's block_size - 1), got %d",
         max_drafts, o.num_speculative_tokens);
   }
+  if (o.context_cache_bytes < 0) {
+    return InvalidArgument("the DFlash context cache size must be >= 0, got %lld bytes",
+                           static_cast<long long>(o.context_cache_bytes));
+  }
+  s->context_cache_bytes_ = o.context_cache_bytes;
   return s;
 }
 
 Status DFlashSpeculator::Attach(KvCache& kv, int block_size) {
-  (void)kv;
-  (void)block_size;
-  return Status::Ok();  // the draft context lives outside the paged cache
+  (void)kv;  // the draft context lives outside the paged cache
+  block_size_ = block_size;
+  const int64_t block_bytes =
+      int64_t{block_size} * drafter_->feature_width() * static_cast<int64_t>(sizeof(float));
+  const int64_t blocks = block_bytes > 0 ? context_cache_bytes_ / block_bytes : 0;
+  if (blocks > 0) cache_ = std::make_unique<ContextCache>(static_cast<size_t>(blocks));
+  return Status::Ok();
+}
+
+const std::vector<float>* DFlashSpeculator::ContextCache::Find(uint64_t h) {
+  auto it = map_.find(h);
+  if (it == map_.end()) return nullptr;
+  lru_.splice(lru_.begin(), lru_, it->second.second);
+  return &it->second.first;
+}
+
+void DFlashSpeculator::ContextCache::Insert(uint64_t h, std::vector<float> rows) {
+  if (Find(h) != nullptr) return;  // the same tokens give the same features
+  while (map_.size() >= capacity_ && !lru_.empty()) {
+    map_.erase(lru_.back());
+    lru_.pop_back();
+  }
+  lru_.push_front(h);
+  map_.emplace(h, std::make_pair(std::move(rows), lru_.begin()));
+}
+
+int DFlashSpeculator::RestorablePrefix(std::span<const int32_t> tokens) {
+  if (!cache_) return 0;
+  const std::vector<uint64_t> hashes = HashFullBlocks(tokens, block_size_, 0);
+  int n = 0;
+  for (uint64_t h : hashes) {
+    if (!cache_->Contains(h)) break;
+    n += block_size_;
+  }
+  return n;
+}
+
+void DFlashSpeculator::RestoreFeatures(SeqState& st, const Request& r, int start_pos) {
+  const int64_t F = drafter_->feature_width();
+  const int W = window();
+  const int lo = W > 0 ? std::max(0, r.num_tokens() - W) : 0;
+  for (int p = lo; p < start_pos;) {
+    const int b = p / block_size_;
+    const std::vector<float>* rows =
+        cache_ && b < static_cast<int>(st.prompt_hashes.size()) ? cache_->Find(st.prompt_hashes[b])
+                                                                : nullptr;
+    // The scheduler let the hit past the margin only over blocks the cache held.
+    MIMO_CHECK(rows != nullptr, "DFlash: sequence %d's features for position %d are not cached",
+               r.seq_id, p);
+    for (; p < std::min(start_pos, (b + 1) * block_size_); ++p) {
+      const float* f = rows->data() + static_cast<int64_t>(p - b * block_size_) * F;
+      st.features[p].assign(f, f + F);
+    }
+  }
+}
+
+void DFlashSpeculator::CollectForCache(SeqState& st, const Request& r, int start_pos, int n,
+                                       const float* rows) {
+  const int64_t F = drafter_->feature_width();
+  for (int j = 0; j < n && st.cache_next >= 0; ++j) {
+    const int pos = start_pos + j;
+    if (pos != st.cache_next || pos >= r.num_prompt_tokens()) continue;
+    st.block.insert(st.block.end(), rows + j * F, rows + (j + 1) * F);
+    if (++st.cache_next % block_size_ == 0) {
+      const size_t b = static_cast<size_t>(st.cache_next / block_size_ - 1);
+      if (b < st.prompt_hashes.size()) cache_->Insert(st.prompt_hashes[b], std::move(st.block));
+      st.block.clear();
+    }
+  }
 }
 
 void DFlashSpeculator::ObserveStep(const SchedulePlan& plan, const float* features,
                                    std::span<Request* const> chunk_requests) {
   const int64_t F = drafter_->feature_width();
   const int W = window();
+  // New sequences first take what the context cache holds for them (before this step's blocks
+  // go in, which could evict them).
+  for (size_t i = 0; i < plan.chunks.size(); ++i) {
+    const ScheduledChunk& c = plan.chunks[i];
+    const Request* r = chunk_requests[i];
+    SeqState& st = seqs_[c.seq_id];
+    if (st.started || r == nullptr) continue;
+    st.started = true;
+    if (!cache_) continue;
+    st.prompt_hashes = HashFullBlocks(r->prompt(), block_size_, 0);
+    if (c.start_pos % block_size_ == 0) st.cache_next = c.start_pos;
+    if (c.start_pos > 0) RestoreFeatures(st, *r, c.start_pos);
+  }
   int row = 0;
   for (size_t i = 0; i < plan.chunks.size(); ++i) {
     const ScheduledChunk& c = plan.chunks[i];
     const Request* r = chunk_requests[i];
     SeqState& st = seqs_[c.seq_id];
+    if (cache_ && r != nullptr) {
+      CollectForCache(st, *r, c.start_pos, c.num_tokens, features + static_cast<int64_t>(row) * F);
+    }
     // Positions a block can still see: the context's next one on, and (without a context yet)
     // the last W - 1 before the first anchor.
     int lo = st.context.end;

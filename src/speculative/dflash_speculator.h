@@ -12,8 +12,10 @@
 #pragma once
 
 #include <climits>
+#include <list>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -28,6 +30,10 @@ struct DFlashSpeculatorOptions {
   std::string drafter_dir;         // <model>/dflash when empty
   int num_speculative_tokens = 0;  // drafts per step, 1 .. B - 1; 0: B - 1
   DFlashRope rope = DFlashRope::kSplit;
+  // Memory for the target features of prompt blocks kept across requests, so a prefix-cache
+  // hit restores the draft context of the positions it covers instead of recomputing them
+  // (0: none, and a hit leaves the drafter's window to compute).
+  int64_t context_cache_bytes = int64_t{256} << 20;
   std::vector<int32_t> draft_vocab;  // ids the drafts are chosen from; empty: the whole vocabulary
 };
 
@@ -43,6 +49,8 @@ class DFlashSpeculator final : public Speculator {
   // A prefix-cache hit leaves the window before the first anchor to compute: its features
   // build the draft context (the cache keeps K/V, not features).
   int prefix_hit_margin() const override { return window() > 0 ? window() + 1 : INT_MAX / 4; }
+  // The prompt blocks whose features the context cache holds, from the first on.
+  int RestorablePrefix(std::span<const int32_t> tokens) override;
   std::vector<int> capture_layers() const override { return drafter_->config().target_layer_ids; }
   Status Attach(KvCache& kv, int block_size) override;
   void ObserveStep(const SchedulePlan& plan, const float* features,
@@ -61,7 +69,32 @@ class DFlashSpeculator final : public Speculator {
   struct SeqState {
     DFlashContext context;
     std::map<int, std::vector<float>> features;  // position -> [feature width], not yet appended
+    bool started = false;                        // a step has computed some of its positions
+    std::vector<uint64_t> prompt_hashes;         // chained hashes of its full prompt blocks
+    int cache_next = -1;       // next prompt position to collect for the context cache; -1: none
+    std::vector<float> block;  // the features of the prompt block being collected
   };
+  // Features [block_size, feature width] of full prompt blocks by chained content hash, least
+  // recently used evicted first.
+  class ContextCache {
+   public:
+    explicit ContextCache(size_t capacity_blocks) : capacity_(capacity_blocks) {}
+    bool Contains(uint64_t h) const { return map_.count(h) != 0; }
+    const std::vector<float>* Find(uint64_t h);  // marks it used
+    void Insert(uint64_t h, std::vector<float> rows);
+    size_t size() const { return map_.size(); }
+
+   private:
+    size_t capacity_;
+    std::list<uint64_t> lru_;  // most recently used first
+    std::unordered_map<uint64_t, std::pair<std::vector<float>, std::list<uint64_t>::iterator>> map_;
+  };
+  // A new sequence's first step starts after a prefix-cache hit: its features for the window
+  // before the hit, from the context cache.
+  void RestoreFeatures(SeqState& st, const Request& r, int start_pos);
+  // Hands the chunk's prompt rows to the context cache, a full block at a time.
+  void CollectForCache(SeqState& st, const Request& r, int start_pos, int n, const float* rows);
+
   DFlashSpeculator() = default;
   int window() const { return drafter_->config().sliding_window; }
 
@@ -69,6 +102,9 @@ class DFlashSpeculator final : public Speculator {
   DraftHead head_;  // the target's lm_head rows of the draft vocabulary
   int num_drafts_ = 0;
   std::unordered_map<int, SeqState> seqs_;  // by the request's seq id
+  int64_t context_cache_bytes_ = 0;
+  int block_size_ = 0;                  // the KV cache's, so blocks align with prefix hits
+  std::unique_ptr<ContextCache> cache_;  // null when disabled
 };
 
 }  // namespace mimo

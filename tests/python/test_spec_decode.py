@@ -286,3 +286,41 @@ def test_streamed_chat_with_trained_dflash_equals_without_and_accepts(mimo_bin, 
     # bound leaves room for another ISA's rounding. A collapsed drafter gives ~1.
     assert 1 + accepted / drafts >= MIN_MAL, (accepted / drafts, per_pos)
     assert per_pos[0] / drafts >= 0.5 and per_pos == sorted(per_pos, reverse=True), per_pos
+
+
+def _prefix_counters(m):
+    def one(name):
+        return float(re.search(rf"^{name}\{{[^}}]*\}} (\S+)", m, re.M).group(1))
+    return one("mimo:prefix_cache_hits_total"), one("mimo:prefix_cache_queries_total")
+
+
+@pytest.mark.parametrize("cache_mb", ["256", "0"])
+def test_dflash_prefix_hits_restore_the_draft_context(mimo_bin, plain_answers, cache_mb):
+    """The same chats twice: the second round hits the prefix cache. With the drafter's context
+    cache the hits cover the prompts (not only what lies before the drafter's 1024-position
+    window, which the nano prompts never reach) and the restored draft context is the one the
+    first round computed: the same answers, and the same drafts accepted, step for step counted.
+    Without it (0 MB) the hits stop short of the window and the drafts are recomputed."""
+    spec = Server(mimo_bin, "--speculative", "dflash", "--dflash-context-cache-mb", cache_mb,
+                  "--speculative-draft-vocab", os.path.join(NANO, "nano_used_tokens.json"))
+    try:
+        rounds = []
+        for _ in range(2):
+            m0 = spec.metrics()
+            got = [spec.stream_chat(b)[:3] for b in BODIES]
+            m1 = spec.metrics()
+            d0, a0, p0 = spec_counters(m0)
+            d1, a1, p1 = spec_counters(m1)
+            h0, q0 = _prefix_counters(m0)
+            h1, q1 = _prefix_counters(m1)
+            rounds.append((got, d1 - d0, a1 - a0, [y - x for x, y in zip(p0, p1)], h1 - h0, q1 - q0))
+    finally:
+        spec.close()
+    (got1, drafts1, acc1, pos1, _, _), (got2, drafts2, acc2, pos2, hits2, queries2) = rounds
+    assert got1 == plain_answers and got2 == plain_answers
+    assert (drafts2, acc2, pos2) == (drafts1, acc1, pos1)
+    if cache_mb == "0":
+        assert hits2 == 0, (hits2, queries2)
+    else:
+        # Every prompt's full 16-token blocks but the last token's.
+        assert hits2 >= queries2 - 16 * len(BODIES), (hits2, queries2)

@@ -28,7 +28,8 @@ inline std::vector<std::string> EngineKeys() {
                                 "num-speculative-tokens",
                                 "speculative-draft-vocab",
                                 "speculative-draft-model",
-                                "dflash-rope"};
+                                "dflash-rope",
+                                "dflash-context-cache-mb"};
   for (auto& x : KvCacheKeys()) k.push_back(x);
   return k;
 }
@@ -82,7 +83,8 @@ inline bool DraftVocabOrReport(const char* cmd, const Args& a, const Tokenizer* 
 }
 
 // The DFlash speculator of --speculative dflash: the drafter of --speculative-draft-model
-// (default <model>/dflash), --num-speculative-tokens, --dflash-rope, --speculative-draft-vocab.
+// (default <model>/dflash), --num-speculative-tokens, --dflash-rope, --speculative-draft-vocab,
+// --dflash-context-cache-mb (features of prompt blocks kept for prefix-cache hits; 0: none).
 inline bool MakeDFlashOrReport(const char* cmd, const Args& a, MimoV2Model& model,
                                const Tokenizer* tok, std::unique_ptr<DFlashSpeculator>* out) {
   DFlashSpeculatorOptions so;
@@ -95,6 +97,13 @@ inline bool MakeDFlashOrReport(const char* cmd, const Args& a, MimoV2Model& mode
     return false;
   }
   so.rope = *rope;
+  const int64_t cache_mb = a.GetInt("dflash-context-cache-mb", so.context_cache_bytes >> 20);
+  if (cache_mb < 0 || cache_mb > (int64_t{1} << 30)) {
+    std::fprintf(stderr, "mimo %s: error: --dflash-context-cache-mb must be >= 0, got %lld\n", cmd,
+                 static_cast<long long>(cache_mb));
+    return false;
+  }
+  so.context_cache_bytes = cache_mb << 20;
   if (!DraftVocabOrReport(cmd, a, tok, model.config().vocab_size, &so.draft_vocab)) return false;
   auto spec = DFlashSpeculator::Create(model, a.Get("model"), so);
   if (!spec.ok()) {
