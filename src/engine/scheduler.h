@@ -8,13 +8,12 @@
 #pragma once
 
 #include <deque>
+#include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
-
-#include <functional>
-#include <span>
 
 #include "attention/kv_attention.h"
 #include "engine/request.h"

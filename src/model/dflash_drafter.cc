@@ -237,8 +237,8 @@ void DFlashDrafter::Layer(ExecContext& ctx, int l, std::span<const Block> blocks
     const int common = lo(rows - 1);
     for (int i = 0; i < rows - 1; ++i) {
       if (lo(i) >= common) continue;
-      kern.attend_keys(qg.data() + int64_t{i} * group * hd, group, context_rows(lo(i), common),
-                       hd, hd, scale, &m[i * group], &den[i * group],
+      kern.attend_keys(qg.data() + int64_t{i} * group * hd, group, context_rows(lo(i), common), hd,
+                       hd, scale, &m[i * group], &den[i * group],
                        acc.data() + int64_t{i} * group * hd);
     }
     if (common < dc.end - dc.begin) {

@@ -76,9 +76,9 @@ void DFlashSpeculator::RestoreFeatures(SeqState& st, const Request& r, int start
   const int lo = W > 0 ? std::max(0, r.num_tokens() - W) : 0;
   for (int p = lo; p < start_pos;) {
     const int b = p / block_size_;
-    const std::vector<float>* rows =
-        cache_ && b < static_cast<int>(st.prompt_hashes.size()) ? cache_->Find(st.prompt_hashes[b])
-                                                                : nullptr;
+    const std::vector<float>* rows = cache_ && b < static_cast<int>(st.prompt_hashes.size())
+                                         ? cache_->Find(st.prompt_hashes[b])
+                                         : nullptr;
     // The scheduler let the hit past the margin only over blocks the cache held.
     MIMO_CHECK(rows != nullptr, "DFlash: sequence %d's features for position %d are not cached",
                r.seq_id, p);

@@ -103,7 +103,7 @@ class DFlashSpeculator final : public Speculator {
   int num_drafts_ = 0;
   std::unordered_map<int, SeqState> seqs_;  // by the request's seq id
   int64_t context_cache_bytes_ = 0;
-  int block_size_ = 0;                  // the KV cache's, so blocks align with prefix hits
+  int block_size_ = 0;                   // the KV cache's, so blocks align with prefix hits
   std::unique_ptr<ContextCache> cache_;  // null when disabled
 };
 
