@@ -248,14 +248,20 @@ def spec_counters(m):
             [per_pos[i] for i in sorted(per_pos)])
 
 
-def test_streamed_chat_with_mtp_equals_without(mimo_bin, plain_answers):
-    spec = Server(mimo_bin, "--speculative", "mtp", "--num-speculative-tokens", "3",
+def serve_bodies(mimo_bin, *flags):
+    """BODIES streamed one after the other by a server started with flags (drafting over the nano
+    model's used vocabulary): the answers and the server's /metrics after them."""
+    spec = Server(mimo_bin, *flags,
                   "--speculative-draft-vocab", os.path.join(NANO, "nano_used_tokens.json"))
     try:
         got = [spec.stream_chat(b) for b in BODIES]
-        m = spec.metrics()
+        return got, spec.metrics()
     finally:
         spec.close()
+
+
+def test_streamed_chat_with_mtp_equals_without(mimo_bin, plain_answers):
+    got, m = serve_bodies(mimo_bin, "--speculative", "mtp", "--num-speculative-tokens", "3")
     assert [g[:3] for g in got] == plain_answers
     drafts, accepted, _ = spec_counters(m)
     assert drafts > 0 and accepted / drafts > 1.0, m  # > 2 tokens per verify step on average
@@ -270,13 +276,7 @@ def test_streamed_chat_with_trained_dflash_equals_without_and_accepts(mimo_bin, 
     silent collapse to one token per step (a wrong RoPE base, the vocabulary row used as the mask
     embedding, features of the wrong layer or position) fails here, not only in a benchmark."""
     assert os.path.isdir(os.path.join(NANO, "dflash")), "the nano drafter: run scripts/setup.sh"
-    spec = Server(mimo_bin, "--speculative", "dflash",
-                  "--speculative-draft-vocab", os.path.join(NANO, "nano_used_tokens.json"))
-    try:
-        got = [spec.stream_chat(b) for b in BODIES]
-        m = spec.metrics()
-    finally:
-        spec.close()
+    got, m = serve_bodies(mimo_bin, "--speculative", "dflash")
     assert [g[:3] for g in got] == plain_answers
     drafts, accepted, per_pos = spec_counters(m)
     assert len(per_pos) == 7 and sum(per_pos) == accepted, m
