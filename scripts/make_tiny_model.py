@@ -181,13 +181,27 @@ FIXTURE_VARIANTS = {
                       dtype="fp8", experts="mxfp4", router_dtype=("BF16", "F32"),
                       add_full_attention_sink_bias=True, attention_value_scale=0.612,
                       rope_theta=1e6, sliding_window=4),
+    # Long-context exactness (tests/python/test_long_context.py, issue 30): small widths so a
+    # 32k-token prompt and its float64 reference run in seconds: three sliding-window layers of
+    # 128 keys with sinks (the ring wraps 256 times in 32k), then a full layer (the reference
+    # needs its queries only at the compared positions; they see every key), the two RoPE thetas
+    # (1e4 SWA, 5e6 full), asymmetric K/V (48 / 32, rotary 16); dense MLPs (routing would turn
+    # bf16 KV's rounding into expert flips, which is not what this checkpoint measures).
+    "long-ctx": dict(FLASH_GEOM, vocab_size=512, hidden_size=64, intermediate_size=128,
+                     moe_intermediate_size=32, num_hidden_layers=4,
+                     hybrid_layer_pattern=[1, 1, 1, 0], moe_layer_freq=[0, 0, 0, 0],
+                     num_attention_heads=2, num_key_value_heads=1, head_dim=48, v_head_dim=32,
+                     swa_num_attention_heads=2, swa_num_key_value_heads=1, swa_head_dim=48,
+                     swa_v_head_dim=32, n_routed_experts=4, num_experts_per_tok=2, mtp_layers=0,
+                     n_group=1, topk_group=1, routed_scaling_factor=None, dtype="bf16",
+                     sliding_window=128),
 }
 
 # A variant's seed is its index here: append new variants, never reorder, so every existing
 # checkpoint (and the figures recorded from it) keeps its bytes.
 SEED_ORDER = ["bf16", "bf16-sharded", "f32", "fp8", "fp8-fused", "omni", "tied", "bench-bf16",
               "bench-fp8", "v2.5", "v2.5-pro", "v2.6-flash", "v2.6-pro", "bench-mxfp4",
-              "bench-flash-fp8", "e2e", "ctest-ref"]
+              "bench-flash-fp8", "e2e", "ctest-ref", "long-ctx"]
 assert set(SEED_ORDER) == (set(VARIANTS) | set(BENCH_VARIANTS) | set(SERVER_VARIANTS) |
                            set(FIXTURE_VARIANTS))
 ALL_VARIANTS = {**VARIANTS, **BENCH_VARIANTS, **SERVER_VARIANTS, **FIXTURE_VARIANTS}

@@ -456,10 +456,30 @@ def rope_neox(x: torch.Tensor, pos: torch.Tensor, rot: int, theta: float) -> tor
     return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin, rest], dim=-1)
 
 
+# Queries per attention call: longer inputs are cut into chunks of this many queries, each with
+# only the keys it can see, so a 32k-token prompt needs no 32k x 32k score matrix.
+ATTENTION_QUERY_CHUNK = 512
+
+
 def attention(q, k, v, pos_q, pos_k, window: int, sinks: Optional[torch.Tensor], dqk: int):
     """q [Tq, nh, dqk], k [Tk, nkv, dqk], v [Tk, nkv, dv] (v already value-scaled).
     Causal; window > 0 keeps keys j with pos_q - pos_k < window (window keys incl. the current).
-    sinks [nh]: an extra logit per query head in the softmax denominator (no value)."""
+    sinks [nh]: an extra logit per query head in the softmax denominator (no value).
+    pos_k ascending; long query sets go in chunks (each query's result is the same)."""
+    if q.shape[0] > ATTENTION_QUERY_CHUNK:
+        out = []
+        for a in range(0, q.shape[0], ATTENTION_QUERY_CHUNK):
+            pq = pos_q[a:a + ATTENTION_QUERY_CHUNK]
+            lo = int(pq.min()) - window + 1 if window > 0 else None
+            kb = 0 if lo is None else int(torch.searchsorted(pos_k, torch.tensor(lo)))
+            ke = int(torch.searchsorted(pos_k, pq.max(), right=True))
+            out.append(_attention(q[a:a + ATTENTION_QUERY_CHUNK], k[kb:ke], v[kb:ke], pq,
+                                  pos_k[kb:ke], window, sinks, dqk))
+        return torch.cat(out)
+    return _attention(q, k, v, pos_q, pos_k, window, sinks, dqk)
+
+
+def _attention(q, k, v, pos_q, pos_k, window: int, sinks: Optional[torch.Tensor], dqk: int):
     nh, nkv = q.shape[1], k.shape[1]
     rep = nh // nkv
     k = k.repeat_interleave(rep, dim=1)
@@ -589,24 +609,29 @@ class Reference:
             return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin, rest], dim=-1)
         return rope_neox(x, pos, g.rot, theta)
 
-    def attn_block(self, prefix: str, g: LayerGeom, h: torch.Tensor, pos: torch.Tensor):
+    def attn_block(self, prefix: str, g: LayerGeom, h: torch.Tensor, pos: torch.Tensor,
+                   rows: Optional[torch.Tensor] = None):
+        """Attention over all of h's positions; queries at `rows` only when given ([len(rows), H]
+        out, else [T, H])."""
         T = h.shape[0]
         H = self.cfg.hidden
         wq, wk, wv = self._qkv(prefix, g)
-        for nm, t, rows in (("q", wq, g.nh * g.dqk), ("k", wk, g.nkv * g.dqk), ("v", wv, g.nkv * g.dv)):
-            if list(t.shape) != [rows, H]:
-                raise ValueError(f"{prefix}{nm}_proj: shape {list(t.shape)}, expected {[rows, H]}")
-        q = (h @ wq.T).view(T, g.nh, g.dqk)
+        for nm, t, n in (("q", wq, g.nh * g.dqk), ("k", wk, g.nkv * g.dqk), ("v", wv, g.nkv * g.dv)):
+            if list(t.shape) != [n, H]:
+                raise ValueError(f"{prefix}{nm}_proj: shape {list(t.shape)}, expected {[n, H]}")
+        qpos = pos if rows is None else pos[rows]
+        hq = h if rows is None else h[rows]
+        q = (hq @ wq.T).view(hq.shape[0], g.nh, g.dqk)
         k = (h @ wk.T).view(T, g.nkv, g.dqk)
         v = (h @ wv.T).view(T, g.nkv, g.dv)
-        q, k = self._rope(q, pos, g), self._rope(k, pos, g)
+        q, k = self._rope(q, qpos, g), self._rope(k, pos, g)
         vs = self.cfg.value_scale if self.opts.value_scale is None else self.opts.value_scale
         v = v * vs
         sinks = None
         if g.sinks and self.opts.use_sinks:
             sinks = self.w.plain(prefix + "attention_sink_bias", [g.nh])
         window = g.window + self.opts.window_extra if g.sliding else 0
-        o = attention(q, k, v, pos, pos, window, sinks, g.dqk).reshape(T, g.nh * g.dv)
+        o = attention(q, k, v, qpos, pos, window, sinks, g.dqk).reshape(q.shape[0], g.nh * g.dv)
         return o @ self.w.plain(prefix + "o_proj.weight", [H, g.nh * g.dv]).T
 
     def moe(self, prefix: str, h: torch.Tensor):
@@ -649,18 +674,33 @@ class Reference:
             x = self.decoder_layer(l, x, pos)
         return x
 
-    def decoder_layer(self, l: int, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
-        """Pre-norm block: x += attn(norm_in(x)); x += ffn(norm_post(x))."""
+    def decoder_layer(self, l: int, x: torch.Tensor, pos: torch.Tensor,
+                      rows: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Pre-norm block: x += attn(norm_in(x)); x += ffn(norm_post(x)). With rows: only those
+        positions' outputs ([len(rows), H]; their attention still sees every position)."""
         c = self.cfg
         p = f"model.layers.{l}."
         h = rms_norm(x, self.w.plain(p + "input_layernorm.weight", [c.hidden]), c.eps)
-        x = x + self.attn_block(p + "self_attn.", c.layers[l], h, pos)
+        a = self.attn_block(p + "self_attn.", c.layers[l], h, pos, rows)
+        x = (x if rows is None else x[rows]) + a
         h = rms_norm(x, self.w.plain(p + "post_attention_layernorm.weight", [c.hidden]), c.eps)
         return x + (self.moe(p + "mlp.", h) if c.moe_layers[l] else self.dense(p + "mlp.", h))
 
     def forward(self, ids: List[int]) -> torch.Tensor:
         """Logits for every position, float64 [T, vocab]."""
         x = self.hidden_states(ids)
+        norm_w = self.w.plain("model.norm.weight", [self.cfg.hidden])
+        return self.lm_head(rms_norm(x, norm_w, self.cfg.eps))
+
+    def forward_rows(self, ids: List[int], rows: List[int]) -> torch.Tensor:
+        """Logits at the given positions only, float64 [len(rows), vocab]: every layer but the
+        last runs on all positions (later layers read their K/V), the last on `rows`."""
+        c = self.cfg
+        x = self.embed(ids)
+        pos = torch.arange(len(ids))
+        for l in range(c.n_layers - 1):
+            x = self.decoder_layer(l, x, pos)
+        x = self.decoder_layer(c.n_layers - 1, x, pos, torch.as_tensor(rows, dtype=torch.long))
         norm_w = self.w.plain("model.norm.weight", [self.cfg.hidden])
         return self.lm_head(rms_norm(x, norm_w, self.cfg.eps))
 

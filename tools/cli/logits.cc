@@ -1,6 +1,7 @@
 // `mimo logits`: float32 logits for every position of one or more id sequences, computed over
 // the paged KV cache. Sequences ("1,2,3;4,5") run together in each step (continuous batching);
-// --mode decode feeds one token per sequence per step, --chunk-size N prefills in chunks.
+// --mode decode feeds one token per sequence per step, --chunk-size N prefills in chunks,
+// --decode-last K prefills all but each sequence's last K tokens, then feeds those one per step.
 // --prefix-cache runs the sequences one after another, each starting on the longest cached
 // prefix; positions served from the cache are written as NaN (they are not recomputed).
 // --columns 5,9,…|@FILE writes only those vocabulary columns, in that order ([total, ncols]):
@@ -157,7 +158,8 @@ int RunLogits(int argc, char** argv) {
   std::string err;
   std::vector<std::string> keys = {
       "model",      "ids",       "out",     "mode",        "threads",
-      "chunk-size", "mtp-layer", "columns", "dflash-rope", "speculative-draft-model"};
+      "chunk-size", "mtp-layer", "columns", "dflash-rope", "speculative-draft-model",
+      "decode-last"};
   for (auto& k : KvCacheKeys()) keys.push_back(k);
   std::vector<std::string> flags = KvCacheFlags();
   flags.push_back("prefix-cache");
@@ -167,7 +169,8 @@ int RunLogits(int argc, char** argv) {
     std::fprintf(
         stderr,
         "mimo logits: %s\nusage: mimo logits --model DIR --ids 1,2,3[;4,5]|@FILE --out FILE "
-        "[--mode prefill|decode] [--chunk-size N] [--threads N] [--attention-backend NAME] "
+        "[--mode prefill|decode] [--chunk-size N] [--decode-last K] [--threads N] "
+        "[--attention-backend NAME] "
         "[--block-size N] [--kv-cache-dtype f32|bf16|fp8] [--prefix-cache] [--columns IDS|@FILE] "
         "[--prefill-precision exact|bf16] [--dflash [--dflash-rope split|backbone|draft] "
         "[--speculative-draft-model DIR]]\n",
@@ -229,6 +232,11 @@ int RunLogits(int argc, char** argv) {
   const bool prefix_cache = a.Has("prefix-cache");
   const int chunk = mode == "decode" ? 1 : static_cast<int>(a.GetInt("chunk-size", 0));
   const int step_chunk = chunk > 0 ? chunk : static_cast<int>(longest);
+  const int decode_last = static_cast<int>(a.GetInt("decode-last", 0));
+  if (decode_last < 0) {
+    std::fprintf(stderr, "mimo logits: --decode-last must be >= 0, got %d\n", decode_last);
+    return 2;
+  }
   const int n_seq = static_cast<int>(seqs.size());
   auto kv = MakeKvCacheOrReport("logits", a, *lm.model, prefix_cache ? 1 : n_seq, longest,
                                 step_chunk * (prefix_cache ? 1 : n_seq));
@@ -247,7 +255,10 @@ int RunLogits(int argc, char** argv) {
       StepBatch b;
       std::vector<int32_t> tokens;
       for (int s : active) {
-        const int n = std::min<int>(step_chunk, static_cast<int>(seqs[s].size()) - done[s]);
+        const int size = static_cast<int>(seqs[s].size());
+        const int prefill_end = std::max(0, size - decode_last);
+        const int n = done[s] < prefill_end ? std::min(step_chunk, prefill_end - done[s])
+                                            : std::min(1, size - done[s]);
         if (n <= 0) continue;
         b.chunks.push_back({s, b.num_tokens, n, done[s]});
         tokens.insert(tokens.end(), seqs[s].begin() + done[s], seqs[s].begin() + done[s] + n);
@@ -312,7 +323,7 @@ int RunLogits(int argc, char** argv) {
 MIMO_CLI_COMMAND(
     "logits",
     "--model DIR --ids 1,2,3[;4,5]|@FILE --out FILE [--mode prefill|decode] "
-    "[--chunk-size N] [--attention-backend NAME] [--block-size N] "
+    "[--chunk-size N] [--decode-last K] [--attention-backend NAME] [--block-size N] "
     "[--kv-cache-dtype f32|bf16|fp8] [--prefix-cache] [--mtp-layer I] [--columns IDS|@FILE] "
     "[--threads N] [--tensor-parallel-size N [--expert-parallel]] "
     "[--prefill-precision exact|bf16] "
