@@ -1,8 +1,8 @@
 // `mimo bench membw|kernels|e2e|pool` (attention: bench_attention.cc): measured memory read
 // bandwidth, Linear (GEMV/GEMM) speed per weight dtype with achieved GB/s against that bandwidth,
 // decode against the bandwidth roofline, and the fork-join cost of a ThreadPool region. Results are
-// recorded in docs/PERFORMANCE.md. model, batch, spec, grammar and serve (an HTTP client) live in
-// bench_*.cc.
+// recorded in docs/PERFORMANCE.md. model, batch, spec, grammar, serve and eval (HTTP clients) live
+// in bench_*.cc.
 #include <time.h>
 
 #include <algorithm>
@@ -31,6 +31,7 @@ int RunBenchBatch(const Args& a);  // bench_batch.cc
 int RunBenchSpec(const Args& a);   // bench_spec.cc
 int RunBenchGrammar(int argc, char** argv);  // bench_grammar.cc
 int RunBenchServe(int argc, char** argv);    // bench_serve.cc
+int RunBenchEval(int argc, char** argv);     // bench_eval.cc
 int RunBenchModel(const Args& a);            // bench_model.cc
 int RunBenchAttention(const Args& a);        // bench_attention.cc
 namespace {
@@ -401,6 +402,7 @@ int RunBench(int argc, char** argv) {
   }
   if (sub == "grammar") return RunBenchGrammar(argc - 1, argv + 1);
   if (sub == "serve") return RunBenchServe(argc - 1, argv + 1);
+  if (sub == "eval") return RunBenchEval(argc - 1, argv + 1);
   if (sub == "pool") {
     if (!a.Parse(argc - 1, argv + 1, {"threads", "regions"}, {}, &err)) {
       std::fprintf(stderr, "bench pool: %s\n", err.c_str());
@@ -455,7 +457,14 @@ int RunBench(int argc, char** argv) {
       "       mimo bench serve --base-url URL --model NAME [--dataset random|FILE.jsonl]\n"
       "                        [--input-len 128] [--output-len 128] [--num-prompts 100]\n"
       "                        [--max-concurrency 1] [--request-rate inf] [--ignore-eos]\n"
-      "                        [--seed 0] [--result-json F] [--endpoint completions|chat]\n");
+      "                        [--seed 0] [--result-json F] [--endpoint completions|chat]\n"
+      "       mimo bench eval --base-url URL --model NAME --dataset FILE.jsonl\n"
+      "                       [--endpoint chat|completions] [--num-fewshot 0] [--num-items N]\n"
+      "                       [--concurrency 4] [--extract "
+      "gsm8k|last-number|exact|regex:RE|json:F]\n"
+      "                       [--temperature 0] [--max-tokens 256] [--output ITEMS.jsonl]\n"
+      "                       [--result-json F] [--compare-base-url URL2 [--compare-model "
+      "NAME2]]\n");
   return 2;
 }
 
@@ -463,10 +472,10 @@ int RunBench(int argc, char** argv) {
 
 MIMO_CLI_COMMAND(
     "bench",
-    "membw|kernels|attention|model|e2e|pool|batch|spec|grammar|serve [--threads N] ... "
+    "membw|kernels|attention|model|e2e|pool|batch|spec|grammar|serve|eval [--threads N] ... "
     "(bandwidth, Linear, long-context attention, prefill/decode vs the machine's limits, decode "
     "roofline, fork-join cost, engine throughput, MTP costs, structured-output masks, an "
-    "OpenAI-compatible server under load)",
+    "OpenAI-compatible server under load, a model's accuracy through a server)",
     RunBench);
 
 }  // namespace mimo::cli

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/http_client.h"
 #include "core/progress.h"
 
 namespace mimo::cli {
@@ -56,20 +57,6 @@ struct BenchConfig {
   bool chat = false, ignore_eos = false;
   double temperature = 0.0;
 };
-
-// The server's origin ("http://host:port") and the API path prefix; a trailing "/v1" in the
-// base URL is the prefix every OpenAI client appends anyway.
-void SplitBaseUrl(std::string url, std::string* origin) {
-  while (!url.empty() && url.back() == '/') url.pop_back();
-  if (url.size() >= 3 && url.compare(url.size() - 3, 3, "/v1") == 0) url.resize(url.size() - 3);
-  *origin = url;
-}
-
-httplib::Headers AuthHeaders(const std::string& key) {
-  httplib::Headers h;
-  if (!key.empty()) h.emplace("Authorization", "Bearer " + key);
-  return h;
-}
 
 // Text carried by one streamed chunk (completions: choices[0].text; chat: delta content or
 // reasoning_content). Empty for role-only, tool-call-less or usage-only chunks.
@@ -358,7 +345,7 @@ int RunBenchServe(int argc, char** argv) {
     return 2;
   }
   BenchConfig cfg;
-  SplitBaseUrl(a.Get("base-url"), &cfg.base_url);
+  cfg.base_url = OriginOf(a.Get("base-url"));
   cfg.model = a.Get("model");
   cfg.api_key =
       a.Get("api-key", std::getenv("OPENAI_API_KEY") ? std::getenv("OPENAI_API_KEY") : "");

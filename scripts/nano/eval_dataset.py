@@ -1,0 +1,33 @@
+"""Writes the default model's held-out arithmetic questions (evaluate.py's set: data.eval_set,
+seed 777, the same filter on tokens the model has seen) in gsm8k's JSONL format, the built-in
+dataset of `mimo bench eval`: {"question": ..., "answer": "<the model's answer sentence>\\n#### N"}.
+
+  /usr/bin/python3 scripts/nano/eval_dataset.py [--n 100] > scripts/demo/nano_arith_eval.jsonl
+"""
+import argparse
+import json
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from evaluate import REPO, build_eval  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=100)
+    a = ap.parse_args()
+    with open(os.path.join(REPO, "models", "mimo-v2-nano", "nano_used_tokens.json")) as f:
+        u = json.load(f)
+    _, items = build_eval(a.n, {"in": set(u["input_ids"]), "out": set(u["output_ids"])})
+    for s, _, _ in items:
+        if s.kind != "arith" or len(s.messages) != 1 or s.messages[0]["role"] != "user":
+            continue
+        answer = s.completion.split("</think>")[-1].strip()
+        print(json.dumps({"question": s.messages[0]["content"],
+                          "answer": f"{answer}\n#### {s.meta['answer']}"}))
+
+
+if __name__ == "__main__":
+    main()
