@@ -137,6 +137,15 @@ def build_eval(n_per_kind, used):
     return tk, items
 
 
+def shipped_heldout(n_per_kind):
+    """The held-out samples with the shipped model's used-token filter (the prompts written for
+    `mimo bench serve` and `mimo bench eval`)."""
+    with open(os.path.join(REPO, "models", "mimo-v2-nano", "nano_used_tokens.json")) as f:
+        u = json.load(f)
+    _, items = build_eval(n_per_kind, {"in": set(u["input_ids"]), "out": set(u["output_ids"])})
+    return [s for s, _, _ in items]
+
+
 def evaluate(model_dir, n_per_kind=40, mtp_samples=40, log=print):
     torch.set_num_threads(1)
     model, cfg = nano_io.load_model(model_dir)

@@ -12,17 +12,14 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from evaluate import REPO, build_eval  # noqa: E402
+from evaluate import shipped_heldout  # noqa: E402
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--n-per-kind", type=int, default=10)
     a = ap.parse_args()
-    with open(os.path.join(REPO, "models", "mimo-v2-nano", "nano_used_tokens.json")) as f:
-        u = json.load(f)
-    _, items = build_eval(a.n_per_kind, {"in": set(u["input_ids"]), "out": set(u["output_ids"])})
-    for s, _, _ in items:
+    for s in shipped_heldout(a.n_per_kind):
         msgs, n = [], 0
         for m in s.messages:
             m = dict(m)
