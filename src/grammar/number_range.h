@@ -1,7 +1,9 @@
 // NumberRange: JSON integers and numbers within bounds, as Nfa fragments over their decimal
-// spelling. Integers have at most 18 digits (|n| < 10^18: they fit int64 and a double's exponent
-// range, which the `mimo` tool parser's coercion needs); numbers have an integer part of at most
-// 18 digits, any fraction, and (without bounds) an exponent of at most two digits. Bounds are
+// spelling. Integers are within +-(2^53 - 1), I-JSON's interoperable range (RFC 7493 2.2:
+// JavaScript's Number.MAX_SAFE_INTEGER; clients such as the Anthropic SDK's zod parser reject
+// anything beyond, and bounds they hold back from the schema cannot be seen here); numbers have
+// an integer part in that range too, any fraction, and (without bounds) an exponent of at most
+// two digits. Bounds are
 // exact (decimal comparison of the integer part, then of the fraction digits); with bounds no
 // exponent is written. A bound with more than 30 fraction digits is rounded toward the inside.
 #pragma once
@@ -21,7 +23,7 @@ struct NumericBounds {
 
 class NumberRange {
  public:
-  static constexpr int64_t kLimit = 999999999999999999;  // 10^18 - 1
+  static constexpr int64_t kLimit = 9007199254740991;  // 2^53 - 1
 
   static StatusOr<Nfa::Frag> Integer(const NumericBounds& b, Nfa* nfa);
   static StatusOr<Nfa::Frag> Number(const NumericBounds& b, Nfa* nfa);

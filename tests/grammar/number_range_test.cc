@@ -99,8 +99,11 @@ TEST(NumberRange, IntegersMatchBruteForce) {
     EXPECT_FALSE(l.Accepts("1.0"));
   }
   Lang any = Compile({}, true);
-  EXPECT_TRUE(any.Accepts("999999999999999999"));    // 18 digits
-  EXPECT_FALSE(any.Accepts("1000000000000000000"));  // 19 digits: beyond int64-safe coercion
+  EXPECT_TRUE(any.Accepts("9007199254740991"));    // 2^53 - 1: the largest a double holds exactly
+  EXPECT_TRUE(any.Accepts("-9007199254740991"));
+  EXPECT_FALSE(any.Accepts("9007199254740992"));   // beyond I-JSON's range (RFC 7493)
+  EXPECT_FALSE(any.Accepts("-9007199254740992"));
+  EXPECT_FALSE(any.Accepts("10000000000000000"));  // 17 digits
 }
 
 // Bounds with fractions are exact too: the spelling is compared digit by digit.

@@ -39,6 +39,7 @@ function broken(name, edit) {
   fs.mkdirSync(dir);
   for (const f of fs.readdirSync(NANO)) {
     const src = path.join(NANO, f);
+    if (fs.statSync(src).isDirectory()) continue;  // dflash/: the drafter, which serve reads only when asked
     if (f === "model.safetensors") fs.symlinkSync(src, path.join(dir, f));
     else fs.copyFileSync(src, path.join(dir, f));
   }
