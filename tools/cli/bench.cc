@@ -1,8 +1,8 @@
 // `mimo bench membw|kernels|e2e|pool` (attention: bench_attention.cc): measured memory read
 // bandwidth, Linear (GEMV/GEMM) speed per weight dtype with achieved GB/s against that bandwidth,
 // decode against the bandwidth roofline, and the fork-join cost of a ThreadPool region. Results are
-// recorded in docs/PERFORMANCE.md. model, batch, spec, grammar, serve and eval (HTTP clients) live
-// in bench_*.cc.
+// recorded in docs/PERFORMANCE.md. model, batch, spec, grammar, serve, eval and niah (HTTP clients)
+// live in bench_*.cc.
 #include <time.h>
 
 #include <algorithm>
@@ -32,6 +32,7 @@ int RunBenchSpec(const Args& a);   // bench_spec.cc
 int RunBenchGrammar(int argc, char** argv);  // bench_grammar.cc
 int RunBenchServe(int argc, char** argv);    // bench_serve.cc
 int RunBenchEval(int argc, char** argv);     // bench_eval.cc
+int RunBenchNiah(int argc, char** argv);     // bench_niah.cc
 int RunBenchModel(const Args& a);            // bench_model.cc
 int RunBenchAttention(const Args& a);        // bench_attention.cc
 namespace {
@@ -403,6 +404,7 @@ int RunBench(int argc, char** argv) {
   if (sub == "grammar") return RunBenchGrammar(argc - 1, argv + 1);
   if (sub == "serve") return RunBenchServe(argc - 1, argv + 1);
   if (sub == "eval") return RunBenchEval(argc - 1, argv + 1);
+  if (sub == "niah") return RunBenchNiah(argc - 1, argv + 1);
   if (sub == "pool") {
     if (!a.Parse(argc - 1, argv + 1, {"threads", "regions"}, {}, &err)) {
       std::fprintf(stderr, "bench pool: %s\n", err.c_str());
@@ -464,7 +466,10 @@ int RunBench(int argc, char** argv) {
       "gsm8k|last-number|exact|regex:RE|json:F]\n"
       "                       [--temperature 0] [--max-tokens 256] [--output ITEMS.jsonl]\n"
       "                       [--result-json F] [--compare-base-url URL2 [--compare-model "
-      "NAME2]]\n");
+      "NAME2]]\n"
+      "       mimo bench niah --base-url URL --model NAME [--lengths 1024,2048,4096]\n"
+      "                       [--depths 0,0.25,0.5,0.75,1] [--trials 2] [--seed 0]\n"
+      "                       [--endpoint chat|completions] [--output F.json] [--svg F.svg]\n");
   return 2;
 }
 
@@ -472,10 +477,11 @@ int RunBench(int argc, char** argv) {
 
 MIMO_CLI_COMMAND(
     "bench",
-    "membw|kernels|attention|model|e2e|pool|batch|spec|grammar|serve|eval [--threads N] ... "
-    "(bandwidth, Linear, long-context attention, prefill/decode vs the machine's limits, decode "
-    "roofline, fork-join cost, engine throughput, MTP costs, structured-output masks, an "
-    "OpenAI-compatible server under load, a model's accuracy through a server)",
+    "membw|kernels|attention|model|e2e|pool|batch|spec|grammar|serve|eval|niah [--threads N] "
+    "... (bandwidth, Linear, long-context attention, prefill/decode vs the machine's limits, "
+    "decode roofline, fork-join cost, engine throughput, MTP costs, structured-output masks, an "
+    "OpenAI-compatible server under load, a model's accuracy and long-context retrieval through "
+    "a server)",
     RunBench);
 
 }  // namespace mimo::cli
