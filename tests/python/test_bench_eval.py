@@ -2,6 +2,7 @@
 (known replies, so extraction, accuracy, the Wilson interval, the paired difference and McNemar's
 exact test are checked against numbers computed in this file), and through `mimo serve` on the
 default model with the built-in dataset (scripts/demo/nano_arith_eval.jsonl)."""
+import contextlib
 import json
 import math
 import os
@@ -17,6 +18,23 @@ import pytest
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NANO = os.path.join(REPO, "models", "mimo-v2-nano")
 BUILTIN = os.path.join(REPO, "scripts", "demo", "nano_arith_eval.jsonl")
+
+
+def send_json(handler, obj, status=200):
+    """A stand-in server's JSON reply."""
+    out = json.dumps(obj).encode()
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(out)))
+    handler.end_headers()
+    handler.wfile.write(out)
+
+
+def serve_in_thread(handler_class):
+    """(server, its base URL) on a free port, serving from a daemon thread."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler_class)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return httpd, f"http://127.0.0.1:{httpd.server_address[1]}"
 
 
 class StandIn:
@@ -38,26 +56,17 @@ class StandIn:
                     q = body["prompt"].rsplit("Question: ", 1)[-1].split("\nAnswer:")[0]
                 reply = outer.replies.get(q)
                 if reply is None:
-                    self.send_response(500)
-                    self.end_headers()
-                    self.wfile.write(b'{"error": {"message": "boom"}}')
+                    send_json(self, {"error": {"message": "boom"}}, 500)
                     return
                 choice = ({"message": {"role": "assistant", "content": reply}}
                           if self.path == "/v1/chat/completions" else {"text": reply})
-                out = json.dumps({"choices": [dict(choice, index=0, finish_reason="stop")],
-                                  "usage": {"completion_tokens": 5}}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(out)))
-                self.end_headers()
-                self.wfile.write(out)
+                send_json(self, {"choices": [dict(choice, index=0, finish_reason="stop")],
+                                 "usage": {"completion_tokens": 5}})
 
             def log_message(self, *a):
                 pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.httpd, self.url = serve_in_thread(H)
 
     def close(self):
         self.httpd.shutdown()
@@ -176,10 +185,10 @@ def free_port():
         return s.getsockname()[1]
 
 
-def test_default_model_through_serve(mimo_bin, tmp_path):
-    """The built-in dataset on the default model through `mimo serve`: 40 held-out sums and
-    differences (the model's 100-item score is in docs/PERFORMANCE.md)."""
-    assert os.path.isfile(BUILTIN) and os.path.isdir(NANO), "run scripts/setup.sh"
+@contextlib.contextmanager
+def nano_server(mimo_bin):
+    """`mimo serve` on the default model; yields its base URL once /health answers."""
+    assert os.path.isdir(NANO), "models/mimo-v2-nano missing: run scripts/setup.sh"
     port = free_port()
     srv = subprocess.Popen([mimo_bin, "serve", "--model", NANO, "--port", str(port), "--threads",
                             "2", "--no-webui"], stderr=subprocess.DEVNULL)
@@ -190,12 +199,19 @@ def test_default_model_through_serve(mimo_bin, tmp_path):
                 break
             except OSError:
                 time.sleep(0.1)
-        res, items, _ = run_eval(mimo_bin, tmp_path, "--base-url", f"http://127.0.0.1:{port}",
-                                 "--model", "mimo-v2-nano", "--dataset", BUILTIN,
-                                 "--num-items", "40", "--concurrency", "4")
+        yield f"http://127.0.0.1:{port}"
     finally:
         srv.terminate()
         srv.wait(timeout=60)
+
+
+def test_default_model_through_serve(mimo_bin, tmp_path):
+    """The built-in dataset on the default model through `mimo serve`: 40 held-out sums and
+    differences (the model's 100-item score is in docs/PERFORMANCE.md)."""
+    assert os.path.isfile(BUILTIN), "scripts/demo/nano_arith_eval.jsonl missing"
+    with nano_server(mimo_bin) as url:
+        res, items, _ = run_eval(mimo_bin, tmp_path, "--base-url", url, "--model", "mimo-v2-nano",
+                                 "--dataset", BUILTIN, "--num-items", "40", "--concurrency", "4")
     A = res["A"]
     assert A["items"] == 40 and A["failed"] == 0 and A["invalid"] == 0, A
     assert A["accuracy"] >= 0.9, [x for x in items if not x["correct"]]

@@ -5,21 +5,15 @@ heatmap checked cell by cell. Then through `mimo serve` on the default model: th
 the asked lengths by the server's own count (the toy model was not trained to retrieve, so its
 accuracy is not asserted; docs/PERFORMANCE.md shows its heatmap)."""
 import json
-import os
 import re
 import subprocess
-import threading
-import time
-import urllib.request
 import xml.etree.ElementTree as ET
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
-from test_bench_eval import free_port
+from test_bench_eval import nano_server, send_json, serve_in_thread
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-NANO = os.path.join(REPO, "models", "mimo-v2-nano")
 
 
 class NeedleFinder:
@@ -43,22 +37,15 @@ class NeedleFinder:
                     outer.depths.append(depth)
                     if depth < 0.6:
                         answer = f" {m.group(1)}."
-                out = json.dumps({"choices": [{"index": 0, "message": {"role": "assistant",
-                                                                        "content": answer}}],
-                                  "usage": {"prompt_tokens": len(prompt) // 4,
-                                            "completion_tokens": 3}}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(out)))
-                self.end_headers()
-                self.wfile.write(out)
+                send_json(self, {"choices": [{"index": 0, "message": {"role": "assistant",
+                                                                       "content": answer}}],
+                                 "usage": {"prompt_tokens": len(prompt) // 4,
+                                           "completion_tokens": 3}})
 
             def log_message(self, *a):
                 pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.httpd, self.url = serve_in_thread(H)
 
 
 def run_niah(mimo_bin, tmp_path, *args):
@@ -110,23 +97,10 @@ def test_bad_grids_refused(mimo_bin):
 
 
 def test_default_model_through_serve(mimo_bin, tmp_path):
-    assert os.path.isdir(NANO), "run scripts/setup.sh"
-    port = free_port()
-    srv = subprocess.Popen([mimo_bin, "serve", "--model", NANO, "--port", str(port), "--threads",
-                            "2", "--no-webui"], stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(300):
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1)
-                break
-            except OSError:
-                time.sleep(0.1)
-        res, svg, _ = run_niah(mimo_bin, tmp_path, "--base-url", f"http://127.0.0.1:{port}/v1",
+    with nano_server(mimo_bin) as url:
+        res, svg, _ = run_niah(mimo_bin, tmp_path, "--base-url", url + "/v1",
                                "--model", "mimo-v2-nano", "--lengths", "256,1024",
                                "--depths", "0,1", "--trials", "1")
-    finally:
-        srv.terminate()
-        srv.wait(timeout=60)
     assert res["failed"] == 0 and len(res["cells"]) == 4
     for c in res["cells"]:
         t = c["trials"][0]

@@ -8,7 +8,6 @@ KV. Then the same prompt through the engine's scheduler with chunked prefill and
 small for it and a second request: it is preempted mid-way, recomputed, and gives the same
 tokens and top-5 logprobs, bit for bit, as with room to spare."""
 import json
-import os
 import random
 import re
 import subprocess

@@ -40,11 +40,6 @@ struct EvalItem {
   std::string expected;  // the reference answer compared with
 };
 
-struct Server {
-  std::string origin, model, api_key, path;
-  bool chat = true;
-};
-
 struct EvalOptions {
   double temperature = 0.0;
   int max_tokens = 256;
@@ -178,7 +173,7 @@ bool LoadItems(const std::string& path, bool chat, std::vector<EvalItem>* out, s
 
 // The request body of item `it` after the few-shot examples `shots` (chat: user/assistant turns;
 // completions: "Question: ...\nAnswer: ...\n\n" blocks, then the question).
-Json Body(const Server& s, const EvalOptions& o, const std::vector<EvalItem>& shots,
+Json Body(const OpenAiServer& s, const EvalOptions& o, const std::vector<EvalItem>& shots,
           const EvalItem& it) {
   Json body = {{"model", s.model}, {"temperature", o.temperature}, {"max_tokens", o.max_tokens}};
   if (s.chat) {
@@ -203,33 +198,17 @@ Json Body(const Server& s, const EvalOptions& o, const std::vector<EvalItem>& sh
   return body;
 }
 
-ItemResult Ask(const Server& s, const EvalOptions& o, const std::vector<EvalItem>& shots,
+ItemResult Ask(const OpenAiServer& s, const EvalOptions& o, const std::vector<EvalItem>& shots,
                const EvalItem& it) {
   ItemResult r;
-  httplib::Client cli(s.origin);
-  cli.set_read_timeout(600, 0);
-  cli.set_connection_timeout(30, 0);
-  auto res =
-      cli.Post(s.path, AuthHeaders(s.api_key), Body(s, o, shots, it).dump(), "application/json");
-  if (!res) {
-    r.error = "transport error: " + httplib::to_string(res.error());
+  const Completion c = Complete(s, Body(s, o, shots, it));
+  if (!c.ok) {
+    r.error = c.error;
     return r;
-  }
-  const Json j = Json::parse(res->body, nullptr, false);
-  if (res->status != 200 || !j.is_object() || !j.contains("choices") || !j["choices"].is_array() ||
-      j["choices"].empty()) {
-    r.error = "HTTP " + std::to_string(res->status) + ": " + res->body.substr(0, 300);
-    return r;
-  }
-  const Json& c = j["choices"][0];
-  const Json text =
-      s.chat ? (c.contains("message") ? c["message"].value("content", Json("")) : Json(""))
-             : c.value("text", Json(""));
-  r.response = text.is_string() ? text.get<std::string>() : "";
-  if (j.contains("usage") && j["usage"].is_object()) {
-    r.completion_tokens = j["usage"].value("completion_tokens", 0);
   }
   r.ok = true;
+  r.response = c.text;
+  r.completion_tokens = c.completion_tokens;
   if (auto e = Extract(r.response, o)) {
     r.valid = true;
     r.extracted = *e;
@@ -243,7 +222,7 @@ struct RunResult {
   double seconds = 0;
 };
 
-RunResult Run(const char* label, const Server& s, const EvalOptions& o,
+RunResult Run(const char* label, const OpenAiServer& s, const EvalOptions& o,
               const std::vector<EvalItem>& shots, const std::vector<EvalItem>& items, int conc) {
   RunResult rr;
   const int n = static_cast<int>(items.size());
@@ -292,7 +271,7 @@ double McNemarP(int b, int c) {
   return std::min(1.0, 2 * tail);
 }
 
-Json Summary(const Server& s, const RunResult& rr) {
+Json Summary(const OpenAiServer& s, const RunResult& rr) {
   const int n = static_cast<int>(rr.items.size());
   int correct = 0, invalid = 0, failed = 0;
   long long tokens = 0;
@@ -352,18 +331,9 @@ int RunBenchEval(int argc, char** argv) {
                  err.empty() ? "need --base-url, --model and --dataset" : err.c_str());
     return 2;
   }
-  const char* env_key = std::getenv("OPENAI_API_KEY");
-  Server s;
-  s.origin = OriginOf(a.Get("base-url"));
-  s.model = a.Get("model");
-  s.api_key = a.Get("api-key", env_key ? env_key : "");
-  const std::string endpoint = a.Get("endpoint", "chat");
-  if (endpoint != "chat" && endpoint != "completions") {
-    std::fprintf(stderr, "bench eval: --endpoint must be chat or completions\n");
-    return 2;
-  }
-  s.chat = endpoint == "chat";
-  s.path = s.chat ? "/v1/chat/completions" : "/v1/completions";
+  OpenAiServer s;
+  if (!ServerFromFlags("bench eval", a, &s)) return 2;
+  const std::string endpoint = s.chat ? "chat" : "completions";
   EvalOptions o;
   o.temperature = a.GetDouble("temperature", 0.0);
   o.max_tokens = static_cast<int>(a.GetInt("max-tokens", 256));
@@ -413,10 +383,10 @@ int RunBenchEval(int argc, char** argv) {
     if (n < static_cast<long long>(items.size())) items.resize(static_cast<size_t>(n));
   }
 
-  std::vector<std::pair<Server, RunResult>> runs;
+  std::vector<std::pair<OpenAiServer, RunResult>> runs;
   runs.push_back({s, Run("bench eval: items", s, o, shots, items, conc)});
   if (a.Has("compare-base-url")) {
-    Server b = s;
+    OpenAiServer b = s;
     b.origin = OriginOf(a.Get("compare-base-url"));
     b.model = a.Get("compare-model", s.model);
     b.api_key = a.Get("compare-api-key", s.api_key);

@@ -34,49 +34,14 @@ const char* const kTask =
     "and memorize it. I will quiz you about it.\n\n";
 const char* const kQuestion = "\n\nWhat is the pass key? The pass key is";
 
-struct NiahServer {
-  std::string origin, model, api_key, path;
-  bool chat = true;
-};
-
-struct Reply {
-  bool ok = false;
-  std::string text, error;
-  int prompt_tokens = 0;
-};
-
-Reply Ask(const NiahServer& s, const std::string& prompt, int max_tokens) {
+Completion Ask(const OpenAiServer& s, const std::string& prompt, int max_tokens) {
   Json body = {{"model", s.model}, {"temperature", 0.0}, {"max_tokens", max_tokens}};
   if (s.chat) {
     body["messages"] = Json::array({{{"role", "user"}, {"content", prompt}}});
   } else {
     body["prompt"] = prompt;
   }
-  httplib::Client cli(s.origin);
-  cli.set_read_timeout(1800, 0);
-  cli.set_connection_timeout(30, 0);
-  Reply r;
-  auto res = cli.Post(s.path, AuthHeaders(s.api_key), body.dump(), "application/json");
-  if (!res) {
-    r.error = "transport error: " + httplib::to_string(res.error());
-    return r;
-  }
-  const Json j = Json::parse(res->body, nullptr, false);
-  if (res->status != 200 || !j.is_object() || !j.contains("choices") || !j["choices"].is_array() ||
-      j["choices"].empty()) {
-    r.error = "HTTP " + std::to_string(res->status) + ": " + res->body.substr(0, 300);
-    return r;
-  }
-  const Json& c = j["choices"][0];
-  const Json t = s.chat
-                     ? (c.contains("message") ? c["message"].value("content", Json("")) : Json(""))
-                     : c.value("text", Json(""));
-  r.text = t.is_string() ? t.get<std::string>() : "";
-  if (j.contains("usage") && j["usage"].is_object()) {
-    r.prompt_tokens = j["usage"].value("prompt_tokens", 0);
-  }
-  r.ok = true;
-  return r;
+  return Complete(s, body);
 }
 
 // The haystack of `chars` filler characters with the needle after the sentence nearest to
@@ -188,18 +153,9 @@ int RunBenchNiah(int argc, char** argv) {
                  err.empty() ? "need --base-url and --model" : err.c_str());
     return 2;
   }
-  const char* env_key = std::getenv("OPENAI_API_KEY");
-  NiahServer s;
-  s.origin = OriginOf(a.Get("base-url"));
-  s.model = a.Get("model");
-  s.api_key = a.Get("api-key", env_key ? env_key : "");
-  const std::string endpoint = a.Get("endpoint", "chat");
-  if (endpoint != "chat" && endpoint != "completions") {
-    std::fprintf(stderr, "bench niah: --endpoint must be chat or completions\n");
-    return 2;
-  }
-  s.chat = endpoint == "chat";
-  s.path = s.chat ? "/v1/chat/completions" : "/v1/completions";
+  OpenAiServer s;
+  if (!ServerFromFlags("bench niah", a, &s)) return 2;
+  const std::string endpoint = s.chat ? "chat" : "completions";
   const std::vector<double> len_list = ParseList(a.Get("lengths", "1024,2048,4096"));
   const std::vector<double> depths = ParseList(a.Get("depths", "0,0.25,0.5,0.75,1"));
   const int trials = static_cast<int>(a.GetInt("trials", 2));
@@ -221,8 +177,8 @@ int RunBenchNiah(int argc, char** argv) {
 
   // Calibration: the tokens of the prompt around an empty haystack, and per filler character.
   const size_t probe = 4000;
-  const Reply base = Ask(s, Haystack(0, 0, ""), 1);
-  const Reply full = Ask(s, Haystack(probe, 0, ""), 1);
+  const Completion base = Ask(s, Haystack(0, 0, ""), 1);
+  const Completion full = Ask(s, Haystack(probe, 0, ""), 1);
   if (!base.ok || !full.ok || base.prompt_tokens <= 0 || full.prompt_tokens <= base.prompt_tokens) {
     std::fprintf(stderr, "bench niah: calibration failed (%s): the server must report usage\n",
                  (!base.ok   ? base.error
@@ -249,7 +205,7 @@ int RunBenchNiah(int argc, char** argv) {
             "The pass key is " + k + ". Remember it. " + k + " is the pass key. ";
         const int room = std::max(0, lengths[l] - base.prompt_tokens - 20);
         const size_t chars = static_cast<size_t>(room / tokens_per_char);
-        const Reply r = Ask(s, Haystack(chars, depths[d], needle), max_tokens);
+        const Completion r = Ask(s, Haystack(chars, depths[d], needle), max_tokens);
         const bool ok = r.ok && r.text.find(k) != std::string::npos;
         right += ok;
         failed += !r.ok;
