@@ -28,10 +28,9 @@ import os
 import random
 import sys
 import time
-from dataclasses import dataclass, asdict, field
+from dataclasses import dataclass, field
 from typing import List
 
-import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -41,7 +40,7 @@ sys.path.insert(0, HERE)
 import data  # noqa: E402
 import nano_io  # noqa: E402
 import tok as toklib  # noqa: E402
-from evaluate import IM_END, build_eval, greedy  # noqa: E402
+from evaluate import build_eval, greedy  # noqa: E402
 from model import RMSNorm  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(HERE))
