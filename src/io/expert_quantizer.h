@@ -1,0 +1,77 @@
+// `mimo quantize`: rewrites the routed experts of a MiMo-V2 checkpoint (FP8 block or BF16/F16/F32)
+// into V2.6's MXFP4 layout (spec section 4: `.weight` U8 [N, K/2] of E2M1 pairs, low nibble first,
+// and `.weight_scale` U8 [N, K/32] of E8M0 exponents), so the loader and kernels that serve V2.6
+// serve the result. Every other tensor and file is copied unchanged; config.json gets V2.6's
+// `quantization_config.store_dtype: "mxfp4"` and a `quantization` note saying what was converted.
+// Streams tensor by tensor: memory is one expert tensor plus its output.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "core/status.h"
+
+namespace mimo {
+
+class ThreadPool;
+
+// How a 32-element block's E8M0 exponent is chosen.
+//  kMax: OCP MX's rule, 2^(floor(log2 amax) - 2): the block's largest magnitude lands in [4, 8)
+//        (values above 6 are clamped to 6).
+//  kMse: the exponent among kMax's - 1, kMax's and kMax's + 1 whose rounded block has the least
+//        squared error (tried in the order kMax's, + 1, - 1; a later one must be strictly better),
+//        each element rounded to the nearest E2M1 value (ties to the even code). + 2 is never
+//        better than + 1 (its grid is a subset of + 1's over the block's range); - 1 wins only on
+//        blocks of one large value among many small ones, which it clamps to represent the rest.
+enum class Mxfp4ScaleRule : uint8_t { kMse, kMax };
+
+inline constexpr int kMxfp4Block = 32;
+
+// Squared-error bookkeeping of a quantization (sums over every element).
+struct Mxfp4ErrorStats {
+  double sum_sq_weight = 0;          // sum x^2
+  double sum_sq_error = 0;           // sum (x - q)^2 under the rule used
+  double sum_sq_error_max_rule = 0;  // the same under kMax (for comparison)
+  int64_t blocks = 0;
+  int64_t blocks_not_max = 0;  // blocks where kMse chose another exponent than kMax
+  void Add(const Mxfp4ErrorStats& o);
+};
+
+// Rounds |y| (already divided by the block scale) to the E2M1 magnitude code 0..7: nearest of
+// {0, 0.5, 1, 1.5, 2, 3, 4, 6}, ties to the even code, above 6 clamped to code 7.
+uint8_t RoundToE2M1Magnitude(double y);
+
+// Quantizes `n` (<= 32) values: writes ceil(n / 2) packed bytes (element 2i low nibble, 2i + 1
+// high) and returns the E8M0 exponent byte. Adds the block's error to *stats (may be null).
+// NaN or infinite inputs are the caller's to reject.
+uint8_t QuantizeMxfp4Block(const float* x, int n, Mxfp4ScaleRule rule, uint8_t* packed,
+                           Mxfp4ErrorStats* stats);
+
+struct QuantizeOptions {
+  std::string in_dir, out_dir;
+  Mxfp4ScaleRule rule = Mxfp4ScaleRule::kMse;
+  ThreadPool* pool = nullptr;  // may be null
+  // (input bytes processed, total input bytes), after each tensor.
+  std::function<void(uint64_t done, uint64_t total)> progress;
+};
+
+struct QuantizeReport {
+  int tensors_converted = 0;             // expert weights rewritten
+  int tensors_copied = 0;                // everything else
+  int tensors_kept_mxfp4 = 0;            // experts already MXFP4
+  std::string converted_from;            // "F8_E4M3 with [128, 128] block scales", "BF16", ...
+  uint64_t bytes_in = 0, bytes_out = 0;  // safetensors bytes
+  Mxfp4ErrorStats error;
+};
+
+// The output directory must not exist or be empty, and differ from the input. Errors name the
+// tensor or file at fault (an expert weight whose K is not a multiple of 32, a NaN, a missing
+// weight_scale_inv, an unreadable config.json).
+StatusOr<QuantizeReport> QuantizeExpertsToMxfp4(const QuantizeOptions& options);
+
+// True for the routed experts' projection weights (main and MTP layers):
+// model.[mtp.]layers.N.mlp.experts.E.{gate,up,down}_proj.weight
+bool IsRoutedExpertWeight(const std::string& name);
+
+}  // namespace mimo

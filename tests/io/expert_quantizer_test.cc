@@ -1,0 +1,101 @@
+// The MXFP4 rounding rule of `mimo quantize` (io/expert_quantizer.h) on blocks worked out by
+// hand: E2M1 ties to the even code, OCP's max-rule exponent, and the least-squared-error exponent
+// where it differs (one above the max rule's, and one below on a block of one large value among
+// many small ones). The whole-checkpoint rewrite is checked against a numpy implementation in
+// tests/python/test_quantize.py.
+#include "io/expert_quantizer.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace mimo {
+namespace {
+
+TEST(Mxfp4Rounding, NearestMagnitudeTiesToEvenCode) {
+  struct Case {
+    double y;
+    int code;
+  };
+  // Grid {0, 0.5, 1, 1.5, 2, 3, 4, 6}; midpoints 0.25 .. 5 go to the even code of the pair.
+  const Case cases[] = {{0, 0},    {0.2, 0}, {0.25, 0}, {0.26, 1}, {0.5, 1}, {0.75, 2}, {1.0, 2},
+                        {1.25, 2}, {1.3, 3}, {1.75, 4}, {2.49, 4}, {2.5, 4}, {2.51, 5}, {3.5, 6},
+                        {4.9, 6},  {5.0, 6}, {5.01, 7}, {6, 7},    {100, 7}};
+  for (const Case& c : cases) EXPECT_EQ(RoundToE2M1Magnitude(c.y), c.code) << c.y;
+}
+
+// Unpacks code i of a packed block (element 2i low nibble, 2i + 1 high).
+int CodeAt(const uint8_t* packed, int i) { return (packed[i / 2] >> (4 * (i % 2))) & 15; }
+
+TEST(Mxfp4Rounding, MaxRuleIsOcpsAndPacksLowNibbleFirst) {
+  std::vector<float> x(32, 0.0f);
+  x[0] = 5.0f;   // amax 5: floor(log2 5) = 2 -> 2^(2 - 2) = 1 -> exponent byte 127
+  x[1] = -0.5f;  // code 9 (sign bit + 0.5)
+  x[2] = -0.1f;  // rounds to zero: +0, code 0
+  x[31] = 1.5f;  // code 3
+  uint8_t packed[16];
+  Mxfp4ErrorStats st;
+  EXPECT_EQ(QuantizeMxfp4Block(x.data(), 32, Mxfp4ScaleRule::kMax, packed, &st), 127);
+  EXPECT_EQ(CodeAt(packed, 0), 6);  // 5 is the tie of 4 and 6: the even code (4)
+  EXPECT_EQ(CodeAt(packed, 1), 9);
+  EXPECT_EQ(CodeAt(packed, 2), 0);
+  EXPECT_EQ(CodeAt(packed, 31), 3);
+  EXPECT_EQ(packed[0], 6 | (9 << 4));
+  EXPECT_NEAR(st.sum_sq_error, 1.0 + 0.01, 1e-6);  // 5 -> 4, -0.1 -> 0
+  EXPECT_NEAR(st.sum_sq_weight, 25 + 0.25 + 0.01 + 2.25, 1e-6);
+}
+
+TEST(Mxfp4Rounding, MseRuleTakesTheNextExponentWhenStrictlyBetter) {
+  std::vector<float> x(32, 0.0f);
+  uint8_t packed[16];
+  // 7.2: the max rule's scale 1 clamps it to 6 (error 1.44); scale 2 gives 3.6 -> 4 -> 8 (0.64).
+  x[0] = 7.2f;
+  EXPECT_EQ(QuantizeMxfp4Block(x.data(), 32, Mxfp4ScaleRule::kMax, packed, nullptr), 127);
+  Mxfp4ErrorStats st;
+  EXPECT_EQ(QuantizeMxfp4Block(x.data(), 32, Mxfp4ScaleRule::kMse, packed, &st), 128);
+  EXPECT_EQ(CodeAt(packed, 0), 6);
+  EXPECT_EQ(st.blocks_not_max, 1);
+  EXPECT_NEAR(st.sum_sq_error, 0.64, 1e-6);
+  EXPECT_NEAR(st.sum_sq_error_max_rule, 1.44, 1e-6);
+  // 7.0: both scales give error 1 (6 at scale 1; 3.5 ties to 4 -> 8 at scale 2): kept.
+  x[0] = 7.0f;
+  EXPECT_EQ(QuantizeMxfp4Block(x.data(), 32, Mxfp4ScaleRule::kMse, packed, nullptr), 127);
+}
+
+TEST(Mxfp4Rounding, MseRuleTakesTheExponentBelowForOneOutlier) {
+  // 4 and 31 x 0.25: at scale 1 each 0.25 ties to 0 (31 x 0.0625 = 1.94); at scale 0.5 the 4 is
+  // clamped to 3 (error 1) and every 0.25 is exact.
+  std::vector<float> x(32, 0.25f);
+  x[7] = 4.0f;
+  uint8_t packed[16];
+  EXPECT_EQ(QuantizeMxfp4Block(x.data(), 32, Mxfp4ScaleRule::kMax, packed, nullptr), 127);
+  Mxfp4ErrorStats st;
+  EXPECT_EQ(QuantizeMxfp4Block(x.data(), 32, Mxfp4ScaleRule::kMse, packed, &st), 126);
+  EXPECT_EQ(CodeAt(packed, 7), 7);
+  EXPECT_EQ(CodeAt(packed, 0), 1);
+  EXPECT_DOUBLE_EQ(st.sum_sq_error, 1.0);
+  EXPECT_DOUBLE_EQ(st.sum_sq_error_max_rule, 31 * 0.0625);
+}
+
+TEST(Mxfp4Rounding, ZeroBlockAndExponentRange) {
+  std::vector<float> x(32, 0.0f);
+  uint8_t packed[16];
+  EXPECT_EQ(QuantizeMxfp4Block(x.data(), 32, Mxfp4ScaleRule::kMse, packed, nullptr), 127);
+  for (uint8_t b : packed) EXPECT_EQ(b, 0);
+  x[3] = 1e-45f;  // a denormal: the smallest exponent byte, 0, with the value rounded to zero
+  EXPECT_EQ(QuantizeMxfp4Block(x.data(), 32, Mxfp4ScaleRule::kMax, packed, nullptr), 0);
+  x[3] = 3e38f;  // near FLT_MAX: exponent 127 + 127 - 2 = 252
+  EXPECT_EQ(QuantizeMxfp4Block(x.data(), 32, Mxfp4ScaleRule::kMax, packed, nullptr), 252);
+}
+
+TEST(Mxfp4Rounding, RoutedExpertNames) {
+  EXPECT_TRUE(IsRoutedExpertWeight("model.layers.3.mlp.experts.17.gate_proj.weight"));
+  EXPECT_TRUE(IsRoutedExpertWeight("model.mtp.layers.0.mlp.experts.0.down_proj.weight"));
+  EXPECT_FALSE(IsRoutedExpertWeight("model.layers.3.mlp.experts.17.gate_proj.weight_scale_inv"));
+  EXPECT_FALSE(IsRoutedExpertWeight("model.layers.3.mlp.shared_experts.gate_proj.weight"));
+  EXPECT_FALSE(IsRoutedExpertWeight("model.layers.0.mlp.gate_proj.weight"));
+  EXPECT_FALSE(IsRoutedExpertWeight("model.layers.3.mlp.gate.weight"));
+}
+
+}  // namespace
+}  // namespace mimo
