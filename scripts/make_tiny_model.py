@@ -195,13 +195,23 @@ FIXTURE_VARIANTS = {
                      swa_v_head_dim=32, n_routed_experts=4, num_experts_per_tok=2, mtp_layers=0,
                      n_group=1, topk_group=1, routed_scaling_factor=None, dtype="bf16",
                      sliding_window=128),
+    # Weights larger than memory (tests/python/test_weights_memory.py, issue 28): 404 MB, almost
+    # all of it 2 x 56 BF16 routed experts (BF16 so it is written in seconds, unlike FP8's
+    # encoding), a 4k vocabulary, one dense and two MoE layers; a decode token reads ~50 MB of it.
+    "weights-mmap": dict(FLASH_GEOM, vocab_size=4096, hidden_size=1024, intermediate_size=2048,
+                         moe_intermediate_size=512, num_hidden_layers=3,
+                         hybrid_layer_pattern=[0, 1, 1], moe_layer_freq=[0, 1, 1],
+                         num_attention_heads=8, num_key_value_heads=2, swa_num_attention_heads=8,
+                         swa_num_key_value_heads=4, n_routed_experts=56, num_experts_per_tok=4,
+                         mtp_layers=0, n_group=1, topk_group=1, routed_scaling_factor=None,
+                         dtype="bf16"),
 }
 
 # A variant's seed is its index here: append new variants, never reorder, so every existing
 # checkpoint (and the figures recorded from it) keeps its bytes.
 SEED_ORDER = ["bf16", "bf16-sharded", "f32", "fp8", "fp8-fused", "omni", "tied", "bench-bf16",
               "bench-fp8", "v2.5", "v2.5-pro", "v2.6-flash", "v2.6-pro", "bench-mxfp4",
-              "bench-flash-fp8", "e2e", "ctest-ref", "long-ctx"]
+              "bench-flash-fp8", "e2e", "ctest-ref", "long-ctx", "weights-mmap"]
 assert set(SEED_ORDER) == (set(VARIANTS) | set(BENCH_VARIANTS) | set(SERVER_VARIANTS) |
                            set(FIXTURE_VARIANTS))
 ALL_VARIANTS = {**VARIANTS, **BENCH_VARIANTS, **SERVER_VARIANTS, **FIXTURE_VARIANTS}

@@ -16,6 +16,7 @@
 #include "chat/chat_template.h"
 #include "cli/command.h"
 #include "cli/engine_setup.h"
+#include "cli/weights_memory.h"
 #include "engine/request_stream.h"
 
 namespace mimo::cli {
@@ -79,8 +80,9 @@ std::vector<int32_t> GenerateTurn(EngineRuntime& rt, const std::vector<int32_t>&
 int RunChat(int argc, char** argv) {
   Args a;
   std::string err;
-  std::vector<std::string> keys = {"model", "message", "messages", "system", "tools", "tool-exec",
-                                   "max-tokens", "temperature", "top-p", "seed", "max-rounds"};
+  std::vector<std::string> keys = {"model", "message",   "messages",   "system",
+                                   "tools", "tool-exec", "max-tokens", "temperature",
+                                   "top-p", "seed",      "max-rounds", "weights-memory"};
   for (auto& k : EngineKeys()) keys.push_back(k);
   std::vector<std::string> flags = EngineFlags();
   flags.push_back("enable-thinking");
@@ -136,6 +138,7 @@ int RunChat(int argc, char** argv) {
   }
   EngineRuntime rt;
   if (!MakeEngineOrReport("chat", a, true, 1, &rt)) return 1;
+  if (!PlaceWeightsOrReport("chat", a, rt, false)) return 1;
   SamplingParams sp;
   sp.temperature = static_cast<float>(a.GetDouble("temperature", 0.0));
   sp.top_p = static_cast<float>(a.GetDouble("top-p", 1.0));

@@ -14,6 +14,7 @@
 
 #include "cli/command.h"
 #include "cli/engine_setup.h"
+#include "cli/weights_memory.h"
 #include "engine/request_stream.h"
 #include "grammar/grammar_cache.h"
 #include "server/structured_output.h"
@@ -226,6 +227,7 @@ int RunBatch(const Args& a) {
   }
   EngineRuntime rt;
   if (!MakeEngineOrReport("generate", a, false, 16, &rt)) return 1;
+  if (!PlaceWeightsOrReport("generate", a, rt, false)) return 1;
   struct Line {
     int number;
     Json id;
@@ -328,9 +330,20 @@ int RunBatch(const Args& a) {
 int RunGenerate(int argc, char** argv) {
   Args a;
   std::string err;
-  std::vector<std::string> keys = {"model", "ids",   "prompt", "max-tokens", "temperature",
-                                   "top-k", "top-p", "min-p",  "seed",       "requests",
-                                   "out",   "json-schema", "grammar-max-string-length"};
+  std::vector<std::string> keys = {"model",
+                                   "ids",
+                                   "prompt",
+                                   "max-tokens",
+                                   "temperature",
+                                   "top-k",
+                                   "top-p",
+                                   "min-p",
+                                   "seed",
+                                   "requests",
+                                   "out",
+                                   "json-schema",
+                                   "grammar-max-string-length",
+                                   "weights-memory"};
   for (auto& k : EngineKeys()) keys.push_back(k);
   std::vector<std::string> flags = EngineFlags();
   flags.push_back("json");
@@ -349,6 +362,7 @@ int RunGenerate(int argc, char** argv) {
   }
   EngineRuntime rt;
   if (!MakeEngineOrReport("generate", a, a.Has("prompt") || a.Has("json-schema"), 1, &rt)) return 1;
+  if (!PlaceWeightsOrReport("generate", a, rt, false)) return 1;
   GenerationRequest g;
   if (a.Has("prompt")) {
     g.prompt_ids = rt.tok->Encode(a.Get("prompt"));
@@ -421,6 +435,7 @@ int RunGenerate(int argc, char** argv) {
 MIMO_CLI_COMMAND("generate",
                  "--model DIR (--ids 1,2,3 | --prompt TEXT | --requests IN.jsonl --out OUT.jsonl) "
                  "[--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] "
-                 "[--json-schema FILE] [--max-num-seqs N] [--max-num-batched-tokens N] [--json]",
+                 "[--json-schema FILE] [--max-num-seqs N] [--max-num-batched-tokens N] "
+                 "[--weights-memory auto|copy|mmap] [--json]",
                  RunGenerate);
 }  // namespace mimo::cli

@@ -1,7 +1,9 @@
 // `mimo serve`: the OpenAI- and Anthropic-compatible HTTP server (src/server) over the engine.
 // Start-up: listen at once (GET /health answers 503 while loading), load tokenizer, template,
-// model and engine, read the memory-mapped weights through once with a progress line (so the
-// first request does not pay every page fault; --no-warmup skips it), then serve. SIGINT /
+// model and engine, copy the memory-mapped weights into memory once with a progress line (so the
+// first request does not pay every page fault; --weights-memory decides, tools/cli/
+// weights_memory.h: auto keeps them in the page cache when they do not fit; --no-warmup = mmap),
+// then serve. SIGINT /
 // SIGTERM drain: new requests get 503, requests in flight finish (up to --drain-timeout
 // seconds), then the process exits 0; a second signal exits at once.
 #include <signal.h>
@@ -16,7 +18,7 @@
 #include "chat/chat_template.h"
 #include "cli/command.h"
 #include "cli/engine_setup.h"
-#include "core/progress.h"
+#include "cli/weights_memory.h"
 #include "grammar/grammar_cache.h"
 #include "server/api_server.h"
 
@@ -60,7 +62,8 @@ int RunServe(int argc, char** argv) {
                                    "http-threads",
                                    "max-connections",
                                    "allowed-hosts",
-                                   "allowed-origins"};
+                                   "allowed-origins",
+                                   "weights-memory"};
   for (auto& k : EngineKeys()) keys.push_back(k);
   std::vector<std::string> flags = EngineFlags();
   flags.push_back("no-warmup");
@@ -73,7 +76,8 @@ int RunServe(int argc, char** argv) {
       "[--served-model-name NAME] [--api-key KEY] [--max-model-len N] [--max-num-seqs N] "
       "[--max-waiting N] [--max-num-batched-tokens N] [--kv-cache-dtype f32|bf16|fp8] "
       "[--kv-cache-memory B] [--chat-template FILE] [--threads N] "
-      "[--prefill-precision exact|bf16] [--no-warmup] [--no-webui] [--strict-max-tokens] "
+      "[--prefill-precision exact|bf16] [--weights-memory auto|copy|mmap] [--no-warmup] "
+      "[--no-webui] [--strict-max-tokens] "
       "[--disable-log-requests] [--signature-key KEY] [--responses-store-size N] "
       "[--sse-ping-interval S] [--http-threads N] [--max-connections N] "
       "[--allowed-hosts H1,H2] [--allowed-origins O1,O2|*] [--public-metrics]\n";
@@ -126,6 +130,13 @@ int RunServe(int argc, char** argv) {
   // owns tokenizer and scheduler; the other ranks only load their slices and follow rank 0's
   // steps (LoadModelOrReport does not return on them). A signal to mpirun reaches every rank:
   // followers keep following until rank 0 has drained and stops them.
+  if (a.Has("no-warmup") && a.Has("weights-memory") && a.Get("weights-memory") != "mmap") {
+    std::fprintf(stderr,
+                 "mimo serve: error: --no-warmup keeps the weights in the file mapping: "
+                 "it contradicts --weights-memory %s\n",
+                 a.Get("weights-memory").c_str());
+    return 2;
+  }
   if (a.GetInt("tensor-parallel-size", 1) > 1) {
     // Every rank gets the signal (mpirun forwards it): they all load on and rank 0 drains and
     // stops the followers once ready, rather than leaving a rank mid-collective.
@@ -189,14 +200,8 @@ int RunServe(int argc, char** argv) {
   }
   EngineRuntime rt;
   if (!MakeEngineOrReport("serve", a, true, 16, &rt)) return 1;
-  // Under tensor parallelism a rank reads only its slices, so no read-through of whole files.
-  if (!a.Has("no-warmup") && a.GetInt("tensor-parallel-size", 1) <= 1) {
-    const Checkpoint& ck = rt.lm.model->checkpoint();
-    ProgressLine pl("mimo serve: reading weights", static_cast<double>(ck.TotalFileBytes()), "GB");
-    ck.ReadThrough(rt.lm.pool.get(),
-                   [&](uint64_t done, uint64_t) { pl.Update(static_cast<double>(done)); });
-    pl.Finish();
-  }
+  // --no-warmup leaves the weights in the file mapping (--weights-memory mmap).
+  if (!a.Has("no-warmup") && !PlaceWeightsOrReport("serve", a, rt, true)) return 1;
   rt.engine->Start();
   ServingModel m;
   m.engine = rt.engine.get();
