@@ -7,6 +7,7 @@ FP8-layout counts, and the KV plan. Reading the weights would fault in hundreds 
 requires a small resident set instead."""
 import json
 import os
+import re
 import struct
 import subprocess
 import tempfile
@@ -246,3 +247,89 @@ def test_tensor_parallel_inspect_reports_per_rank_memory(mimo_bin, full_size_dir
     kv_one, kv_tp = one["kv_cache"], tp["kv_cache_per_rank"]
     assert kv_tp["full_bytes_per_token"] == kv_one["full_bytes_per_token"] * max(1 / n, 1 / kv["full"])
     assert kv_tp["swa_bytes_per_sequence"] == kv_one["swa_bytes_per_sequence"] * max(1 / n, 1 / kv["swa"])
+
+
+# The memory plan (`--experts mxfp4`): weight bytes split into routed experts and the rest, as
+# stored and as if every routed expert (main and MTP layers) were rewritten to MXFP4, checked
+# against a count from the safetensors headers: per expert weight [N, K] N * ceil(K / 2) bytes of
+# E2M1 pairs + N * ceil(K / 32) E8M0 exponents, its F32 weight_scale_inv dropped; experts already
+# MXFP4 (U8 codes + weight_scale) unchanged. Also the bytes one decode token reads (as
+# test_active_weight_bytes.py counts them) and the KV cache the plan holds.
+EXPERT = re.compile(r"^model\.(mtp\.)?layers\.\d+\.mlp\.experts\.\d+\.")
+
+
+def header_shapes(d):
+    """name -> (dtype, shape, nbytes) from the safetensors headers."""
+    out = {}
+    for fn in os.listdir(d):
+        if fn.endswith(".safetensors"):
+            with open(os.path.join(d, fn), "rb") as f:
+                (n,) = struct.unpack("<Q", f.read(8))
+                h = json.loads(f.read(n))
+            for k, v in h.items():
+                if k != "__metadata__":
+                    out[k] = (v["dtype"], v["shape"], v["data_offsets"][1] - v["data_offsets"][0])
+    return out
+
+
+def planned_weights(d, mxfp4):
+    cfg = json.load(open(os.path.join(d, "config.json")))
+    experts = other = main_experts = active = 0
+    for n, (dtype, shape, nbytes) in header_shapes(d).items():
+        if not is_language_model(n):
+            continue
+        if EXPERT.match(n):
+            b = nbytes
+            if mxfp4 and n.endswith(".weight_scale_inv"):
+                b = 0
+            elif mxfp4 and n.endswith(".weight") and dtype != "U8":
+                rows, k = shape
+                b = rows * cdiv(k, 2) + rows * cdiv(k, 32)
+            experts += b
+            if n.startswith("model.layers."):
+                main_experts += b
+            continue
+        other += nbytes
+        if n == "model.embed_tokens.weight":
+            active += nbytes // shape[0]  # one row
+        elif n.startswith(("model.layers.", "model.norm.", "lm_head.")):
+            active += nbytes
+    active += main_experts * cfg["num_experts_per_tok"] / cfg["n_routed_experts"]
+    return experts, other, active
+
+
+@pytest.mark.parametrize("name", ["flash", "v2.5-pro", "v2.6-flash", "v2.6-pro"])
+def test_memory_plan_with_mxfp4_experts(mimo_bin, full_size_dir, name):
+    d = full_size_dir(name)
+    args = [mimo_bin, "inspect", "--model", d, "--json", "--experts", "mxfp4", "--max-context",
+            "32768", "--kv-cache-dtype", "bf16"]
+    p = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    info = json.loads(p.stdout)
+    plan = info["memory_plan"]
+    assert plan["kv_cache_dtype"] == "bf16" and plan["max_context"] == 32768
+    for key, mxfp4 in (("as_stored", False), ("experts_mxfp4", True)):
+        experts, other, active = planned_weights(d, mxfp4)
+        col = plan[key]
+        assert col["expert_bytes"] == experts, (key, col["expert_bytes"], experts)
+        assert col["other_weight_bytes"] == other
+        assert col["active_weight_bytes_per_token"] == pytest.approx(active, abs=1)
+        assert col["total_bytes"] == (col["expert_bytes"] + col["other_weight_bytes"] +
+                                      col["kv_cache_bytes"] + col["scratch_bytes"])
+        assert 0 < col["scratch_bytes"] < 1 << 30
+    stored, mx = plan["as_stored"], plan["experts_mxfp4"]
+    assert stored["other_weight_bytes"] + stored["expert_bytes"] + stored["tower_bytes"] == \
+        sum(info["bytes_by_dtype"].values())
+    cfg = json.load(open(os.path.join(d, "config.json")))
+    H, MI, E = cfg["hidden_size"], cfg["moe_intermediate_size"], cfg["n_routed_experts"]
+    moe = sum(1 for f in cfg["moe_layer_freq"] if f)
+    # The closed form: gate, up [MI, H] and down [H, MI] at 4.25 bits per weight.
+    assert mx["expert_bytes"] == moe * E * 3 * (MI * H // 2 + MI * H // 32)
+    if name.startswith("v2.6"):  # already MXFP4: nothing changes
+        assert mx == stored
+    else:  # FP8 + a 128x128 F32 scale grid -> MXFP4: a little over half
+        assert 0.52 < mx["expert_bytes"] / stored["expert_bytes"] < 0.54
+    # With steps of one token the plan's KV cache is the --max-context plan's.
+    one = json.loads(subprocess.run(args + ["--max-num-batched-tokens", "1"], capture_output=True,
+                                    text=True, timeout=120, check=True).stdout)
+    assert one["memory_plan"]["as_stored"]["kv_cache_bytes"] == one["kv_cache"]["total_bytes"]

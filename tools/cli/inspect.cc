@@ -1,16 +1,19 @@
 // `mimo inspect --model DIR [--json]`: what a checkpoint contains (the sibling it is, config
 // summary, tensors, bytes by dtype, FP8 layouts, MXFP4 weights, MTP layers, skipped multimodal
-// tensors) and, with --max-context, the KV memory plan, from the headers alone: no weight is read.
+// tensors), with --max-context the KV memory plan, and the memory plan (weights as experts / other,
+// KV cache, scratch, bytes read per decode token; with --experts mxfp4 also as if the routed
+// experts were MXFP4), from the headers alone: no weight is read.
 #include <cstdio>
-#include <optional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/memory_plan.h"
+#include "io/checkpoint.h"
 #include "kv/kv_memory_plan.h"
 #include "kv/paged_kv_attention.h"
-#include "io/checkpoint.h"
 #include "model/tensor_parallel.h"
 
 namespace mimo::cli {
@@ -82,17 +85,75 @@ std::string HumanBytes(uint64_t b) {
   return buf;
 }
 
+// The memory plan's columns: as stored, and with --experts mxfp4. KV cache and scratch as the
+// engine sizes them: --max-context (4096) x --max-sequences (1) at --kv-cache-dtype (bf16), chunks
+// of --max-num-batched-tokens (512, serve's default). Under --tensor-parallel-size N: rank 0's
+// share (experts split evenly, KV cache of its kv heads).
+StatusOr<MemoryPlan> PlanMemory(const Args& args, const Checkpoint& ck,
+                                const ModelConfig& kv_config, int tp,
+                                const std::vector<double>& rank_bytes) {
+  const std::string experts = args.Get("experts");
+  if (!experts.empty() && experts != "mxfp4") {
+    return InvalidArgument("--experts must be mxfp4, got '%s'", experts.c_str());
+  }
+  MIMO_ASSIGN_OR_RETURN(DType kv_dtype, ParseKvCacheDType(args.Get("kv-cache-dtype", "bf16")));
+  MemoryPlan plan;
+  plan.kv_dtype = KvDTypeName(kv_dtype);
+  plan.max_context = args.GetInt("max-context", 4096);
+  plan.max_sequences = static_cast<int>(args.GetInt("max-sequences", 1));
+  plan.tokens_per_step = args.GetInt("max-num-batched-tokens", 512);
+  plan.tensor_parallel = tp;
+  if (plan.tokens_per_step < 1 || plan.tokens_per_step > (1 << 24)) {
+    return InvalidArgument("--max-num-batched-tokens must be in [1, 2^24]");
+  }
+  KvMemoryPlanOptions po;
+  po.block_size = static_cast<int>(args.GetInt("block-size", 16));
+  po.kv_dtype = kv_dtype;
+  po.max_context = plan.max_context;
+  po.max_sequences = plan.max_sequences;
+  po.max_chunk_tokens = static_cast<int>(plan.tokens_per_step);
+  po.budget_bytes = args.GetInt("kv-cache-memory", 0);
+  ModelConfig kv_rank = kv_config;
+  if (tp > 1) {
+    MIMO_ASSIGN_OR_RETURN(kv_rank.layers, TpKvLayerConfigs(ck.config(), ck.NumMtpLayers(), 0, tp));
+  }
+  MIMO_ASSIGN_OR_RETURN(KvMemoryPlan kv, PlanKvMemory(kv_rank, po));
+  const double scratch = static_cast<double>(EstimateScratchBytes(
+      ck.config(), kv_config.layers, plan.tokens_per_step, plan.max_sequences));
+  MIMO_ASSIGN_OR_RETURN(WeightBytes stored, CountWeightBytes(ck, false));
+  std::vector<std::pair<std::string, WeightBytes>> columns = {{"as stored", stored}};
+  if (!experts.empty()) {
+    MIMO_ASSIGN_OR_RETURN(WeightBytes mx, CountWeightBytes(ck, true));
+    columns.push_back({"--experts mxfp4", mx});
+  }
+  for (auto& [name, w] : columns) {
+    MemoryPlanColumn c;
+    c.name = name;
+    c.weights = w;
+    if (tp > 1) {  // rank 0: 1/N of the experts (rows or whole experts), its share of the rest
+      c.weights.other = rank_bytes[0] - stored.experts / tp;
+      c.weights.experts = w.experts / tp;
+    }
+    c.kv_bytes = static_cast<double>(kv.total_bytes);
+    c.scratch_bytes = scratch;
+    plan.columns.push_back(c);
+  }
+  return plan;
+}
+
 int RunInspect(int argc, char** argv) {
   Args args;
   std::string error;
-  if (!args.Parse(argc, argv, {"model", "max-context", "block-size", "kv-cache-dtype",
-                               "max-sequences", "kv-cache-memory", "tensor-parallel-size"},
+  if (!args.Parse(argc, argv,
+                  {"model", "max-context", "block-size", "kv-cache-dtype", "max-sequences",
+                   "kv-cache-memory", "tensor-parallel-size", "experts", "max-num-batched-tokens"},
                   {"json", "expert-parallel"}, &error) ||
       !args.Has("model")) {
     std::fprintf(stderr,
                  "error: %s\nusage: mimo inspect --model DIR [--json] [--max-context N "
                  "[--block-size N] [--kv-cache-dtype f32|bf16|fp8] [--max-sequences N] "
-                 "[--kv-cache-memory BYTES]] [--tensor-parallel-size N [--expert-parallel]]\n",
+                 "[--kv-cache-memory BYTES]] [--tensor-parallel-size N [--expert-parallel]] "
+                 "[--experts mxfp4] [--max-num-batched-tokens N]\n",
                  error.empty() ? "--model is required" : error.c_str());
     return 2;
   }
@@ -191,6 +252,11 @@ int RunInspect(int argc, char** argv) {
   }
   const auto bytes = ck.BytesByDType();
   const size_t num_tensors = ck.TensorNames().size();
+  auto memory_plan = PlanMemory(args, ck, kv_config, tp, rank_bytes);
+  if (!memory_plan.ok()) {
+    std::fprintf(stderr, "error: %s\n", memory_plan.status().message().c_str());
+    return 2;
+  }
 
   if (args.Has("json")) {
     std::string o = "{";
@@ -284,6 +350,7 @@ int RunInspect(int argc, char** argv) {
       }
       o += "}";
     }
+    o += ", \"memory_plan\": " + MemoryPlanJson(*memory_plan);
     o += "}";
     std::printf("%s\n", o.c_str());
     return 0;
@@ -354,6 +421,7 @@ int RunInspect(int argc, char** argv) {
       std::printf("KV cache per rank (its kv heads only)\n%s\n", FormatKvMemoryPlan(*rank_kv).c_str());
     }
   }
+  std::printf("\n%s", FormatMemoryPlan(*memory_plan).c_str());
   return 0;
 }
 
