@@ -33,6 +33,7 @@ int RunBenchGrammar(int argc, char** argv);  // bench_grammar.cc
 int RunBenchServe(int argc, char** argv);    // bench_serve.cc
 int RunBenchEval(int argc, char** argv);     // bench_eval.cc
 int RunBenchNiah(int argc, char** argv);     // bench_niah.cc
+int RunBenchQuality(int argc, char** argv);  // bench_quality.cc
 int RunBenchModel(const Args& a);            // bench_model.cc
 int RunBenchAttention(const Args& a);        // bench_attention.cc
 namespace {
@@ -405,6 +406,7 @@ int RunBench(int argc, char** argv) {
   if (sub == "serve") return RunBenchServe(argc - 1, argv + 1);
   if (sub == "eval") return RunBenchEval(argc - 1, argv + 1);
   if (sub == "niah") return RunBenchNiah(argc - 1, argv + 1);
+  if (sub == "quality") return RunBenchQuality(argc - 1, argv + 1);
   if (sub == "pool") {
     if (!a.Parse(argc - 1, argv + 1, {"threads", "regions"}, {}, &err)) {
       std::fprintf(stderr, "bench pool: %s\n", err.c_str());
@@ -469,7 +471,9 @@ int RunBench(int argc, char** argv) {
       "NAME2]]\n"
       "       mimo bench niah --base-url URL --model NAME [--lengths 1024,2048,4096]\n"
       "                       [--depths 0,0.25,0.5,0.75,1] [--trials 2] [--seed 0]\n"
-      "                       [--endpoint chat|completions] [--output F.json] [--svg F.svg]\n");
+      "                       [--endpoint chat|completions] [--output F.json] [--svg F.svg]\n"
+      "       mimo bench quality --model A --reference B --text FILE [--ctx 512] [--chunks N]\n"
+      "                          [--threads N] [--json OUT]\n");
   return 2;
 }
 
@@ -477,11 +481,12 @@ int RunBench(int argc, char** argv) {
 
 MIMO_CLI_COMMAND(
     "bench",
-    "membw|kernels|attention|model|e2e|pool|batch|spec|grammar|serve|eval|niah [--threads N] "
+    "membw|kernels|attention|model|e2e|pool|batch|spec|grammar|serve|eval|niah|quality "
+    "[--threads N] "
     "... (bandwidth, Linear, long-context attention, prefill/decode vs the machine's limits, "
     "decode roofline, fork-join cost, engine throughput, MTP costs, structured-output masks, an "
     "OpenAI-compatible server under load, a model's accuracy and long-context retrieval through "
-    "a server)",
+    "a server, a quantized model's KL divergence from its reference)",
     RunBench);
 
 }  // namespace mimo::cli
