@@ -23,6 +23,7 @@ const std::array<float, 256> kE8M0Half = [] {
 
 struct Mxfp4Avx2 {
   static constexpr int kVecs = 4;  // a 32-column block in vectors of 8
+  static constexpr bool kPermuted = false;  // lanes in column order
 
   // The 32 codes held by the 16 bytes at p as four vectors (raw units: 2 x the E2M1 value).
   static void DecodeBytes(__m128i bytes, __m256 out[4]) {

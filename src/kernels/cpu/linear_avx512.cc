@@ -42,30 +42,62 @@ const std::array<float, 256> kE8M0 = [] {
 }();
 
 struct Mxfp4Avx512 {
-  static constexpr int kVecs = 2;  // a 32-column block: columns 0-15 and 16-31
+  static constexpr int kVecs = 2;  // a 32-column block as two vectors of 16 lanes
+  // Lanes in "nibble order": vector k, lane L = 4q + d holds column 8d + q + 4k, i.e. nibble
+  // q + 4k of the block's dword d. The 16 code bytes are broadcast to the 4 dword quarters of a
+  // zmm (a load-port op), a per-lane shift (vpsrlvd) brings each lane's nibble to bits 0-3, and
+  // vpermps (which reads only those bits of an index) looks the value up: 2 shuffles per 32
+  // codes, where widening the codes to column order took 6 (the GEMV was bound by them:
+  // docs/PERFORMANCE.md). x is permuted to the same order once per call (PermuteBlock), and the
+  // T > 1 tile runs on rows decoded in this order, so every path still reduces a (row, token)
+  // identically (batch invariance).
+  static constexpr bool kPermuted = true;
   const __m512 table = _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f,
                                       -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f);
+  const __m512i shift0 = _mm512_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12);
+  const __m512i shift1 =
+      _mm512_setr_epi32(16, 16, 16, 16, 20, 20, 20, 20, 24, 24, 24, 24, 28, 28, 28, 28);
 
-  // The 32 codes held by 16 bytes, as columns 0-15 (out[0]) and 16-31 (out[1]) of the block.
+  static constexpr int kMxColumns = 32;
+  // Column of the block held by lane L of vector k.
+  static constexpr int Column(int k, int lane) { return 8 * (lane % 4) + lane / 4 + 4 * k; }
+  static __m512i Index(int k) {
+    alignas(64) int32_t i[16];
+    for (int lane = 0; lane < 16; ++lane) i[lane] = Column(k, lane);
+    return _mm512_load_si512(i);
+  }
+
   void DecodeBytes(__m128i bytes, __m512 out[2]) const {
-    const __m256i b = _mm256_cvtepu8_epi16(bytes);  // byte i in word i
-    // Word i = b_i | b_i << 4: its low byte carries code 2i (low nibble) in bits 0-3 and its high
-    // byte code 2i+1 (high nibble), so the 32 bytes are the codes in column order; vpermps reads
-    // only bits 0-3 of each index.
-    const __m256i codes = _mm256_or_si256(b, _mm256_slli_epi16(b, 4));
-    out[0] = _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(_mm256_castsi256_si128(codes)), table);
-    out[1] = _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(_mm256_extracti128_si256(codes, 1)), table);
+    const __m512i b = _mm512_broadcast_i32x4(bytes);
+    out[0] = _mm512_permutexvar_ps(_mm512_srlv_epi32(b, shift0), table);
+    out[1] = _mm512_permutexvar_ps(_mm512_srlv_epi32(b, shift1), table);
   }
   void Decode(const uint8_t* p, __m512 out[2]) const {
     DecodeBytes(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)), out);
   }
-  // A block of n < 32 columns: only its ceil(n / 2) bytes are read, and lanes >= n are +0 (also
-  // the spare high nibble of an odd n).
+  // A block of n < 32 columns: only its ceil(n / 2) bytes are read, and lanes holding columns
+  // >= n are +0 (also the spare high nibble of an odd n).
   void DecodeTail(const uint8_t* p, int64_t n, __m512 out[2]) const {
     DecodeBytes(_mm_maskz_loadu_epi8(VecAvx512::TailMask((n + 1) / 2), p), out);
-    out[0] = _mm512_maskz_mov_ps(VecAvx512::TailMask(std::min<int64_t>(n, 16)), out[0]);
-    out[1] =
-        n > 16 ? _mm512_maskz_mov_ps(VecAvx512::TailMask(n - 16), out[1]) : _mm512_setzero_ps();
+    for (int k = 0; k < 2; ++k) {
+      __mmask16 m = 0;
+      for (int lane = 0; lane < 16; ++lane) m |= Column(k, lane) < n ? __mmask16(1u << lane) : 0;
+      out[k] = _mm512_maskz_mov_ps(m, out[k]);
+    }
+  }
+  // xp[16 k + L] = x[Column(k, L)] for the n <= 32 columns of one block; columns >= n are +0.
+  static void PermuteBlock(const float* x, int64_t n, float* xp) {
+    if (n == kMxColumns) {
+      static const __m512i idx0 = Index(0), idx1 = Index(1);
+      const __m512 lo = _mm512_loadu_ps(x), hi = _mm512_loadu_ps(x + 16);
+      _mm512_storeu_ps(xp, _mm512_permutex2var_ps(lo, idx0, hi));
+      _mm512_storeu_ps(xp + 16, _mm512_permutex2var_ps(lo, idx1, hi));
+      return;
+    }
+    alignas(64) float b[32] = {};
+    std::memcpy(b, x, static_cast<size_t>(n) * sizeof(float));
+    for (int k = 0; k < 2; ++k)
+      for (int lane = 0; lane < 16; ++lane) xp[16 * k + lane] = b[Column(k, lane)];
   }
   static float Scale(uint8_t e) { return kE8M0[e]; }
 };

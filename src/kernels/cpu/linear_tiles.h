@@ -430,11 +430,14 @@ struct MxGemvTileOf {
       }
       if (const int64_t n = cols - full * kMxBlock; n > 0) {
         const int64_t c = full * kMxBlock;
-        const int64_t steps = (n + kLanes - 1) / kLanes;
+        // A permuting decoder's lanes hold columns from the whole block: every vector is used
+        // (x is zero-padded past the row's end there).
+        const int64_t steps = Mx::kPermuted ? kVecs : (n + kLanes - 1) / kLanes;
         F xv[kVecs];
         for (int64_t k = 0; k < steps; ++k) {
-          xv[k] = kLanes * k + kLanes <= n ? V::Load(x + c + kLanes * k)
-                                           : V::LoadN(x + c + kLanes * k, n - kLanes * k);
+          xv[k] = Mx::kPermuted || kLanes * k + kLanes <= n
+                      ? V::Load(x + c + kLanes * k)
+                      : V::LoadN(x + c + kLanes * k, n - kLanes * k);
         }
 #pragma GCC unroll 16
         for (int i = 0; i < R; ++i) {
@@ -451,7 +454,9 @@ struct MxGemvTileOf {
   };
 };
 
-// dst[c] = W[r, c] in raw units (the block exponent not applied).   dst [cols]
+// dst[c] = W[r, c] in raw units (the block exponent not applied), in the decoder's lane order:
+// column order, or per 32-column block the permuted order of Mx::PermuteBlock (a short last
+// block then padded with +0 to 32).   dst [cols], or [ceil(cols / 32) * 32] if permuted
 template <class V>
 void DecodeMxRow(const MatrixWeight& w, int64_t r, float* dst) {
   using Mx = typename V::Mx;
@@ -467,6 +472,10 @@ void DecodeMxRow(const MatrixWeight& w, int64_t r, float* dst) {
   if (const int64_t n = w.cols - full * kMxBlock; n > 0) {
     float* d = dst + full * kMxBlock;
     mx.DecodeTail(row + full * 16, n, v);
+    if constexpr (Mx::kPermuted) {
+      for (int k = 0; k < Mx::kVecs; ++k) V::Store(d + kLanes * k, v[k]);
+      return;
+    }
     for (int64_t k = 0; k * kLanes < n; ++k) {
       const int64_t left = n - kLanes * k;
       if (left >= kLanes) {
@@ -478,15 +487,135 @@ void DecodeMxRow(const MatrixWeight& w, int64_t r, float* dst) {
   }
 }
 
+// x [T, cols] in a permuting decoder's lane order, per 32-column block, each row padded with +0 to
+// whole blocks.   xp [T, ceil(cols / 32) * 32]
+template <class V>
+const float* PermuteMxInput(const float* x, int64_t T, int64_t cols) {
+  const int64_t padded = (cols + kMxBlock - 1) / kMxBlock * kMxBlock;
+  thread_local std::vector<float> xp;
+  xp.resize(static_cast<size_t>(T * padded));
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t c = 0; c < cols; c += kMxBlock) {
+      V::Mx::PermuteBlock(x + t * cols + c, std::min(kMxBlock, cols - c),
+                          xp.data() + t * padded + c);
+    }
+  }
+  return xp.data();
+}
+
+// T = 2..kMxSmallMax with a permuting decoder (x in its lane order, whole blocks): R rows x TT
+// tokens, each block of a row decoded once in registers and multiplied into the TT token vectors,
+// so a step of a few tokens (several decoding requests, a speculative verify) costs about one
+// read and one decode of the weights; decoding rows into an fp32 scratch (MultiTokenRows) made
+// T = 2 ~4x slower than T = 1. Each (row, token) is reduced exactly as MxGemvTileOf reduces it.
+constexpr int64_t kMxSmallMax = 16;
+template <class V, int R, int TT>
+void MxSmallTile(const float* xp, int64_t t0, const MatrixWeight& w, int64_t r0, float* y) {
+  using F = typename V::F;
+  using Mx = typename V::Mx;
+  static_assert(Mx::kPermuted, "whole-block steps need the permuted lane order");
+  constexpr int kLanes = V::kLanes, kVecs = Mx::kVecs;
+  const Mx mx;
+  const int64_t cols = w.cols, row_bytes = w.RowBytes();
+  const int64_t nb = (cols + kMxBlock - 1) / kMxBlock, padded = nb * kMxBlock;
+  const uint8_t* row[R];
+  const uint8_t* exps[R];
+  F total[R][TT];
+#pragma GCC unroll 16
+  for (int i = 0; i < R; ++i) {
+    row[i] = static_cast<const uint8_t*>(w.data) + (r0 + i) * row_bytes;
+    exps[i] = w.scale_e8m0 + w.ScaleRow(r0 + i) * w.scale_cols;
+#pragma GCC unroll 16
+    for (int t = 0; t < TT; ++t) total[i][t] = V::Zero();
+  }
+  const float* xt = xp + t0 * padded;
+  auto block = [&](int64_t j, const F(&wv)[R][kVecs]) {
+    const int64_t c = j * kMxBlock;
+    F sc[R];
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i) sc[i] = V::Set1(Mx::Scale(exps[i][j]));
+#pragma GCC unroll 16
+    for (int t = 0; t < TT; ++t) {
+      F xv[kVecs];
+#pragma GCC unroll 4
+      for (int k = 0; k < kVecs; ++k) xv[k] = V::Load(xt + t * padded + c + kLanes * k);
+#pragma GCC unroll 16
+      for (int i = 0; i < R; ++i) {
+        F acc = V::Zero();
+#pragma GCC unroll 4
+        for (int k = 0; k < kVecs; ++k) acc = V::Fmadd(wv[i][k], xv[k], acc);
+        total[i][t] = V::Fmadd(acc, sc[i], total[i][t]);
+      }
+    }
+  };
+  const int64_t full = cols / kMxBlock;
+  for (int64_t j = 0; j < full; ++j) {
+    F wv[R][kVecs];
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i) mx.Decode(row[i] + j * (kMxBlock / 2), wv[i]);
+    block(j, wv);
+  }
+  if (full < nb) {
+    F wv[R][kVecs];
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i)
+      mx.DecodeTail(row[i] + full * (kMxBlock / 2), cols - full * kMxBlock, wv[i]);
+    block(full, wv);
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 16
+    for (int t = 0; t < TT; ++t) y[(t0 + t) * w.rows + r0 + i] = V::ReduceAdd(total[i][t]);
+}
+
+using MxSmallFn = void (*)(const float*, int64_t, const MatrixWeight&, int64_t, float*);
+template <class V, int R, size_t... I>
+constexpr std::array<MxSmallFn, sizeof...(I)> MxSmallRow(std::index_sequence<I...>) {
+  return {&MxSmallTile<V, R, static_cast<int>(I) + 1>...};
+}
+// Up to 4 tokens: 4 rows per tile; 5-8 tokens: 2 rows (R x TT accumulators, R x kVecs decoded
+// vectors and a token's x stay within the registers); more tokens run in balanced groups.
+constexpr int kMxSmallTokens = 8;
+template <class V>
+void MxSmallRows(const float* xp, int64_t T, const MatrixWeight& w, int64_t r0, int64_t r1,
+                 float* y) {
+  static constexpr std::array<MxSmallFn, 4> kFour = MxSmallRow<V, 4>(std::make_index_sequence<4>());
+  static constexpr std::array<MxSmallFn, kMxSmallTokens> kTwo =
+      MxSmallRow<V, 2>(std::make_index_sequence<kMxSmallTokens>());
+  static constexpr std::array<MxSmallFn, kMxSmallTokens> kOne =
+      MxSmallRow<V, 1>(std::make_index_sequence<kMxSmallTokens>());
+  const int64_t groups = (T + kMxSmallTokens - 1) / kMxSmallTokens;
+  const int rows_per_tile = T <= 4 ? 4 : 2;
+  for (int64_t r = r0; r < r1;) {
+    const int n = r + rows_per_tile <= r1 ? rows_per_tile : 1;
+    for (int64_t g = 0, t0 = 0; g < groups; ++g) {
+      const int64_t tt = (T - t0) / (groups - g);  // balanced: groups differ by at most one token
+      const auto& tiles = n == 4 ? kFour.data() : n == 2 ? kTwo.data() : kOne.data();
+      tiles[tt - 1](xp, t0, w, r, y);
+      t0 += tt;
+    }
+    r += n;
+  }
+}
+
 template <class V>
 void LinearRowsMxfp4(const float* x, int64_t T, const MatrixWeight& w, int64_t r0, int64_t r1,
                      float* y) {
+  auto scale_of = [&](int64_t r, int64_t j) {
+    return V::Mx::Scale(w.scale_e8m0[w.ScaleRow(r) * w.scale_cols + j]);
+  };
+  auto decode = [&](int64_t r, float* dst) { DecodeMxRow<V>(w, r, dst); };
+  if constexpr (V::Mx::kPermuted) {
+    const float* xp = PermuteMxInput<V>(x, T, w.cols);
+    if (T == 1) return GemvRows<MxGemvTileOf<V>::template T>(xp, w, r0, r1, y);
+    if (T <= kMxSmallMax) return MxSmallRows<V>(xp, T, w, r0, r1, y);
+    // The decoded rows and xp are whole permuted blocks: the tile walks them as full blocks.
+    MatrixWeight padded = w;
+    padded.cols = (w.cols + kMxBlock - 1) / kMxBlock * kMxBlock;
+    return MultiTokenRows<V, true>(xp, T, padded, r0, r1, kMxBlock, y, decode, scale_of);
+  }
   if (T == 1) return GemvRows<MxGemvTileOf<V>::template T>(x, w, r0, r1, y);
-  MultiTokenRows<V, true>(
-      x, T, w, r0, r1, kMxBlock, y, [&](int64_t r, float* dst) { DecodeMxRow<V>(w, r, dst); },
-      [&](int64_t r, int64_t j) {
-        return V::Mx::Scale(w.scale_e8m0[w.ScaleRow(r) * w.scale_cols + j]);
-      });
+  MultiTokenRows<V, true>(x, T, w, r0, r1, kMxBlock, y, decode, scale_of);
 }
 
 // KernelTable::linear_rows of the unit that instantiates it.
