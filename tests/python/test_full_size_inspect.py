@@ -74,8 +74,8 @@ def spec_bytes(name):
     return out
 
 
-def header_tensors(d):
-    """name -> (dtype, nbytes) from the safetensors headers only (8-byte length + JSON)."""
+def header_shapes(d):
+    """name -> (dtype, shape, nbytes) from the safetensors headers only (8-byte length + JSON)."""
     out = {}
     for fn in os.listdir(d):
         if fn.endswith(".safetensors"):
@@ -84,8 +84,13 @@ def header_tensors(d):
                 h = json.loads(f.read(n))
             for k, v in h.items():
                 if k != "__metadata__":
-                    out[k] = (v["dtype"], v["data_offsets"][1] - v["data_offsets"][0])
+                    out[k] = (v["dtype"], v["shape"], v["data_offsets"][1] - v["data_offsets"][0])
     return out
+
+
+def header_tensors(d):
+    """name -> (dtype, nbytes) from the safetensors headers."""
+    return {k: (dt, nb) for k, (dt, _, nb) in header_shapes(d).items()}
 
 
 def is_language_model(n):
@@ -256,20 +261,6 @@ def test_tensor_parallel_inspect_reports_per_rank_memory(mimo_bin, full_size_dir
 # MXFP4 (U8 codes + weight_scale) unchanged. Also the bytes one decode token reads (as
 # test_active_weight_bytes.py counts them) and the KV cache the plan holds.
 EXPERT = re.compile(r"^model\.(mtp\.)?layers\.\d+\.mlp\.experts\.\d+\.")
-
-
-def header_shapes(d):
-    """name -> (dtype, shape, nbytes) from the safetensors headers."""
-    out = {}
-    for fn in os.listdir(d):
-        if fn.endswith(".safetensors"):
-            with open(os.path.join(d, fn), "rb") as f:
-                (n,) = struct.unpack("<Q", f.read(8))
-                h = json.loads(f.read(n))
-            for k, v in h.items():
-                if k != "__metadata__":
-                    out[k] = (v["dtype"], v["shape"], v["data_offsets"][1] - v["data_offsets"][0])
-    return out
 
 
 def planned_weights(d, mxfp4):
