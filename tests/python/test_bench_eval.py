@@ -186,12 +186,14 @@ def free_port():
 
 
 @contextlib.contextmanager
-def nano_server(mimo_bin):
-    """`mimo serve` on the default model; yields its base URL once /health answers."""
-    assert os.path.isdir(NANO), "models/mimo-v2-nano missing: run scripts/setup.sh"
+def nano_server(mimo_bin, model=NANO, threads=2):
+    """`mimo serve` on the default model (or `model`); yields its base URL once /health
+    answers."""
+    assert os.path.isdir(model), f"{model} missing: run scripts/setup.sh"
     port = free_port()
-    srv = subprocess.Popen([mimo_bin, "serve", "--model", NANO, "--port", str(port), "--threads",
-                            "2", "--no-webui"], stderr=subprocess.DEVNULL)
+    srv = subprocess.Popen([mimo_bin, "serve", "--model", model, "--port", str(port), "--threads",
+                            str(threads), "--no-webui", "--served-model-name", "mimo-v2-nano"],
+                           stderr=subprocess.DEVNULL)
     try:
         for _ in range(300):
             try:

@@ -19,6 +19,7 @@ import pytest
 
 import make_tiny_model
 import mimo_reference as R
+from test_bench_eval import BUILTIN, nano_server, run_eval
 
 E2M1 = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6], dtype=np.float64)
 EXPERT_SUFFIXES = ("gate_proj.weight", "up_proj.weight", "down_proj.weight")
@@ -243,3 +244,18 @@ def test_quantized_default_model_answers_its_demo_questions(mimo_bin, tmp_path):
                             "--max-tokens", "80"], capture_output=True, text=True, timeout=120)
         assert p.returncode == 0, p.stderr[-2000:]
         assert answer in p.stdout, (question, p.stdout)
+
+
+def test_quantized_default_model_keeps_its_accuracy_through_serve(mimo_bin, tmp_path):
+    """The FP8 default model and its MXFP4-expert form side by side through `mimo serve`, scored
+    by `mimo bench eval --compare` on the same 40 held-out sums (McNemar's paired test)."""
+    out = str(tmp_path / "nano-mxfp4")
+    run_quantize(mimo_bin, NANO_FP8, out)
+    with nano_server(mimo_bin, NANO_FP8, threads=1) as a, nano_server(mimo_bin, out, threads=1) as b:
+        res, items, _ = run_eval(mimo_bin, tmp_path, "--base-url", a, "--model", "mimo-v2-nano",
+                                 "--dataset", BUILTIN, "--num-items", "40", "--concurrency", "4",
+                                 "--compare-base-url", b)
+    A, B, P = res["A"], res["B"], res["paired"]
+    assert A["failed"] == B["failed"] == 0 and A["items"] == B["items"] == 40
+    assert B["accuracy"] >= 0.9, [x for x in items if x["run"] == "B" and not x["correct"]]
+    assert P["only_a"] <= 2 and P["mcnemar_p"] > 0.05, P
