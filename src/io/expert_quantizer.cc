@@ -244,11 +244,20 @@ class Writer {
     MIMO_RETURN_IF_ERROR(Plan());
     fs::create_directories(out, ec);
     if (ec) return Internal("cannot create '%s': %s", o_.out_dir.c_str(), ec.message().c_str());
+    Status st = WriteAll(in, out, config);
+    if (!st.ok()) {
+      fs::remove_all(out, ec);  // it was empty or absent: no half-written checkpoint is left
+      return st;
+    }
+    return report_;
+  }
+
+ private:
+  Status WriteAll(const fs::path& in, const fs::path& out, const ojson& config) {
     for (const Shard& s : shards_) MIMO_RETURN_IF_ERROR(WriteShard(s, out));
     MIMO_RETURN_IF_ERROR(WriteIndex(in, out));
     MIMO_RETURN_IF_ERROR(CopyOtherFiles(in, out));
-    MIMO_RETURN_IF_ERROR(WriteConfig(config, out));
-    return report_;
+    return WriteConfig(config, out);
   }
 
  private:

@@ -208,6 +208,43 @@ def test_bad_inputs_are_refused_with_a_reason(mimo_bin, checkpoint, tmp_path):
     assert p.returncode == 2 and "only mxfp4" in p.stderr
 
 
+def write_safetensors(path, tensors):
+    """name -> float32 array, stored as BF16 (truncated: exact for the values used here)."""
+    header, blobs, off = {}, [], 0
+    for name, a in tensors.items():
+        b = (np.ascontiguousarray(a, np.float32).view(np.uint32) >> 16).astype("<u2").tobytes()
+        header[name] = {"dtype": "BF16", "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(len(h).to_bytes(8, "little") + h + b"".join(blobs))
+
+
+@pytest.mark.parametrize("case", ["columns", "nan", "truncated"])
+def test_unquantizable_expert_is_named(mimo_bin, tmp_path, case):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "config.json").write_text(json.dumps({"architectures": ["MiMoV2FlashForCausalLM"]}))
+    name = "model.layers.1.mlp.experts.3.up_proj.weight"
+    w = np.ones((4, 48 if case == "columns" else 64), np.float32)
+    if case == "nan":
+        w[2, 5] = np.nan
+    write_safetensors(src / "model.safetensors", {"model.norm.weight": np.ones(8), name: w})
+    if case == "truncated":
+        data = (src / "model.safetensors").read_bytes()
+        (src / "model.safetensors").write_bytes(data[:-100])
+    p = subprocess.run([mimo_bin, "quantize", "--model", str(src), "--out", str(tmp_path / "o")],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1, p.stderr
+    want = {"columns": [name, "48 columns, not a multiple of the MXFP4 block"],
+            "nan": [name, "row 2 holds a NaN"], "truncated": ["model.safetensors"]}[case]
+    for w in want:
+        assert w in p.stderr, p.stderr
+    assert not (tmp_path / "o").exists()  # no half-written checkpoint left behind
+
+
 QUANTIZABLE = [v for v, s in make_tiny_model.VARIANTS.items() if s.get("experts") != "mxfp4"]
 
 
