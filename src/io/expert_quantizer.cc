@@ -52,14 +52,16 @@ namespace {
 constexpr double kE2M1[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
 
 // Rounds x[0..n) at exponent byte e into codes[], returning the squared error (summed in order).
+// |x| / scale is exact (a power of two, in double); the code is the number of midpoints passed,
+// which is RoundToE2M1Magnitude's (its conditions are monotone in y), without its branches.
 double RoundBlock(const float* x, int n, int e, uint8_t* codes) {
-  const double scale = std::ldexp(1.0, e - 127);
+  const double scale = std::ldexp(1.0, e - 127), inv = std::ldexp(1.0, 127 - e);
   double err = 0;
   for (int i = 0; i < n; ++i) {
-    const double v = x[i];
-    const uint8_t mag = RoundToE2M1Magnitude(std::fabs(v) / scale);
-    const double q = kE2M1[mag] * scale;
-    const double d = std::fabs(v) - q;
+    const double v = x[i], y = std::fabs(v) * inv;
+    const int mag =
+        (y > 0.25) + (y >= 0.75) + (y > 1.25) + (y >= 1.75) + (y > 2.5) + (y >= 3.5) + (y > 5.0);
+    const double d = std::fabs(v) - kE2M1[mag] * scale;
     err += d * d;
     codes[i] = static_cast<uint8_t>(mag | (v < 0 && mag != 0 ? 8 : 0));  // zero is +0
   }
@@ -153,51 +155,72 @@ struct Shard {
   std::vector<OutTensor> tensors;
 };
 
-// The expert weight as fp32 rows: FP8 times its block scale (fp32 product, as the engine's
-// dequantization), or the float dtypes widened.
-class ExpertRows {
- public:
-  ExpertRows(const SafetensorsTensor& w, const SafetensorsTensor* scale_inv, int64_t block_rows,
-             int64_t block_cols)
-      : w_(w), s_(scale_inv), br_(block_rows), bc_(block_cols) {
-    cols_ = w.entry->shape[1];
-    if (s_) scale_cols_ = s_->entry->shape[1];
-  }
-  void Row(int64_t r, float* out) const {
-    const uint8_t* base = static_cast<const uint8_t*>(w_.data);
-    switch (w_.entry->dtype) {
-      case DType::kF8E4M3:
-        for (int64_t c = 0; c < cols_; ++c) out[c] = F8E4M3ToF32(base[r * cols_ + c]) * Scale(r, c);
-        break;
-      case DType::kBF16:
-      case DType::kF16:
-        for (int64_t c = 0; c < cols_; ++c) {
-          uint16_t h;
-          std::memcpy(&h, base + 2 * (r * cols_ + c), 2);
-          out[c] = w_.entry->dtype == DType::kBF16 ? BF16ToF32(h) : F16ToF32(h);
-        }
-        break;
-      default:
-        std::memcpy(out, base + 4 * r * cols_, 4 * cols_);
+// Row r of w as fp32: FP8 times its block scale (an fp32 product, as the engine's
+// dequantization), the float dtypes widened.   out [w.cols]
+void DequantizeRow(const MatrixWeight& w, int64_t r, float* out) {
+  const uint8_t* base = static_cast<const uint8_t*>(w.data);
+  const int64_t cols = w.cols;
+  switch (w.dtype) {
+    case DType::kF8E4M3: {
+      const float* scale = w.scale_inv + w.ScaleRow(r) * w.scale_cols;
+      const uint8_t* row = base + r * cols;
+      for (int64_t cb = 0, j = 0; cb < cols; cb += w.block_cols, ++j) {
+        const int64_t ce = std::min(cols, cb + w.block_cols);
+        for (int64_t c = cb; c < ce; ++c) out[c] = F8E4M3ToF32(row[c]) * scale[j];
+      }
+      break;
     }
+    case DType::kBF16:
+    case DType::kF16:
+      for (int64_t c = 0; c < cols; ++c) {
+        uint16_t h;
+        std::memcpy(&h, base + 2 * (r * cols + c), 2);
+        out[c] = w.dtype == DType::kBF16 ? BF16ToF32(h) : F16ToF32(h);
+      }
+      break;
+    default:
+      std::memcpy(out, base + 4 * r * cols, 4 * cols);
   }
+}
 
- private:
-  float Scale(int64_t r, int64_t c) const {
-    const int64_t i = (r / br_) * scale_cols_ + c / bc_;
-    if (s_->entry->dtype == DType::kF32) {
-      float f;
-      std::memcpy(&f, static_cast<const uint8_t*>(s_->data) + 4 * i, 4);
-      return f;
+// Quantizes every row of w (not MXFP4) into codes [rows, ceil(cols / 2)] and exponents [rows,
+// ceil(cols / 32)], rows split over the pool. Returns the first row holding a NaN or infinity, or
+// -1.
+int64_t QuantizeRows(const MatrixWeight& w, Mxfp4ScaleRule rule, ThreadPool* pool, uint8_t* codes,
+                     uint8_t* exps, Mxfp4ErrorStats* stats) {
+  const int64_t rows = w.rows, cols = w.cols;
+  const int64_t row_bytes = (cols + 1) / 2, blocks = (cols + kMxfp4Block - 1) / kMxfp4Block;
+  const int threads = pool ? pool->num_threads() : 1;
+  std::vector<Mxfp4ErrorStats> st(threads);
+  std::atomic<int64_t> bad_row{-1};
+  auto body = [&](int64_t r0, int64_t r1, int t) {
+    std::vector<float> row(cols);
+    for (int64_t r = r0; r < r1; ++r) {
+      DequantizeRow(w, r, row.data());
+      for (float v : row) {
+        if (!std::isfinite(v)) {
+          int64_t none = -1;
+          bad_row.compare_exchange_strong(none, r);
+          return;
+        }
+      }
+      for (int64_t b = 0; b < blocks; ++b) {
+        const int n = static_cast<int>(std::min<int64_t>(kMxfp4Block, cols - b * kMxfp4Block));
+        exps[r * blocks + b] =
+            QuantizeMxfp4Block(row.data() + b * kMxfp4Block, n, rule,
+                               codes + r * row_bytes + b * (kMxfp4Block / 2), &st[t]);
+      }
     }
-    uint16_t h;
-    std::memcpy(&h, static_cast<const uint8_t*>(s_->data) + 2 * i, 2);
-    return BF16ToF32(h);
+  };
+  if (pool) {
+    pool->ParallelFor(rows, body);
+  } else {
+    body(0, rows, 0);
   }
-  const SafetensorsTensor& w_;
-  const SafetensorsTensor* s_;
-  int64_t br_, bc_, cols_ = 0, scale_cols_ = 0;
-};
+  if (stats)
+    for (const auto& x : st) stats->Add(x);
+  return bad_row.load();
+}
 
 StatusOr<ojson> ReadJsonFile(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -439,45 +462,42 @@ class Writer {
     return Status::Ok();
   }
 
-  Status QuantizeTensor(const SafetensorsTensor& w, std::vector<uint8_t>* codes,
+  Status QuantizeTensor(const SafetensorsTensor& t, std::vector<uint8_t>* codes,
                         std::vector<uint8_t>* exps) {
-    const int64_t rows = w.entry->shape[0], cols = w.entry->shape[1];
-    const SafetensorsTensor* s =
-        w.entry->dtype == DType::kF8E4M3 ? set_->Find(w.entry->name + kScaleInv) : nullptr;
-    ExpertRows src(w, s, block_rows_, block_cols_);
-    codes->assign(static_cast<size_t>(rows * cols / 2), 0);
-    exps->assign(static_cast<size_t>(rows * cols / kMxfp4Block), 0);
-    const int threads = o_.pool ? o_.pool->num_threads() : 1;
-    std::vector<Mxfp4ErrorStats> stats(threads);
-    std::atomic<int64_t> bad_row{-1};
-    auto body = [&](int64_t r0, int64_t r1, int t) {
-      std::vector<float> row(cols);
-      for (int64_t r = r0; r < r1; ++r) {
-        src.Row(r, row.data());
-        for (float v : row) {
-          if (!std::isfinite(v)) {
-            int64_t none = -1;
-            bad_row.compare_exchange_strong(none, r);
-            return;
-          }
-        }
-        for (int64_t b = 0; b < cols / kMxfp4Block; ++b) {
-          (*exps)[r * (cols / kMxfp4Block) + b] =
-              QuantizeMxfp4Block(row.data() + b * kMxfp4Block, kMxfp4Block, o_.rule,
-                                 codes->data() + r * (cols / 2) + b * (kMxfp4Block / 2), &stats[t]);
+    const int64_t rows = t.entry->shape[0], cols = t.entry->shape[1];
+    MatrixWeight w;
+    w.dtype = t.entry->dtype;
+    w.rows = rows;
+    w.cols = cols;
+    w.data = t.data;
+    std::vector<float> scale;  // the FP8 block scales as fp32 (BF16 ones widened)
+    if (w.dtype == DType::kF8E4M3) {
+      const SafetensorsTensor* s = set_->Find(t.entry->name + kScaleInv);
+      const int64_t n = s->entry->shape[0] * s->entry->shape[1];
+      scale.resize(n);
+      for (int64_t i = 0; i < n; ++i) {
+        if (s->entry->dtype == DType::kF32) {
+          std::memcpy(&scale[i], static_cast<const uint8_t*>(s->data) + 4 * i, 4);
+        } else {
+          uint16_t h;
+          std::memcpy(&h, static_cast<const uint8_t*>(s->data) + 2 * i, 2);
+          scale[i] = BF16ToF32(h);
         }
       }
-    };
-    if (o_.pool) {
-      o_.pool->ParallelFor(rows, body);
-    } else {
-      body(0, rows, 0);
+      w.scale_inv = scale.data();
+      w.num_scale_rows = s->entry->shape[0];
+      w.scale_cols = s->entry->shape[1];
+      w.block_rows = block_rows_;
+      w.block_cols = block_cols_;
     }
-    if (bad_row.load() >= 0)
+    codes->assign(static_cast<size_t>(rows * cols / 2), 0);
+    exps->assign(static_cast<size_t>(rows * cols / kMxfp4Block), 0);
+    const int64_t bad =
+        QuantizeRows(w, o_.rule, o_.pool, codes->data(), exps->data(), &report_.error);
+    if (bad >= 0)
       return InvalidArgument("tensor '%s' in '%s': row %lld holds a NaN or infinite value",
-                             w.entry->name.c_str(), w.file->path().c_str(),
-                             static_cast<long long>(bad_row.load()));
-    for (const auto& st : stats) report_.error.Add(st);
+                             t.entry->name.c_str(), t.file->path().c_str(),
+                             static_cast<long long>(bad));
     return Status::Ok();
   }
 
@@ -562,6 +582,39 @@ class Writer {
 };
 
 }  // namespace
+
+StatusOr<MatrixWeight> QuantizeWeightToMxfp4(const MatrixWeight& w, Mxfp4ScaleRule rule,
+                                             ThreadPool* pool, const std::string& what,
+                                             Mxfp4ErrorStats* stats) {
+  if (w.dtype == DType::kMxfp4 || w.empty()) return w;
+  if (w.dtype != DType::kF32 && w.dtype != DType::kBF16 && w.dtype != DType::kF16 &&
+      w.dtype != DType::kF8E4M3)
+    return InvalidArgument("%s: dtype %s cannot be quantized to MXFP4", what.c_str(),
+                           std::string(DTypeName(w.dtype)).c_str());
+  struct Buffers {
+    std::vector<uint8_t> codes, exps;
+  };
+  auto buf = std::make_shared<Buffers>();
+  const int64_t blocks = (w.cols + kMxfp4Block - 1) / kMxfp4Block;
+  buf->codes.assign(static_cast<size_t>(w.rows * ((w.cols + 1) / 2)), 0);
+  buf->exps.assign(static_cast<size_t>(w.rows * blocks), 0);
+  const int64_t bad = QuantizeRows(w, rule, pool, buf->codes.data(), buf->exps.data(), stats);
+  if (bad >= 0)
+    return InvalidArgument("%s: row %lld holds a NaN or infinite value", what.c_str(),
+                           static_cast<long long>(bad));
+  MatrixWeight q;
+  q.dtype = DType::kMxfp4;
+  q.rows = w.rows;
+  q.cols = w.cols;
+  q.data = buf->codes.data();
+  q.scale_e8m0 = buf->exps.data();
+  q.num_scale_rows = w.rows;
+  q.scale_cols = blocks;
+  q.block_cols = kMxfp4Block;
+  q.block_rows = 1;
+  q.owned = buf;
+  return q;
+}
 
 StatusOr<QuantizeReport> QuantizeExpertsToMxfp4(const QuantizeOptions& options) {
   Writer w(options);

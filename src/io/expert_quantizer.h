@@ -10,6 +10,7 @@
 #include <functional>
 #include <string>
 
+#include "core/matrix_weight.h"
 #include "core/status.h"
 
 namespace mimo {
@@ -47,6 +48,15 @@ uint8_t RoundToE2M1Magnitude(double y);
 // NaN or infinite inputs are the caller's to reject.
 uint8_t QuantizeMxfp4Block(const float* x, int n, Mxfp4ScaleRule rule, uint8_t* packed,
                            Mxfp4ErrorStats* stats);
+
+// A weight (F32, BF16, F16 or FP8 with its block scales, any grid) rewritten as MXFP4 in owned
+// memory: the load-time form of `mimo quantize` (--experts mxfp4 on the model-running commands).
+// Rows of any length (a short last block is quantized over its own elements). Adds the error to
+// *stats (may be null). An MXFP4 weight is returned as is; a NaN or infinity is an error naming
+// `what` and the row.
+StatusOr<MatrixWeight> QuantizeWeightToMxfp4(const MatrixWeight& w, Mxfp4ScaleRule rule,
+                                             ThreadPool* pool, const std::string& what,
+                                             Mxfp4ErrorStats* stats);
 
 struct QuantizeOptions {
   std::string in_dir, out_dir;

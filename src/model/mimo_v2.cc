@@ -73,6 +73,25 @@ StatusOr<std::unique_ptr<MimoV2Model>> MimoV2Model::Load(const std::string& dir,
   return m;
 }
 
+Status MimoV2Model::QuantizeExpertsToMxfp4(Mxfp4ScaleRule rule, ThreadPool* pool,
+                                           Mxfp4ErrorStats* stats, int* converted) {
+  for (size_t l = 0; l < w_.layers.size(); ++l) {
+    std::vector<MlpWeights>& experts = w_.layers[l].moe.experts;
+    for (size_t e = 0; e < experts.size(); ++e) {
+      const std::string p =
+          "model.layers." + std::to_string(l) + ".mlp.experts." + std::to_string(e) + ".";
+      for (auto [name, w] : {std::pair{"gate_proj", &experts[e].gate_proj},
+                             std::pair{"up_proj", &experts[e].up_proj},
+                             std::pair{"down_proj", &experts[e].down_proj}}) {
+        if (w->empty() || w->dtype == DType::kMxfp4) continue;  // another rank's, or already
+        MIMO_ASSIGN_OR_RETURN(*w, QuantizeWeightToMxfp4(*w, rule, pool, p + name, stats));
+        if (converted) ++*converted;
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 std::vector<LayerConfig> MimoV2Model::KvLayerConfigs() const {
   std::vector<LayerConfig> out = layers_;
   for (size_t i = 0; i < w_.mtp.size(); ++i) {

@@ -11,6 +11,7 @@
 #include "attention/kv_attention.h"
 #include "core/status.h"
 #include "io/checkpoint.h"
+#include "io/expert_quantizer.h"
 #include "io/hf_config.h"
 #include "model/tensor_parallel.h"
 #include "model/weights.h"
@@ -75,6 +76,13 @@ class MimoV2Model {
   const TpSlice& tp_slice() const { return tp_.slice; }
   Communicator* communicator() const { return tp_.comm; }
   bool tp_leader() const { return tp_.active() && tp_.comm->leader(); }
+
+  // --experts mxfp4 (io/expert_quantizer.h): every routed expert this rank holds rewritten as
+  // MXFP4 in owned memory, exactly as `mimo quantize` writes it; the checkpoint's own expert
+  // bytes are then no longer read. Call before the first Forward; adds the rounding error to
+  // *stats (may be null) and the number of weights rewritten to *converted.
+  Status QuantizeExpertsToMxfp4(Mxfp4ScaleRule rule, ThreadPool* pool, Mxfp4ErrorStats* stats,
+                                int* converted);
 
   // The checkpoint the weights point into (e.g. to ReadThrough it before serving).
   const Checkpoint& checkpoint() const { return *ckpt_; }

@@ -9,6 +9,8 @@ rewritten in V2.6's MXFP4 layout (spec section 4).
 * The engine on the quantized checkpoint matches the float64 reference forward on that same
   checkpoint at 1e-4 on every sibling whose experts it converts (V2.6 keeps its own).
 * The quantized default model still answers its demo questions.
+* `--experts mxfp4` at load (no second copy on disk) computes bit for bit what the rewritten
+  checkpoint computes.
 """
 import json
 import os
@@ -296,3 +298,35 @@ def test_quantized_default_model_keeps_its_accuracy_through_serve(mimo_bin, tmp_
     assert A["failed"] == B["failed"] == 0 and A["items"] == B["items"] == 40
     assert B["accuracy"] >= 0.9, [x for x in items if x["run"] == "B" and not x["correct"]]
     assert P["only_a"] <= 2 and P["mcnemar_p"] > 0.05, P
+
+
+@pytest.mark.parametrize("variant", ["fp8", "bf16-sharded", "v2.5-pro", "v2.6-flash"])
+def test_load_time_experts_equal_the_quantized_checkpoint(mimo_bin, checkpoint, tmp_path, variant):
+    src = checkpoint(variant)
+    out = str(tmp_path / "q")
+    run_quantize(mimo_bin, src, out)
+    ids = ",".join(str(x) for x in np.random.default_rng(5).integers(0, 500, 20))
+    got = {}
+    for label, args in (("file", ["--model", out]),
+                        ("load", ["--model", src, "--experts", "mxfp4"])):
+        f = tmp_path / f"{label}.bin"
+        p = subprocess.run([mimo_bin, "logits", *args, "--ids", ids, "--out", str(f), "--threads",
+                            "2", "--mode", "decode"], capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stderr[-2000:]
+        got[label] = np.fromfile(f, dtype="<f4")
+        if label == "load":
+            already = variant.startswith("v2.6")  # its experts are MXFP4 as stored
+            assert (": 0 routed expert weights" in p.stderr) == already, p.stderr
+    assert got["file"].size > 0 and np.array_equal(got["file"], got["load"])
+
+
+def test_load_time_experts_through_serve_flags(mimo_bin, tmp_path):
+    p = subprocess.run([mimo_bin, "chat", "--model", NANO_FP8, "--experts", "mxfp4", "--message",
+                        "What is 27 + 15?", "--max-tokens", "80"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "So 27 + 15 = 42." in p.stdout
+    assert "quantized to MXFP4 at load" in p.stderr and "page cache" in p.stderr
+    p = subprocess.run([mimo_bin, "chat", "--model", NANO_FP8, "--experts", "int4", "--message",
+                        "hi"], capture_output=True, text=True, timeout=120)
+    assert p.returncode != 0 and "only mxfp4" in p.stderr

@@ -2,6 +2,8 @@
 // KV cache from the common flags, report errors as one line on stderr.
 #pragma once
 
+#include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -116,6 +118,35 @@ inline bool LoadModelOrReport(const char* cmd, const std::string& dir, int threa
   out->model = std::move(m).value();
   out->pool = std::make_unique<ThreadPool>(threads);
   out->ctx.pool = out->pool.get();
+  // --experts mxfp4: the load-time form of `mimo quantize` (every rank its own experts).
+  if (a && a->Has("experts")) {
+    if (a->Get("experts") != "mxfp4") {
+      if (!follower) {
+        std::fprintf(stderr, "mimo %s: error: --experts '%s' is not supported (only mxfp4)\n", cmd,
+                     a->Get("experts").c_str());
+      }
+      if (follower) std::exit(2);
+      return false;
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    Mxfp4ErrorStats st;
+    int n = 0;
+    const Status q =
+        out->model->QuantizeExpertsToMxfp4(Mxfp4ScaleRule::kMse, out->pool.get(), &st, &n);
+    if (!q.ok()) {
+      if (follower) std::exit(1);
+      std::fprintf(stderr, "mimo %s: error: --experts mxfp4: %s\n", cmd, q.message().c_str());
+      return false;
+    }
+    if (!follower) {
+      std::fprintf(stderr,
+                   "mimo %s: %d routed expert weights quantized to MXFP4 at load in %.1f s "
+                   "(relative RMS error %.5f)\n",
+                   cmd, n,
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                   st.sum_sq_weight > 0 ? std::sqrt(st.sum_sq_error / st.sum_sq_weight) : 0.0);
+    }
+  }
   if (follower) {
     const Status st = RunTpFollower(*out->model, out->ctx);
     if (!st.ok()) tp.comm->Abort(2, st.message());
@@ -127,8 +158,9 @@ inline bool LoadModelOrReport(const char* cmd, const std::string& dir, int threa
 // Flags every model-running command accepts for its KV cache, for tensor/expert parallelism, and
 // --prefill-precision.
 inline std::vector<std::string> KvCacheKeys() {
-  return {"attention-backend", "block-size",           "kv-cache-dtype",     "kv-cache-memory",
-          "num-kv-blocks",     "tensor-parallel-size", "collective-timeout", "prefill-precision"};
+  return {"attention-backend",  "block-size",        "kv-cache-dtype",
+          "kv-cache-memory",    "num-kv-blocks",     "tensor-parallel-size",
+          "collective-timeout", "prefill-precision", "experts"};
 }
 inline std::vector<std::string> KvCacheFlags() {
   return {"strict-attention-backend", "expert-parallel"};

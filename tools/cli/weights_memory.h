@@ -28,6 +28,15 @@ inline bool PlaceWeightsOrReport(const char* cmd, const Args& a, const EngineRun
   }
   // Under tensor parallelism a rank binds only its slices: no read-through of whole files.
   if (a.GetInt("tensor-parallel-size", 1) > 1) return true;
+  // --experts mxfp4 made owned copies of the experts: copying the files would also copy the
+  // FP8/BF16 experts nothing reads any more, so auto leaves the rest in the page cache.
+  if (a.Has("experts") && *mode == WeightsMemory::kAuto) {
+    std::fprintf(stderr,
+                 "mimo %s: note: --experts mxfp4: the other weights are served from the page "
+                 "cache (--weights-memory copy would copy the source experts too)\n",
+                 cmd);
+    return true;
+  }
   const Checkpoint& ck = rt.lm.model->checkpoint();
   const int64_t weights = static_cast<int64_t>(ck.TotalFileBytes());
   const int64_t kv = rt.engine->kv_memory_plan().total_bytes;
