@@ -68,6 +68,8 @@ CASES = [
     ("v2.6-flash", 2, ["--expert-parallel"]),  # MXFP4 experts, fused TP4 qkv at N = 2
     ("v2.6-flash", 4, ["--mode", "decode"]),   # MXFP4 experts split by rows
     ("tied", 2, ["--prefix-cache"]),   # tied lm_head (vocab rows of the embedding), sinks
+    ("v2.5-pro", 4, ["--experts", "mxfp4"]),  # each rank quantizes its own expert slices at load
+    ("fp8", 2, ["--expert-parallel", "--experts", "mxfp4"]),
 ]
 
 
