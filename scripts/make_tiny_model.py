@@ -105,6 +105,9 @@ BENCH_VARIANTS = {
     "bench-fp8": dict(BENCH_GEOM, dtype="fp8"),
     "bench-flash-fp8": dict(FLASH_BENCH_GEOM, dtype="fp8"),
     "bench-mxfp4": dict(BENCH_GEOM, dtype="fp8", experts="mxfp4", router_dtype=("BF16", "F32")),
+    # bench-flash-fp8's weights dequantized to BF16 (scripts/bench/dequant_fp8_to_bf16.py), so
+    # llama.cpp (GGUF from BF16) and mimo run the same model (issue 31).
+    "bench-flash-bf16": dict(FLASH_BENCH_GEOM, dtype="fp8", dequant_of="bench-flash-fp8"),
 }
 
 VARIANTS = {
@@ -211,7 +214,8 @@ FIXTURE_VARIANTS = {
 # checkpoint (and the figures recorded from it) keeps its bytes.
 SEED_ORDER = ["bf16", "bf16-sharded", "f32", "fp8", "fp8-fused", "omni", "tied", "bench-bf16",
               "bench-fp8", "v2.5", "v2.5-pro", "v2.6-flash", "v2.6-pro", "bench-mxfp4",
-              "bench-flash-fp8", "e2e", "ctest-ref", "long-ctx", "weights-mmap"]
+              "bench-flash-fp8", "e2e", "ctest-ref", "long-ctx", "weights-mmap",
+              "bench-flash-bf16"]
 assert set(SEED_ORDER) == (set(VARIANTS) | set(BENCH_VARIANTS) | set(SERVER_VARIANTS) |
                            set(FIXTURE_VARIANTS))
 ALL_VARIANTS = {**VARIANTS, **BENCH_VARIANTS, **SERVER_VARIANTS, **FIXTURE_VARIANTS}
@@ -687,6 +691,18 @@ def write_checkpoint(out_dir, variant, seed=0):
         raise SystemExit(f"unknown variant {variant!r}; choose from {', '.join(ALL_VARIANTS)}")
     # bf16-sharded is the bf16 model split over 3 files (same seed), so their logits are equal
     # (and so are their drafters').
+    if ALL_VARIANTS[variant].get("dequant_of"):
+        import shutil
+        import tempfile
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "bench"))
+        import dequant_fp8_to_bf16
+        tmp = tempfile.mkdtemp(dir=os.path.dirname(os.path.abspath(out_dir)) or None)
+        try:
+            write_checkpoint(tmp, ALL_VARIANTS[variant]["dequant_of"], seed)
+            dequant_fp8_to_bf16.main([tmp, out_dir])
+        finally:
+            shutil.rmtree(tmp)
+        return
     base = ALL_VARIANTS[variant].get("same_model_as", variant)
     target_seed = seed * 1000 + SEED_ORDER.index(base)
     cfg, tensors = _write_target(out_dir, variant, target_seed)

@@ -70,8 +70,8 @@ def to_f32(raw, dtype, shape):
     return np.frombuffer(raw, dtype=NP[dtype]).astype(np.float32).reshape(shape)
 
 
-def main():
-    src, dst = sys.argv[1], sys.argv[2]
+def main(argv=None):
+    src, dst = (argv or sys.argv[1:])[:2]
     os.makedirs(dst, exist_ok=True)
     idx = os.path.join(src, "model.safetensors.index.json")
     files = sorted(set(json.load(open(idx))["weight_map"].values())) if os.path.exists(idx) \
