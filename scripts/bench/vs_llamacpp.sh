@@ -5,12 +5,13 @@
 # the load average with every round: llama.cpp's OpenMP threads collapse on a loaded machine.
 #
 #   bash scripts/bench/vs_llamacpp.sh [-r ROUNDS] [-p PROMPT] [-n GEN] [-t THREADS] \
-#        --mimo DIR [--mimo DIR ...] --gguf FILE [--gguf FILE ...]
+#        --mimo DIR [--mimo-bf16 DIR] ... --gguf FILE [--gguf FILE ...]
+# (--mimo-bf16: the same checkpoint with --prefill-precision bf16, the opt-in bf16 prompt mode)
 #
 # Example (the bench-flash shape; issue 28's speed table):
 #   python3 scripts/make_tiny_model.py --out /tmp/bench-flash-fp8 --variant bench-flash-fp8
 #   build/bin/mimo quantize --model /tmp/bench-flash-fp8 --out /tmp/bench-flash-mxfp4
-#   /usr/bin/python3 scripts/bench/dequant_fp8_to_bf16.py /tmp/bench-flash-fp8 /tmp/bench-flash-bf16
+#   /usr/bin/python3 scripts/make_tiny_model.py --out /tmp/bench-flash-bf16 --variant bench-flash-bf16
 #   bash ../shared/anchors/llamacpp.sh /tmp/bench-flash-bf16      # GGUF BF16 + Q8_0 in /tmp/anchors
 #   L=/tmp/anchors/llama.cpp/build/bin; A=/tmp/anchors
 #   $L/llama-quantize $A/bench-flash-bf16-bf16.gguf $A/bench-flash-bf16-q4_0.gguf Q4_0 2
@@ -30,6 +31,7 @@ while [ $# -gt 0 ]; do
     -n) GEN=$2; shift 2 ;;
     -t) THREADS=$2; shift 2 ;;
     --mimo) mimos+=("$2"); shift 2 ;;
+    --mimo-bf16) mimos+=("$2+bf16"); shift 2 ;;
     --gguf) ggufs+=("$2"); shift 2 ;;
     *) sed -n '2,20p' "$0" >&2; exit 2 ;;
   esac
@@ -39,8 +41,10 @@ PY=/usr/bin/python3
 for round in $(seq 1 "$ROUNDS"); do
   echo "# round $round: load average $(cut -d' ' -f1-3 /proc/loadavg), $THREADS threads, prompt $PROMPT, decode $GEN"
   for m in "${mimos[@]}"; do
-    "$MIMO" bench model --model "$m" --threads "$THREADS" --kv-cache-dtype bf16 \
-      --prompt-len "$PROMPT" --gen-len "$GEN" --json 2>/dev/null | M="$m" "$PY" -c '
+    extra=()
+    case "$m" in *+bf16) extra=(--prefill-precision bf16) ;; esac
+    "$MIMO" bench model --model "${m%+bf16}" --threads "$THREADS" --kv-cache-dtype bf16 \
+      --prompt-len "$PROMPT" --gen-len "$GEN" "${extra[@]}" --json 2>/dev/null | M="$m" "$PY" -c '
 import json, os, sys
 j = json.load(sys.stdin)
 print("mimo      %-40s prompt %7.1f tok/s  decode %6.2f tok/s  %7.1f MB/token  %5.2f GB/s of %5.2f probed (%.3f)" % (
