@@ -13,6 +13,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <vector>
 
@@ -304,7 +305,7 @@ class Writer {
   // Which output shard holds what: each file keeps its name and tensor order; an expert's
   // weight_scale_inv is dropped and its .weight becomes .weight + .weight_scale in place.
   Status Plan() {
-    std::map<std::string, std::string> froms;  // describes the source formats seen
+    std::set<std::string> froms;  // the source formats seen
     for (const auto& file : set_->files()) {
       Shard shard;
       shard.file_name = fs::path(file->path()).filename().string();
@@ -317,14 +318,16 @@ class Writer {
       for (const SafetensorsEntry* e : entries) {
         const SafetensorsTensor* t = set_->Find(e->name);
         report_.bytes_in += e->nbytes;
-        if (EndsWith(e->name, kScaleInv) &&
-            IsRoutedExpertWeight(e->name.substr(0, e->name.size() - std::strlen(kScaleInv)))) {
-          const SafetensorsTensor* w =
-              set_->Find(e->name.substr(0, e->name.size() - std::strlen(kScaleInv)));
-          if (w && w->entry->dtype == DType::kF8E4M3) continue;  // folded into the MXFP4 copy
+        if (EndsWith(e->name, kScaleInv)) {
+          const std::string weight = e->name.substr(0, e->name.size() - std::strlen(kScaleInv));
+          const SafetensorsTensor* w = set_->Find(weight);
+          if (IsRoutedExpertWeight(weight) && w && w->entry->dtype == DType::kF8E4M3) {
+            continue;  // folded into the MXFP4 copy
+          }
         }
-        if (!IsRoutedExpertWeight(e->name) || e->dtype == DType::kU8) {
-          if (IsRoutedExpertWeight(e->name)) report_.tensors_kept_mxfp4++;
+        const bool expert = IsRoutedExpertWeight(e->name);
+        if (!expert || e->dtype == DType::kU8) {
+          report_.tensors_kept_mxfp4 += expert;
           OutTensor o;
           o.name = e->name;
           o.dtype = std::string(DTypeName(e->dtype));
@@ -332,7 +335,7 @@ class Writer {
           o.nbytes = e->nbytes;
           o.src = t;
           shard.tensors.push_back(o);
-          report_.tensors_copied += !IsRoutedExpertWeight(e->name);
+          report_.tensors_copied += !expert;
           continue;
         }
         MIMO_RETURN_IF_ERROR(CheckExpert(*t, &froms));
@@ -355,14 +358,13 @@ class Writer {
       }
       shards_.push_back(std::move(shard));
     }
-    for (const auto& [from, unused] : froms) {
-      (void)unused;
+    for (const std::string& from : froms) {
       report_.converted_from += (report_.converted_from.empty() ? "" : ", ") + from;
     }
     return Status::Ok();
   }
 
-  Status CheckExpert(const SafetensorsTensor& t, std::map<std::string, std::string>* froms) {
+  Status CheckExpert(const SafetensorsTensor& t, std::set<std::string>* froms) {
     const SafetensorsEntry& e = *t.entry;
     if (e.shape.size() != 2)
       return InvalidArgument("tensor '%s' in '%s': an expert weight must be 2-D, got %s",
@@ -387,14 +389,14 @@ class Writer {
                                  sname.c_str(), s->file->path().c_str(), ShapeText(want).c_str(),
                                  std::string(DTypeName(s->entry->dtype)).c_str(),
                                  ShapeText(s->entry->shape).c_str());
-        (*froms)["F8_E4M3 with [" + std::to_string(block_rows_) + ", " +
-                 std::to_string(block_cols_) + "] block scales"] = "";
+        froms->insert("F8_E4M3 with [" + std::to_string(block_rows_) + ", " +
+                      std::to_string(block_cols_) + "] block scales");
         return Status::Ok();
       }
       case DType::kBF16:
       case DType::kF16:
       case DType::kF32:
-        (*froms)[std::string(DTypeName(e.dtype))] = "";
+        froms->insert(std::string(DTypeName(e.dtype)));
         return Status::Ok();
       default:
         return InvalidArgument("tensor '%s' in '%s': expert weight dtype %s cannot be quantized",
