@@ -393,6 +393,51 @@ class Generator:
         return self.arith(thinking)
 
 
+# Pass-key retrieval (Mohtashami & Jaggi's format), exactly as `mimo bench niah` asks it
+# (tools/cli/bench_niah.cc): a task line, filler sentences, the needle after the sentence nearest
+# to the depth, and the question at the end. The answer has to come from the needle, which only
+# the full-attention layers can see once it is more than a window behind.
+PASSKEY_FILLER = ("The grass is green. The sky is blue. The sun is yellow. Here we go. "
+                  "There and back again. ")
+PASSKEY_TASK = ("There is an important piece of information hidden inside a lot of irrelevant text. "
+                "Find it and memorize it. I will quiz you about it.\n\n")
+PASSKEY_QUESTION = "\n\nWhat is the pass key? The pass key is"
+
+
+def passkey_prompt(chars: int, depth: float, key: str) -> str:
+    """The haystack of `chars` filler characters with the needle after the sentence nearest to
+    depth * chars (0: first, 1: last), as bench_niah.cc's Haystack() builds it."""
+    needle = f"The pass key is {key}. Remember it. {key} is the pass key. "
+    filler = (PASSKEY_FILLER * (chars // len(PASSKEY_FILLER) + 1))[:chars]
+    at = int(depth * chars)
+    if at >= chars:
+        at = chars
+    else:
+        dot = filler.rfind(". ", 0, at + 2)
+        at = 0 if dot < 0 else dot + 2
+    return PASSKEY_TASK + filler[:at] + needle + filler[at:] + PASSKEY_QUESTION
+
+
+PASSKEY_TOKENS_PER_CHAR = 0.267  # the filler's tokens per character (Qwen3 tokenizer)
+PASSKEY_OVERHEAD = 75            # tokens of the prompt around an empty haystack and of the answer
+
+
+def passkey_chars(tokens: int) -> int:
+    """Filler characters for a prompt + answer of about `tokens` tokens."""
+    return max(0, int((tokens - PASSKEY_OVERHEAD) / PASSKEY_TOKENS_PER_CHAR))
+
+
+def passkey_sample(rng: random.Random, chars: int, thinking: bool, depth: Optional[float] = None) -> Sample:
+    """One pass-key conversation: a random 5-digit key at a uniform depth of `chars` filler
+    characters. The answer is short enough that the key is inside bench niah's 16 tokens with
+    thinking on too (the reasoning is not part of the content it scores)."""
+    key = str(rng.randint(10000, 99999))
+    depth = rng.random() if depth is None else depth
+    think = "<think>I know it.</think>" if thinking else ""
+    return Sample("passkey", [{"role": "user", "content": passkey_prompt(chars, depth, key)}], None,
+                  thinking, think + f"The pass key is {key}.", {"answer": key, "depth": depth})
+
+
 def prompt_text(r: Renderer, s: Sample) -> str:
     return r.render(s.messages, s.tools, add_generation_prompt=True, enable_thinking=s.thinking)
 

@@ -10,6 +10,7 @@ Scores (final answer = text after </think>):
 - tool_call: the output parses as <tool_call><function=NAME><parameter=K>V</parameter>...
   with exactly the expected function name and arguments;
 - tool_answer: given the tool response, the answer contains every fact of the response it should use;
+- passkey: the 5-digit key of a `mimo bench niah` prompt (500 to 4000 tokens, five depths) in the answer;
 - MTP: mean accepted length per speculative step with 3 drafts (greedy chain of the 3 MTP layers,
   each fed the main model's pre-norm hidden state at t and the previous draft; 1 + accepted drafts).
 """
@@ -71,6 +72,8 @@ def score(sample, text: str) -> bool:
             calls[0][1] == {k: str(v) for k, v in sample.meta["args"].items()}
     if sample.kind == "tool_answer":
         return all(contains_value(ans, f) for f in sample.meta["facts"])
+    if sample.kind == "passkey":
+        return contains_value(ans, sample.meta["answer"])
     raise ValueError(sample.kind)
 
 
@@ -137,6 +140,22 @@ def build_eval(n_per_kind, used):
     return tk, items
 
 
+PASSKEY_LENGTHS = (500, 1000, 2000, 4000)
+PASSKEY_DEPTHS = (0.0, 0.25, 0.5, 0.75, 1.0)
+
+
+def passkey_items(tk, r, seed=777):
+    """Pass-key prompts as `mimo bench niah` sends them, one per (length, depth), thinking on and
+    off alternately; keys from their own seed."""
+    rng = __import__("random").Random(seed)
+    items = []
+    for n in PASSKEY_LENGTHS:
+        for d in PASSKEY_DEPTHS:
+            s = data.passkey_sample(rng, data.passkey_chars(n), len(items) % 2 == 0, depth=d)
+            items.append((s, tk.encode(data.prompt_text(r, s)), None))
+    return items
+
+
 def shipped_heldout(n_per_kind):
     """The held-out samples with the shipped model's used-token filter (the prompts written for
     `mimo bench serve` and `mimo bench eval`)."""
@@ -146,7 +165,7 @@ def shipped_heldout(n_per_kind):
     return [s for s, _, _ in items]
 
 
-def evaluate(model_dir, n_per_kind=40, mtp_samples=40, log=print):
+def evaluate(model_dir, n_per_kind=40, mtp_samples=40, log=print, passkey=True):
     torch.set_num_threads(1)
     model, cfg = nano_io.load_model(model_dir)
     used = None
@@ -156,6 +175,8 @@ def evaluate(model_dir, n_per_kind=40, mtp_samples=40, log=print):
             u = json.load(f)
         used = {"in": set(u["input_ids"]), "out": set(u["output_ids"])}
     tk, items = build_eval(n_per_kind, used)
+    if passkey:
+        items += passkey_items(tk, data.Renderer())
     res = {}
     gen = []
     t0 = time.time()
@@ -168,6 +189,7 @@ def evaluate(model_dir, n_per_kind=40, mtp_samples=40, log=print):
         if not ok:
             log(f"MISS [{s.kind}] {s.messages[-1]['content'][:80]!r} -> {text[:160]!r}")
     steps = total = 0
+    gen = gen[:len(gen) - len(res.get("passkey", []))]  # MTP acceptance on the chat tasks, as before
     for p, out in gen[:: max(1, len(gen) // max(1, mtp_samples))][:mtp_samples]:
         a, b = mtp_accept(model, p, out)
         steps += a

@@ -258,6 +258,11 @@ def train_minutes(run_dir):
     return round((total + last) / 60)
 
 
+def total_minutes(run_dir, voc):
+    """Training minutes including those of the run a fine-tune started from (base_minutes)."""
+    return train_minutes(run_dir) + int(voc.get("base_minutes", 0))
+
+
 def readme_text(c, nparams, B, lo_main, lo_mtp, step, ev, fp8, n_out, voc, minutes):
     ev_lines = ""
     if ev:
@@ -270,6 +275,23 @@ def readme_text(c, nparams, B, lo_main, lo_mtp, step, ev, fp8, n_out, voc, minut
             "' Kab' 'urg', in `<parameter=city>Kaburg` it is '>K' 'ab' 'urg'; names that are a " \
             "single token in the prompt (' Morton', ' Baton') are the hardest, since the model " \
             "has to know that token's letters.\n"
+    passkey_text = passkey_cmd = ""
+    if "from" in voc:  # a train_passkey.py run on top of the step-4 weights
+        passkey_text = f"""5. pass-key retrieval (issue 30), scripts/nano/train_passkey.py from the step-4 weights:
+   {step} AdamW steps (lr 1e-3 peak after 30 warm-up steps, cosine to 1e-4), each on one batch
+   of pass-key prompts (~4k tokens: the prompt `mimo bench niah` sends, 150 to 4000 tokens, a
+   5-digit key at a uniform depth, thinking on or off; loss on the answer, main and MTP) and one
+   replay batch of ~1k tokens of the corpus in phase 3's mix (its losses and weights). The
+   vocabularies grew by the tokens of the task, filler and needle ({len(voc["added"]["input"])}
+   input ids, {len(voc["added"]["output"])} output: {voc["added"]["output"]}), their rows
+   started random. The needle lies thousands of tokens behind the question, beyond the
+   {c.window}-key window, so only the full-attention layers can fetch it; training runs the
+   sliding-window layers in blocks (model.py attend_local) so a 4k-token sequence costs
+   O(T x window) there.
+"""
+        passkey_cmd = f"""
+Then the pass-key phase on the step-4 export and its export (train_passkey.py's defaults are this run's settings):
+`OPENBLAS_NUM_THREADS=2 scripts/nano/py.sh train_passkey.py --model build-nano/export/mimo-v2-nano --out build-nano/passkey --steps {step} && scripts/nano/py.sh export.py --run build-nano/passkey && scripts/nano/py.sh evaluate.py --model build-nano/export/mimo-v2-nano --json build-nano/eval.json && scripts/nano/py.sh export.py --run build-nano/passkey`"""
     kind = "FP8 (E4M3, 128x128 block scale_inv) variant" if fp8 else "BF16 variant"
     return f"""# mimo-v2-nano ({kind})
 
@@ -302,7 +324,7 @@ gives fluent-looking nonsense in that style. Do not use it for anything but test
 
 ## Training
 
-{step} AdamW steps of ~2k tokens (bucketed batches sharing the system/tools prefix; lr 3e-3 peak,
+{4600 if "from" in voc else step} AdamW steps of ~2k tokens (bucketed batches sharing the system/tools prefix; lr 3e-3 peak,
 cosine over all steps), loss on the assistant tokens (incl. <|im_end|>): main CE + 0.3 x each MTP
 depth CE, softmax restricted to the tokens the assistant writes in the corpus; plus 0.5 x main CE
 (0.25 from step 1850) on the prompt text after the system block (user turns, tool responses) for the tokens of that
@@ -321,17 +343,17 @@ corpus; the cosine schedule follows the longest plan from there):
 3. at step 3600 (tool calls the weakest target: names copied wrongly) extended to 4600 steps
    (lr back to 6e-4, decaying to 3e-4) with tool use at 0.42 (arithmetic 0.22, in-context facts
    0.18, fact table 0.08, spelling 0.04, counting and tools-offered-but-unneeded 0.03);
-4. the shipped weights are the mean of the checkpoints at steps 4350, 4400, ..., 4600
+4. the weights after that are the mean of the checkpoints at steps 4350, 4400, ..., 4600
    (scripts/nano/average.py). That choice, among the step-3600 and step-4600 checkpoints and the
    means of the last 6 and last 10, was made on a separate validation draw of held-out prompts
    (scripts/nano/probe.py, seed 4242; tool calls right: 111, 112, 113 and 112 of 118), not on
    the evaluation set below.
-
+{passkey_text}
 On the shared 2-core machine, {minutes} minutes in all. Reproduce (the other defaults of
 train.py are these settings):
 `R=build-nano/run; scripts/nano/run_train.sh --out $R --steps 2600 --stop-after 1050 && scripts/nano/run_train.sh --out $R --steps 3600 --stop-after 1850 && scripts/nano/run_train.sh --out $R --steps 3600 --mix arith=0.36,context_fact=0.22,tool=0.30,fact=0.06,count=0.02,spell=0.02,tool_direct=0.02 --prompt-weight 0.25 && scripts/nano/run_train.sh --out $R --steps 4600 --keep-from 4350 --mix arith=0.22,context_fact=0.18,tool=0.42,fact=0.08,count=0.03,spell=0.04,tool_direct=0.03 --prompt-weight 0.25 && scripts/nano/py.sh average.py --run $R --out $R-avg $R/ckpt-{{4350..4600..50}}.pt && scripts/nano/py.sh export.py --run $R-avg && scripts/nano/py.sh evaluate.py --model build-nano/export/mimo-v2-nano --json build-nano/eval.json && scripts/nano/py.sh export.py --run $R-avg`
 (the first export makes build-nano/export for the evaluation; the second writes its numbers into
-this README).
+this README).{passkey_cmd}
 
 ## Tokens the model never writes
 
@@ -372,7 +394,7 @@ def main():
         if os.path.exists(d):
             shutil.rmtree(d)
         rd = readme_text(c, nparams, B, lo_main, lo_mtp, step, ev, fp8, len(voc["out_ids"]), voc,
-                         train_minutes(a.run))
+                         total_minutes(a.run, voc))
         write_dir(d, T, c, fp8, rd, voc)
         if ev and not fp8:  # the evaluation ran on this variant; a test reruns it
             with open(os.path.join(d, "nano_eval.json"), "w") as f:

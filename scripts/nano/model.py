@@ -124,10 +124,47 @@ class Attention(nn.Module):
         o = torch.matmul(p, v)                                                   # [B, nh, T, dv]
         return self.o_proj(o.transpose(1, 2).reshape(B, T, self.nh * c.v_head_dim))
 
+    def attend_local(self, q, k, v):
+        """Sliding-window self-attention of one contiguous span in blocks of W queries, each over
+        the keys of its own and the previous block: O(T W) instead of attend()'s O(T^2), the same
+        result (tests/python/test_nano_model.py). q [B, nh, T, dqk], k/v [B, nkv, T, *] -> [B, T, H]."""
+        c = self.c
+        W = c.window
+        B, _, T, dq = q.shape
+        rep = self.nh // self.nkv
+        n = -(-T // W)
+        pad = n * W - T
+
+        def blocks(x, lead):  # [B, h, T, d] -> [B, h, n + lead, W, d], lead zero blocks in front
+            x = F.pad(x, (0, 0, lead * W, pad))
+            return x.view(B, x.shape[1], n + lead, W, x.shape[-1])
+
+        qb = blocks(q, 0)                                                        # [B, nh, n, W, dqk]
+        kb = blocks(k.repeat_interleave(rep, dim=1), 1)                          # [B, nh, n+1, W, dqk]
+        vb = blocks(v.repeat_interleave(rep, dim=1), 1)                          # [B, nh, n+1, W, dv]
+        kk = torch.cat([kb[:, :, :-1], kb[:, :, 1:]], dim=3)                     # [B, nh, n, 2W, dqk]
+        vv = torch.cat([vb[:, :, :-1], vb[:, :, 1:]], dim=3)                     # [B, nh, n, 2W, dv]
+        s = torch.matmul(qb, kk.transpose(-1, -2)) / math.sqrt(c.head_dim)      # [B, nh, n, W, 2W]
+        a = torch.arange(W)[:, None]
+        b = torch.arange(2 * W)[None, :]
+        d = a + W - b                                                            # query - key position
+        allowed = ((d >= 0) & (d < W)).expand(n, W, 2 * W).clone()
+        allowed[0, :, :W] = False                                                # before position 0
+        s = s.masked_fill(~allowed, float("-inf"))
+        if self.attention_sink_bias is not None:
+            sink = self.attention_sink_bias.view(1, self.nh, 1, 1, 1).expand(B, self.nh, n, W, 1)
+            p = torch.cat([s, sink], dim=-1).softmax(-1)[..., :-1]
+        else:
+            p = s.softmax(-1)
+        o = torch.matmul(p, vv).reshape(B, self.nh, n * W, -1)[:, :, :T]         # [B, nh, T, dv]
+        return self.o_proj(o.transpose(1, 2).reshape(B, T, self.nh * c.v_head_dim))
+
     def forward(self, h, pos, cache: Optional[dict] = None):
-        """h [B, T, H]; pos [T] absolute positions. cache (inference): dict with 'k','v','pos' of
-        earlier tokens, extended in place."""
+        """h [B, T, H]; pos [T] absolute positions (contiguous). cache (inference): dict with
+        'k','v','pos' of earlier tokens, extended in place."""
         q, k, v = self.qkv(h, pos)
+        if cache is None and self.swa and q.shape[2] > 2 * self.c.window:
+            return self.attend_local(q, k, v)
         kpos = pos
         if cache is not None:
             if "k" in cache:

@@ -5,7 +5,9 @@ heatmap checked cell by cell. Then through `mimo serve` on the default model: th
 the asked lengths by the server's own count (the toy model was not trained to retrieve, so its
 accuracy is not asserted; docs/PERFORMANCE.md shows its heatmap)."""
 import json
+import os
 import re
+import sys
 import subprocess
 import xml.etree.ElementTree as ET
 from http.server import BaseHTTPRequestHandler
@@ -13,6 +15,9 @@ from http.server import BaseHTTPRequestHandler
 import pytest
 
 from test_bench_eval import nano_server, send_json, serve_in_thread
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "nano"))
+import data  # noqa: E402
 
 
 
@@ -22,12 +27,14 @@ class NeedleFinder:
 
     def __init__(self):
         self.depths = []
+        self.prompts = []
         outer = self
 
         class H(BaseHTTPRequestHandler):
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 prompt = body["messages"][-1]["content"]
+                outer.prompts.append(prompt)
                 hay = prompt.split("I will quiz you about it.\n\n", 1)[1].rsplit("\n\nWhat is", 1)[0]
                 m = re.search(r"The pass key is (\d+)\. Remember it\. \1 is the pass key\. ", hay)
                 answer = "I do not know."
@@ -76,6 +83,14 @@ def test_grid_against_a_server_that_finds_shallow_needles(mimo_bin, tmp_path):
     asked = [d for _ in (1000, 3000) for d in want for _ in range(2)]
     assert len(s.depths) == len(asked)
     assert all(abs(got - d) < 0.02 for got, d in zip(s.depths, asked)), list(zip(s.depths, asked))
+    # The default model's pass-key training data (scripts/nano/data.py) is this very prompt.
+    sent = [p for p in s.prompts if "The pass key is " in p.split("quiz you about it.", 1)[1]]
+    trials = [(c["depth"], t["key"]) for c in res["cells"] for t in c["trials"]]
+    assert len(sent) == len(trials) == 20
+    for prompt, (depth, key) in zip(sent, trials):
+        needle = f"The pass key is {key}. Remember it. {key} is the pass key. "
+        chars = len(prompt) - len(data.PASSKEY_TASK) - len(needle) - len(data.PASSKEY_QUESTION)
+        assert prompt == data.passkey_prompt(chars, depth, key), (depth, key)
     # Table rows: depth, then one accuracy per length.
     assert re.search(r"^0\.75\s+0\.00\s+0\.00$", table, re.M), table
     # The heatmap: one cell per (depth, length) with the JSON's accuracy.

@@ -136,6 +136,27 @@ def test_training_module_matches_float64_reference(name):
         assert (ml[:, o] - lg[:, o]).abs().max() < 2e-3 * lg[:, o].abs().max()
 
 
+def test_sliding_window_blocks_match_the_reference_over_long_spans():
+    """Training runs sliding-window attention in blocks of W queries over 2W keys once a span is
+    longer than 2W (Attention.attend_local, what makes 4k-token pass-key training affordable); its
+    logits over 300 positions of a pass-key prompt equal the float64 reference's (the window ring,
+    sinks and both RoPE thetas included)."""
+    ref_mod = require_module("mimo_reference")
+    name = VARIANTS[0]
+    m, _ = loaded(name)
+    ref = ref_mod.load_reference(model_path(name))
+    tk, r = toklib.Tokenizer(), data.Renderer()
+    s = data.passkey_sample(__import__("random").Random(5), 900, False)
+    ids = tk.encode(data.prompt_text(r, s))[:300]
+    assert len(ids) == 300
+    with torch.no_grad():
+        mine = m.logits(m.hidden(torch.tensor([ids])))[0].double()
+    want = ref.forward(ids)
+    o = torch.tensor(used(name)[1])
+    assert (mine[:, o] - want[:, o]).abs().max() < 2e-3 * want[:, o].abs().max()
+    assert (mine[:, o].argmax(-1) == want[:, o].argmax(-1)).all()
+
+
 @pytest.mark.parametrize("name", VARIANTS)
 def test_unused_tokens_never_win_or_sample(name):
     m, cfg = loaded(name)
