@@ -114,7 +114,7 @@ int RunBenchModel(const Args& a) {
   Result r;
   // The prompt's GEMMs run vdpbf16ps under --prefill-precision bf16 (where the CPU has it): its
   // peak is the limit then, not the fp32 FMA's.
-  const bool bf16 = lm.ctx.prefill_precision == PrefillPrecision::kBf16 &&
+  const bool bf16 = lm.ctx.precision == Precision::kBf16 &&
                     k.linear_rows_bf16 != nullptr && k.bf16_dot_probe != nullptr;
   const char* peak_name = bf16 ? "vdpbf16ps" : "FMA";
   std::fprintf(stderr, "bench model: probing read bandwidth (%lld MiB) and %s peak (%s)\n",

@@ -79,14 +79,14 @@ inline bool TensorParallelOrReport(const char* cmd, const Args* a, TensorParalle
   return true;
 }
 
-// --prefill-precision exact|bf16 (ExecContext::prefill_precision; exact when absent). False: error
+// --prefill-precision exact|bf16 (ExecContext::precision; exact when absent). False: error
 // printed. bf16 on a CPU without AVX512_BF16 runs exact, with a note.
-inline bool PrefillPrecisionFromArgs(const char* cmd, const Args& a, ExecContext* ctx) {
+inline bool PrecisionFromArgs(const char* cmd, const Args& a, ExecContext* ctx) {
   const std::string p = a.Get("prefill-precision", "exact");
   if (p == "exact") {
-    ctx->prefill_precision = PrefillPrecision::kExact;
+    ctx->precision = Precision::kExact;
   } else if (p == "bf16") {
-    ctx->prefill_precision = PrefillPrecision::kBf16;
+    ctx->precision = Precision::kBf16;
     if (ActiveKernels().linear_rows_bf16 == nullptr) {
       std::fprintf(stderr,
                    "mimo %s: note: --prefill-precision bf16 needs AVX512_BF16, which the %s "
@@ -105,7 +105,7 @@ inline bool PrefillPrecisionFromArgs(const char* cmd, const Args& a, ExecContext
 // not return: it follows rank 0's steps and exits when rank 0 is done.
 inline bool LoadModelOrReport(const char* cmd, const std::string& dir, int threads,
                               LoadedModel* out, const Args* a = nullptr) {
-  if (a && !PrefillPrecisionFromArgs(cmd, *a, &out->ctx)) return false;
+  if (a && !PrecisionFromArgs(cmd, *a, &out->ctx)) return false;
   TensorParallelOptions tp;
   if (!TensorParallelOrReport(cmd, a, &tp)) return false;
   auto m = MimoV2Model::Load(dir, tp);
