@@ -635,6 +635,30 @@ TEST(Linear, Bf16OutputRowsDoNotDependOnTheNumberOfTokens) {
   }
 }
 
+// An FP8 NaN code (S.1111.111) makes its row's outputs NaN in the bf16 mode too, whatever T and
+// wherever in the row it sits (a whole 32-column step, the block's partial last step); the
+// other rows stay finite.
+TEST(Linear, Bf16Fp8NanCodesGiveNan) {
+  const KernelTable* k = KernelsFor(Isa::kAvx512);
+  if (k == nullptr || k->linear_rows_bf16 == nullptr) {
+    GTEST_SKIP() << "no AVX512_BF16 on this CPU (the exact kernels serve bf16 requests)";
+  }
+  std::mt19937 rng(5);
+  ExecContext ctx{nullptr, Precision::kBf16};
+  for (int64_t nan_col : {0, 40, 99}) {
+    OwnedWeight ow = MakeWeight(DType::kF8E4M3, 9, 100, rng, 50);
+    ow.bytes[3 * 100 + nan_col] = nan_col % 2 ? 0xff : 0x7f;
+    for (int64_t T : {1, 3, 9, 20}) {
+      const std::vector<float> x = RandomVector(T * 100, rng);
+      std::vector<float> y(T * 9);
+      LinearOn(*k, ctx, x.data(), T, ow.w, y.data());
+      for (int64_t i = 0; i < T * 9; ++i) {
+        EXPECT_EQ(i % 9 == 3, std::isnan(y[i])) << "col " << nan_col << " T=" << T << " i=" << i;
+      }
+    }
+  }
+}
+
 // LinearMany (one region for many jobs, MoE experts) in the bf16 mode: every job as a separate
 // Linear call of the same mode, whatever its T (1, a small batch, a prompt chunk).
 TEST(Linear, Bf16ManyJobsMatchSeparateCalls) {
