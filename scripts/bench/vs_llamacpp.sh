@@ -6,7 +6,8 @@
 #
 #   bash scripts/bench/vs_llamacpp.sh [-r ROUNDS] [-p PROMPT] [-n GEN] [-t THREADS] \
 #        --mimo DIR [--mimo-bf16 DIR] ... --gguf FILE [--gguf FILE ...]
-# (--mimo-bf16: the same checkpoint with --prefill-precision bf16, the opt-in bf16 prompt mode)
+# (--mimo-bf16: the same checkpoint with --precision bf16, the opt-in bf16 mode: decode too since
+# issue 31's second part; measurements before it rounded prompts only)
 #
 # Example (the bench-flash shape; issue 28's speed table):
 #   python3 scripts/make_tiny_model.py --out /tmp/bench-flash-fp8 --variant bench-flash-fp8
@@ -42,7 +43,7 @@ for round in $(seq 1 "$ROUNDS"); do
   echo "# round $round: load average $(cut -d' ' -f1-3 /proc/loadavg), $THREADS threads, prompt $PROMPT, decode $GEN"
   for m in "${mimos[@]}"; do
     extra=()
-    case "$m" in *+bf16) extra=(--prefill-precision bf16) ;; esac
+    case "$m" in *+bf16) extra=(--precision bf16) ;; esac
     "$MIMO" bench model --model "${m%+bf16}" --threads "$THREADS" --kv-cache-dtype bf16 \
       --prompt-len "$PROMPT" --gen-len "$GEN" "${extra[@]}" --json 2>/dev/null | M="$m" "$PY" -c '
 import json, os, sys

@@ -46,19 +46,20 @@ class ThreadPool {
   std::atomic<bool> stop_{false};
 };
 
-// How a step of more than KernelTable::kBf16MinTokens tokens multiplies activations by weights.
-// kExact: fp32 activations, the same arithmetic as decode (batch invariant, the default).
-// kBf16: activations rounded to bf16 for the prompt GEMMs where the CPU has AVX512_BF16 (twice
-// the multiplies per instruction). On the trained nano model the argmax is kept at 99.5% of the
-// positions and a logit row moves by a median 1.5e-3 of its largest value, but by up to 0.3 at a
-// few percent of positions (tests/python/test_bf16_prefill.py): opt-in. Not batch invariant: a
-// token's output then depends on whether it ran in a step of more than 16 tokens.
-enum class PrefillPrecision : uint8_t { kExact, kBf16 };
+// How every step multiplies activations by BF16 and FP8 weights (`--precision`).
+// kExact: fp32 activations (the default).
+// kBf16: activations rounded to bf16 for every such GEMM, decode and prompt alike, where the CPU
+// has AVX512_BF16 (vdpbf16ps: twice the multiplies per instruction, half the bytes of x). On the
+// trained nano model the argmax is kept at 99.5% of the positions and a logit row moves by a
+// median 1.5e-3 of its largest value, but by up to 0.3 at a few percent of positions
+// (tests/python/test_bf16_prefill.py, test_bf16_mode.py): opt-in. Each mode is batch invariant
+// on its own: a token's output does not depend on the step it ran in, but differs between modes.
+enum class Precision : uint8_t { kExact, kBf16 };
 
 // Everything compute needs, passed by reference (never a global).
 struct ExecContext {
   ThreadPool* pool = nullptr;
-  PrefillPrecision prefill_precision = PrefillPrecision::kExact;
+  Precision precision = Precision::kExact;
 };
 
 }  // namespace mimo

@@ -28,7 +28,7 @@ struct CpuFeatures {
     return cpuid_avx512f && cpuid_avx512bw && cpuid_avx512vl && cpuid_avx512dq && cpuid_f16c &&
            cpuid_fma && ran_avx512;
   }
-  // The opt-in bf16 prefill kernels (ExecContext::prefill_precision).
+  // The opt-in bf16 kernels (ExecContext::precision).
   bool avx512bf16_usable() const { return avx512_usable() && cpuid_avx512bf16 && ran_avx512bf16; }
 };
 

@@ -44,11 +44,11 @@ struct KernelTable {
                       int64_t row_end, float* y) = nullptr;
   // linear_rows with x rounded to bf16 (round to nearest even) and products summed in fp32, two
   // columns per instruction (AVX512_BF16 vdpbf16ps); BF16 and F8E4M3 weights (others: the exact
-  // linear_rows). For prompt chunks only (T > kBf16MinTokens) and only when asked for
-  // (ExecContext::prefill_precision); null where the ISA or the probe lacks AVX512_BF16.
+  // linear_rows). Every step of every T when asked for (ExecContext::precision = kBf16); one
+  // reduction order per output element whatever T (batch invariant within the mode); null where
+  // the ISA or the probe lacks AVX512_BF16.
   void (*linear_rows_bf16)(const float* x, int64_t T, const MatrixWeight& w, int64_t row_begin,
                            int64_t row_end, float* y) = nullptr;
-  static constexpr int64_t kBf16MinTokens = 16;
   // See RmsNorm in kernels.h.
   void (*rms_norm)(const float* x, int64_t T, int64_t dim, const TensorView& weight, float eps,
                    float* out) = nullptr;

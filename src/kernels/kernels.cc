@@ -57,11 +57,10 @@ void CheckMatrixWeight(const MatrixWeight& w) {
 }
 
 using RowsFn = void (*)(const float*, int64_t, const MatrixWeight&, int64_t, int64_t, float*);
-// The table entry a step of T tokens runs: the bf16 prompt kernel only when the context asks for
-// it, the step is a prompt chunk and the CPU has one.
-RowsFn RowsFor(const KernelTable& k, const ExecContext& ctx, int64_t T) {
-  if (ctx.prefill_precision == PrefillPrecision::kBf16 && T > KernelTable::kBf16MinTokens &&
-      k.linear_rows_bf16 != nullptr) {
+// The table entry a step runs: the bf16 kernel when the context asks for it and the CPU has one,
+// whatever T (so a token's output does not depend on the step it is in), else the exact one.
+RowsFn RowsFor(const KernelTable& k, const ExecContext& ctx) {
+  if (ctx.precision == Precision::kBf16 && k.linear_rows_bf16 != nullptr) {
     return k.linear_rows_bf16;
   }
   return k.linear_rows;
@@ -73,7 +72,7 @@ void LinearOn(const KernelTable& k, ExecContext& ctx, const float* x, int64_t T,
   CheckMatrixWeight(w);
   if (T <= 0) return;
   const int64_t groups = (w.rows + kRowGranule - 1) / kRowGranule;
-  const RowsFn rows = RowsFor(k, ctx, T);
+  const RowsFn rows = RowsFor(k, ctx);
   if (ctx.pool == nullptr || ctx.pool->num_threads() == 1 || groups == 1 ||
       w.rows * w.cols * T < kMinParallelWork) {
     rows(x, T, w, 0, w.rows, y);
@@ -103,7 +102,7 @@ void LinearManyOn(const KernelTable& k, ExecContext& ctx, const LinearJob* jobs,
   if (threads == 1 || total < kMinParallelWork || total_rows <= kRowGranule) {
     for (int j = 0; j < num_jobs; ++j) {
       if (jobs[j].T > 0)
-        RowsFor(k, ctx, jobs[j].T)(jobs[j].x, jobs[j].T, *jobs[j].w, 0, jobs[j].w->rows, jobs[j].y);
+        RowsFor(k, ctx)(jobs[j].x, jobs[j].T, *jobs[j].w, 0, jobs[j].w->rows, jobs[j].y);
     }
     return;
   }
@@ -132,7 +131,7 @@ void LinearManyOn(const KernelTable& k, ExecContext& ctx, const LinearJob* jobs,
     for (int j = 0; j < num_jobs && row0 < g1; ++j) {
       const LinearJob& job = jobs[j];
       const int64_t rb = std::max<int64_t>(g0 - row0, 0), re = std::min(g1 - row0, job.w->rows);
-      if (rb < re && job.T > 0) RowsFor(k, ctx, job.T)(job.x, job.T, *job.w, rb, re, job.y);
+      if (rb < re && job.T > 0) RowsFor(k, ctx)(job.x, job.T, *job.w, rb, re, job.y);
       row0 += job.w->rows;
     }
   });

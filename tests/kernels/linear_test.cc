@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <string>
 
@@ -465,8 +466,10 @@ TEST(Linear, ManyJobsInOneRegionMatchSeparateCalls) {
 namespace mimo {
 namespace {
 
-// fp32 -> bf16 -> fp32, round to nearest even (no NaN in these inputs).
+// fp32 -> bf16 -> fp32, round to nearest even, subnormals to a signed zero as vcvtne2ps2bf16
+// does (no NaN in these inputs).
 float RoundToBf16(float f) {
+  if (std::fabs(f) < std::numeric_limits<float>::min()) return std::copysign(0.0f, f);
   const uint32_t b = F32ToBits(f);
   const uint32_t rounded = (b + 0x7fffu + ((b >> 16) & 1u)) & 0xffff0000u;
   float out;
@@ -474,7 +477,7 @@ float RoundToBf16(float f) {
   return out;
 }
 
-// What the bf16 prompt kernel computes, in double: y[t, r] = sum_c W[r, c] * bf16(x[t, c]) for
+// What the bf16 kernels compute, in double: y[t, r] = sum_c W[r, c] * bf16(x[t, c]) for
 // unscaled weights; for FP8, sum_c e4m3(code[r, c]) * bf16(x[t, c] * scale(r, c)).
 Expected Bf16Reference(const float* x, int64_t T, const OwnedWeight& ow) {
   const MatrixWeight& w = ow.w;
@@ -503,20 +506,21 @@ Expected Bf16Reference(const float* x, int64_t T, const OwnedWeight& ow) {
   return e;
 }
 
-// The opt-in bf16 prompt kernel (ExecContext::prefill_precision = kBf16): its only rounding
-// beyond the exact path's is the activations' to bf16 - x itself for BF16 weights, x times the
-// block scale of its (row, column) block for FP8. Oracle: those products rounded by hand and
-// summed in double, to summation order (1e-5 of sum |x w|); against the exact result it stays
-// within that rounding (2^-8 of sum |x w|). Steps of <= 16 tokens and other weight dtypes keep
-// the exact kernels, and the default context never takes the bf16 path.
-TEST(Linear, Bf16PromptKernelRoundsOnlyTheActivations) {
+// The opt-in bf16 kernels (ExecContext::precision = kBf16), every T: the decode GEMV (T = 1),
+// the small-batch tiles (2..16: one and two token groups, 3- and 4-row tiles) and the prompt
+// tiles (> 16). Their only rounding beyond the exact path's is the activations' to bf16 - x
+// itself for BF16 weights, x times the block scale of its (row, column) block for FP8. Oracle:
+// those products rounded by hand and summed in double, to fp32 summation order (1e-5 of
+// sum |x w|); against the exact result it stays within that rounding (2^-8 of sum |x w|). Other
+// weight dtypes keep the exact kernels, and the default context never takes the bf16 path.
+TEST(Linear, Bf16KernelsRoundOnlyTheActivations) {
   const KernelTable* k = KernelsFor(Isa::kAvx512);
   if (k == nullptr || k->linear_rows_bf16 == nullptr) {
     GTEST_SKIP() << "no AVX512_BF16 on this CPU (the exact kernels serve bf16 requests)";
   }
   std::mt19937 rng(77);
   ThreadPool pool(2);
-  ExecContext bf16{&pool, PrefillPrecision::kBf16};
+  ExecContext bf16{&pool, Precision::kBf16};
   ExecContext exact{&pool};
   for (DType dt : {DType::kBF16, DType::kF8E4M3, DType::kF32}) {
     for (int64_t cols : {7, 70, 129, 300, 1000}) {
@@ -531,7 +535,7 @@ TEST(Linear, Bf16PromptKernelRoundsOnlyTheActivations) {
             ow.w.block_rows = 8;
             ow.w.num_scale_rows = (rows + 7) / 8;
           }
-          for (int64_t T : {16, 17, 20, 100, 203}) {
+          for (int64_t T : {1, 2, 4, 5, 8, 9, 16, 17, 20, 100, 203}) {
             const std::vector<float> x = RandomVector(T * cols, rng);  // [T, cols]
             const Expected want_exact = Reference(x.data(), T, ow.w);
             const Expected want_rounded = Bf16Reference(x.data(), T, ow);
@@ -541,8 +545,7 @@ TEST(Linear, Bf16PromptKernelRoundsOnlyTheActivations) {
             const std::string what = std::string(DTypeName(dt)) + " [" + std::to_string(rows) +
                                      "x" + std::to_string(cols) + "] block " +
                                      std::to_string(block_cols) + " T=" + std::to_string(T);
-            const bool rounds = dt != DType::kF32 && T > KernelTable::kBf16MinTokens;
-            if (!rounds) {  // exact kernels: bit for bit the default context's result
+            if (dt == DType::kF32) {  // exact kernels: bit for bit the default context's result
               EXPECT_EQ(0, std::memcmp(got.data(), got_exact.data(), got.size() * sizeof(float)))
                   << what;
               continue;
@@ -565,6 +568,133 @@ TEST(Linear, Bf16PromptKernelRoundsOnlyTheActivations) {
         }
       }
     }
+  }
+}
+
+// Batch invariance within the bf16 mode: a token's outputs are the same bits whether it runs
+// alone (the GEMV), in a small batch (T = 2..17: every token-group width, one and two groups,
+// 3- and 4-row tiles, every row tail of 37 rows) or in a prompt chunk (T = 101: more than one
+// 96-token chunk), threaded or not, for every weight dtype (F32, F16 and MXFP4 run the exact
+// kernels, which are invariant on their own). FP8 on a uniform grid of 8-row scale blocks (4-row
+// tiles within a block) and on MakeWeight's random row map (tiles straddle scale rows).
+TEST(Linear, Bf16OutputRowsDoNotDependOnTheNumberOfTokens) {
+  const KernelTable* k = KernelsFor(Isa::kAvx512);
+  if (k == nullptr || k->linear_rows_bf16 == nullptr) {
+    GTEST_SKIP() << "no AVX512_BF16 on this CPU (the exact kernels serve bf16 requests)";
+  }
+  std::mt19937 rng(4048);
+  ThreadPool pool(2);
+  constexpr int64_t kRows = 37;
+  for (DType dt : kWeightDTypes) {
+    for (int64_t cols : {7, 129, 300, 1000}) {
+      for (int64_t block_cols : {128, 50}) {
+        if (dt != DType::kF8E4M3 && block_cols != 128) continue;
+        for (bool grid : {false, true}) {
+          if (grid && dt != DType::kF8E4M3) continue;
+          OwnedWeight ow = MakeWeight(dt, kRows, cols, rng, block_cols);
+          if (grid) {
+            ow.w.scale_row.clear();
+            ow.w.block_rows = 8;
+            ow.w.num_scale_rows = (kRows + 7) / 8;
+          }
+          const int64_t T = 101;
+          const std::vector<float> x = RandomVector(T * cols, rng);  // [T, cols]
+          for (ExecContext ctx :
+               {ExecContext{nullptr, Precision::kBf16}, ExecContext{&pool, Precision::kBf16}}) {
+            const std::string what = std::string(DTypeName(dt)) + " cols=" + std::to_string(cols) +
+                                     " block_cols=" + std::to_string(block_cols) +
+                                     (grid ? " grid" : "") + (ctx.pool ? " threaded" : "");
+            std::vector<float> alone(T * kRows), batched(T * kRows), exact(T * kRows);
+            for (int64_t t = 0; t < T; ++t) {
+              LinearOn(*k, ctx, x.data() + t * cols, 1, ow.w, alone.data() + t * kRows);
+            }
+            LinearOn(*k, ctx, x.data(), T, ow.w, batched.data());
+            for (int64_t i = 0; i < T * kRows; ++i) {
+              ASSERT_EQ(F32ToBits(alone[i]), F32ToBits(batched[i]))
+                  << what << " T=" << T << " t=" << i / kRows << " r=" << i % kRows;
+            }
+            for (int64_t tn = 2; tn <= 17; ++tn) {
+              std::vector<float> small(tn * kRows);
+              LinearOn(*k, ctx, x.data() + 11 * cols, tn, ow.w, small.data());
+              for (int64_t i = 0; i < tn * kRows; ++i) {
+                ASSERT_EQ(F32ToBits(small[i]), F32ToBits(alone[11 * kRows + i]))
+                    << what << " T=" << tn << " t=" << i / kRows << " r=" << i % kRows;
+              }
+            }
+            // The mode is a mode: BF16 and FP8 differ from the exact kernels' results.
+            ExecContext exact_ctx{ctx.pool};
+            LinearOn(*k, exact_ctx, x.data(), T, ow.w, exact.data());
+            const bool same =
+                std::memcmp(exact.data(), batched.data(), exact.size() * sizeof(float)) == 0;
+            const bool rounds = dt == DType::kBF16 || dt == DType::kF8E4M3;
+            if (cols >= 129) EXPECT_EQ(!rounds, same) << what;
+          }
+        }
+      }
+    }
+  }
+}
+
+// An FP8 NaN code (S.1111.111) makes its row's outputs NaN in the bf16 mode too, whatever T and
+// wherever in the row it sits (a whole 32-column step, the block's partial last step); the
+// other rows stay finite.
+TEST(Linear, Bf16Fp8NanCodesGiveNan) {
+  const KernelTable* k = KernelsFor(Isa::kAvx512);
+  if (k == nullptr || k->linear_rows_bf16 == nullptr) {
+    GTEST_SKIP() << "no AVX512_BF16 on this CPU (the exact kernels serve bf16 requests)";
+  }
+  std::mt19937 rng(5);
+  ExecContext ctx{nullptr, Precision::kBf16};
+  for (int64_t nan_col : {0, 40, 99}) {
+    OwnedWeight ow = MakeWeight(DType::kF8E4M3, 9, 100, rng, 50);
+    ow.bytes[3 * 100 + nan_col] = nan_col % 2 ? 0xff : 0x7f;
+    for (int64_t T : {1, 3, 9, 20}) {
+      const std::vector<float> x = RandomVector(T * 100, rng);
+      std::vector<float> y(T * 9);
+      LinearOn(*k, ctx, x.data(), T, ow.w, y.data());
+      for (int64_t i = 0; i < T * 9; ++i) {
+        EXPECT_EQ(i % 9 == 3, std::isnan(y[i])) << "col " << nan_col << " T=" << T << " i=" << i;
+      }
+    }
+  }
+}
+
+// LinearMany (one region for many jobs, MoE experts) in the bf16 mode: every job as a separate
+// Linear call of the same mode, whatever its T (1, a small batch, a prompt chunk).
+TEST(Linear, Bf16ManyJobsMatchSeparateCalls) {
+  const KernelTable* k = KernelsFor(Isa::kAvx512);
+  if (k == nullptr || k->linear_rows_bf16 == nullptr) {
+    GTEST_SKIP() << "no AVX512_BF16 on this CPU (the exact kernels serve bf16 requests)";
+  }
+  std::mt19937 rng(99);
+  ThreadPool pool(2);
+  ExecContext ctx{&pool, Precision::kBf16};
+  std::vector<OwnedWeight> ws;
+  ws.push_back(MakeWeight(DType::kBF16, 70, 300, rng, 128));
+  ws.push_back(MakeWeight(DType::kF8E4M3, 130, 256, rng, 128));
+  ws.push_back(MakeWeight(DType::kF8E4M3, 37, 129, rng, 50));
+  ws.push_back(MakeWeight(DType::kMxfp4, 40, 96, rng, 32));
+  const int64_t Ts[] = {1, 7, 40, 16};
+  std::vector<std::vector<float>> xs, ys, want;
+  std::vector<LinearJob> jobs;
+  for (size_t j = 0; j < ws.size(); ++j) {
+    xs.push_back(RandomVector(Ts[j] * ws[j].w.cols, rng));
+    ys.emplace_back(Ts[j] * ws[j].w.rows, NAN);
+    want.emplace_back(Ts[j] * ws[j].w.rows, NAN);
+    LinearOn(*k, ctx, xs[j].data(), Ts[j], ws[j].w, want[j].data());
+  }
+  for (size_t j = 0; j < ws.size(); ++j) {
+    LinearJob job;
+    job.x = xs[j].data();
+    job.T = Ts[j];
+    job.w = &ws[j].w;
+    job.y = ys[j].data();
+    jobs.push_back(job);
+  }
+  LinearManyOn(*k, ctx, jobs.data(), static_cast<int>(jobs.size()));
+  for (size_t j = 0; j < ws.size(); ++j) {
+    EXPECT_EQ(0, std::memcmp(ys[j].data(), want[j].data(), ys[j].size() * sizeof(float)))
+        << "job " << j;
   }
 }
 

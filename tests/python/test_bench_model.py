@@ -67,14 +67,14 @@ def test_bench_model_json_is_consistent(mimo_bin, checkpoint, batch):
         assert r["weight_bytes_per_token"] < e2e
 
 
-def test_bench_model_bf16_prefill_states_its_limit(mimo_bin, checkpoint):
-    """--prefill-precision bf16: the prompt GEMMs run vdpbf16ps where the CPU has it, so the peak
+def test_bench_model_bf16_precision_states_its_limit(mimo_bin, checkpoint):
+    """--precision bf16: the GEMMs run vdpbf16ps where the CPU has it, so the peak
     probed is that instruction's (twice the fp32 FMA's flops per instruction); exact otherwise."""
     d = checkpoint("fp8")
     exact = run_json(mimo_bin, d)
-    assert exact["prefill_precision"] == "exact" and exact["peak_instruction"] == "FMA"
-    bf16 = run_json(mimo_bin, d, "--prefill-precision", "bf16")
-    if bf16["prefill_precision"] == "exact":  # no AVX512_BF16 here: nothing changes
+    assert exact["precision"] == "exact" and exact["peak_instruction"] == "FMA"
+    bf16 = run_json(mimo_bin, d, "--precision", "bf16")
+    if bf16["precision"] == "exact":  # no AVX512_BF16 here: nothing changes
         assert bf16["peak_instruction"] == "FMA"
         return
     assert bf16["peak_instruction"] == "vdpbf16ps" and bf16["isa"] == "avx512"

@@ -441,7 +441,7 @@ int RunBench(int argc, char** argv) {
       "                          [--working-set-mib 256] [--clock wall|cpu]\n"
       "       mimo bench model --model DIR [--prompt-len 512] [--gen-len 32] [--batch 1]\n"
       "                        [--threads N] [--json] [--clock wall|cpu] [--probe-mib 1024]\n"
-      "                        [--prefill-precision exact|bf16]\n"
+      "                        [--precision exact|bf16]\n"
       "                        [KV flags]\n"
       "       mimo bench attention [--context 32768] [--threads N] [--kv-cache-dtype bf16]\n"
       "                            [--heads 32] [--kv-heads 4] [--head-dim 192]\n"

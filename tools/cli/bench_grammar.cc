@@ -145,7 +145,7 @@ void TimeBudget(std::shared_ptr<const Grammar> g, int requests, int max_tokens,
 bool DecodeMsPerToken(const Args& a, int threads, int tokens, double* wall_ms) {
   LoadedModel lm;
   if (!LoadModelOrReport("bench grammar", a.Get("model"), threads, &lm)) return false;
-  if (!PrefillPrecisionFromArgs("bench grammar", a, &lm.ctx)) return false;
+  if (!PrecisionFromArgs("bench grammar", a, &lm.ctx)) return false;
   const int prompt = 16;
   const ModelConfig& cfg = lm.model->config();
   const int warmup = 8;  // untimed decode tokens first: the page faults of the mmap'd experts

@@ -112,10 +112,10 @@ int RunBenchModel(const Args& a) {
   if (!kv) return 1;
   const KernelTable& k = ActiveKernels();
   Result r;
-  // The prompt's GEMMs run vdpbf16ps under --prefill-precision bf16 (where the CPU has it): its
+  // The GEMMs run vdpbf16ps under --precision bf16 (where the CPU has it): its
   // peak is the limit then, not the fp32 FMA's.
-  const bool bf16 = lm.ctx.prefill_precision == PrefillPrecision::kBf16 &&
-                    k.linear_rows_bf16 != nullptr && k.bf16_dot_probe != nullptr;
+  const bool bf16 = lm.ctx.precision == Precision::kBf16 && k.linear_rows_bf16 != nullptr &&
+                    k.bf16_dot_probe != nullptr;
   const char* peak_name = bf16 ? "vdpbf16ps" : "FMA";
   std::fprintf(stderr, "bench model: probing read bandwidth (%lld MiB) and %s peak (%s)\n",
                static_cast<long long>(probe_mib), peak_name, IsaName(k.isa));
@@ -165,7 +165,7 @@ int RunBenchModel(const Args& a) {
   if (json) {
     std::printf(
         "{\"isa\": \"%s\", \"threads\": %d, \"clock\": \"%s\", \"batch\": %d, \"prompt_len\": %d, "
-        "\"gen_len\": %d, \"kv_cache_dtype\": \"%s\", \"prefill_precision\": \"%s\", "
+        "\"gen_len\": %d, \"kv_cache_dtype\": \"%s\", \"precision\": \"%s\", "
         "\"peak_instruction\": \"%s\", \"prefill_tok_s\": %.6g, "
         "\"decode_tok_s\": %.6g, \"active_bytes_per_token\": %.0f, "
         "\"weight_bytes_per_token\": %.0f, \"kv_bytes_per_token\": %.0f, "

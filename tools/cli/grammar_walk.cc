@@ -95,7 +95,7 @@ int GrammarWalk(int argc, char** argv) {
   if (a.Has("sample-model")) {
     if (!LoadModelOrReport("grammar-walk", a.Get("sample-model"),
                            static_cast<int>(a.GetInt("threads", 1)), &lm) ||
-        !PrefillPrecisionFromArgs("grammar-walk", a, &lm.ctx))
+        !PrecisionFromArgs("grammar-walk", a, &lm.ctx))
       return 1;
     kv = MakeKvCacheOrReport("grammar-walk", a, *lm.model, 1, max_tokens + 8, 8);
     if (!kv) return 1;

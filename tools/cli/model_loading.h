@@ -79,23 +79,33 @@ inline bool TensorParallelOrReport(const char* cmd, const Args* a, TensorParalle
   return true;
 }
 
-// --prefill-precision exact|bf16 (ExecContext::prefill_precision; exact when absent). False: error
-// printed. bf16 on a CPU without AVX512_BF16 runs exact, with a note.
-inline bool PrefillPrecisionFromArgs(const char* cmd, const Args& a, ExecContext* ctx) {
-  const std::string p = a.Get("prefill-precision", "exact");
+// --precision exact|bf16, or its older name --prefill-precision (ExecContext::precision; exact
+// when absent; both given must agree). False: error printed. bf16 on a CPU without AVX512_BF16
+// runs exact, with a note.
+inline bool PrecisionFromArgs(const char* cmd, const Args& a, ExecContext* ctx) {
+  const char* flag = a.Has("precision") ? "--precision" : "--prefill-precision";
+  const std::string p =
+      a.Has("precision") ? a.Get("precision") : a.Get("prefill-precision", "exact");
+  if (a.Has("precision") && a.Has("prefill-precision") && a.Get("prefill-precision") != p) {
+    std::fprintf(stderr,
+                 "mimo %s: error: --precision %s and --prefill-precision %s disagree (the second "
+                 "is the first's older name)\n",
+                 cmd, p.c_str(), a.Get("prefill-precision").c_str());
+    return false;
+  }
   if (p == "exact") {
-    ctx->prefill_precision = PrefillPrecision::kExact;
+    ctx->precision = Precision::kExact;
   } else if (p == "bf16") {
-    ctx->prefill_precision = PrefillPrecision::kBf16;
+    ctx->precision = Precision::kBf16;
     if (ActiveKernels().linear_rows_bf16 == nullptr) {
       std::fprintf(stderr,
-                   "mimo %s: note: --prefill-precision bf16 needs AVX512_BF16, which the %s "
-                   "kernels here lack; prompts run exact\n",
-                   cmd, IsaName(ActiveKernels().isa));
+                   "mimo %s: note: %s bf16 needs AVX512_BF16, which the %s kernels here lack; "
+                   "every step runs exact\n",
+                   cmd, flag, IsaName(ActiveKernels().isa));
     }
   } else {
-    std::fprintf(stderr, "mimo %s: error: --prefill-precision must be exact or bf16, got '%s'\n",
-                 cmd, p.c_str());
+    std::fprintf(stderr, "mimo %s: error: %s must be exact or bf16, got '%s'\n", cmd, flag,
+                 p.c_str());
     return false;
   }
   return true;
@@ -105,7 +115,7 @@ inline bool PrefillPrecisionFromArgs(const char* cmd, const Args& a, ExecContext
 // not return: it follows rank 0's steps and exits when rank 0 is done.
 inline bool LoadModelOrReport(const char* cmd, const std::string& dir, int threads,
                               LoadedModel* out, const Args* a = nullptr) {
-  if (a && !PrefillPrecisionFromArgs(cmd, *a, &out->ctx)) return false;
+  if (a && !PrecisionFromArgs(cmd, *a, &out->ctx)) return false;
   TensorParallelOptions tp;
   if (!TensorParallelOrReport(cmd, a, &tp)) return false;
   auto m = MimoV2Model::Load(dir, tp);
@@ -156,11 +166,13 @@ inline bool LoadModelOrReport(const char* cmd, const std::string& dir, int threa
 }
 
 // Flags every model-running command accepts for its KV cache, for tensor/expert parallelism, and
-// --prefill-precision.
+// --precision (alias --prefill-precision).
 inline std::vector<std::string> KvCacheKeys() {
-  return {"attention-backend",  "block-size",        "kv-cache-dtype",
-          "kv-cache-memory",    "num-kv-blocks",     "tensor-parallel-size",
-          "collective-timeout", "prefill-precision", "experts"};
+  return {"attention-backend",  "block-size",
+          "kv-cache-dtype",     "kv-cache-memory",
+          "num-kv-blocks",      "tensor-parallel-size",
+          "collective-timeout", "precision",
+          "prefill-precision",  "experts"};
 }
 inline std::vector<std::string> KvCacheFlags() {
   return {"strict-attention-backend", "expert-parallel"};

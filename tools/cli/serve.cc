@@ -76,7 +76,7 @@ int RunServe(int argc, char** argv) {
       "[--served-model-name NAME] [--api-key KEY] [--max-model-len N] [--max-num-seqs N] "
       "[--max-waiting N] [--max-num-batched-tokens N] [--kv-cache-dtype f32|bf16|fp8] "
       "[--kv-cache-memory B] [--chat-template FILE] [--threads N] "
-      "[--prefill-precision exact|bf16] [--weights-memory auto|copy|mmap] [--no-warmup] "
+      "[--precision exact|bf16] [--weights-memory auto|copy|mmap] [--no-warmup] "
       "[--no-webui] [--strict-max-tokens] "
       "[--disable-log-requests] [--signature-key KEY] [--responses-store-size N] "
       "[--sse-ping-interval S] [--http-threads N] [--max-connections N] "

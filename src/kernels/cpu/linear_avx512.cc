@@ -3,9 +3,10 @@
 // The width-templated body of linear_tiles.h at 16 lanes (GEMV tiles for T == 1, FP8 NaN codes
 // tested once per cache line; MXFP4 T > 1 on a 4-row x 6-token register tile over decoded rows,
 // 24 accumulators of the 32 zmm registers), this width's MXFP4 decoder, and what only AVX-512
-// has: small-batch and prefill register tiles for T > 1, and the opt-in bf16 prompt GEMM. Every
-// tile reduces each (row, token) in exactly the order of the T == 1 path, so outputs are
-// batch-invariant (docs/ARCHITECTURE.md).
+// has: small-batch and prefill register tiles for T > 1, and the opt-in bf16 GEMM (every T under
+// --precision bf16). Every exact tile reduces each (row, token) in exactly the order of the
+// T == 1 path, and every bf16 tile in the order of the bf16 T == 1 path, so outputs are
+// batch-invariant within a mode (docs/ARCHITECTURE.md).
 // GCC 12 false positive inside avx512fintrin.h (_mm512_undefined_*; GCC PR105593).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -405,18 +406,30 @@ void LinearAvx512::BatchRows(const float* x, int64_t T, const MatrixWeight& w, i
   PrefillRows<W>(x, T, w, r0, r1, y);
 }
 
-// ---- Opt-in bf16 prompt GEMM (AVX512_BF16; KernelTable::linear_rows_bf16) ------------------
-// The activations are rounded to bf16 (round to nearest even) as they are packed; for FP8 they
-// are first multiplied by the weight's block scale of their column block (x * s, so the tile
-// needs no per-block totals: a 4 x 6 register tile then runs over the whole row like BF16's).
-// The weights are exact in bf16: BF16 as stored, FP8 as the e4m3 value x 2^-8 (4 significant
-// bits; the 2^8 is applied to the result). A product of two bf16 values is exact in fp32 and
-// vdpbf16ps adds two per lane into an fp32 accumulator: twice the multiplies of an fp32 FMA per
-// instruction, half the bytes of x. So the activations' rounding (relative <= 2^-8: bf16 keeps 8
-// significant bits) is the only one beyond the exact path's, besides summation order.
+// ---- Opt-in bf16 GEMM (AVX512_BF16; KernelTable::linear_rows_bf16) -------------------------
+// Under --precision bf16 every step's BF16 and FP8 matrices run here, whatever T (decode GEMV,
+// small batches, prompt chunks). The activations are rounded to bf16 (round to nearest even) as
+// they are packed; for FP8 they are first multiplied by the weight's block scale of their column
+// block (x * s, so the tiles need no per-block totals: one accumulator runs over the whole row,
+// as for BF16). The weights are exact in bf16: BF16 as stored, FP8 as the e4m3 value x 2^-8 (4
+// significant bits; the 2^8 is applied to the result). A product of two bf16 values is exact in
+// fp32 and vdpbf16ps adds two per lane into an fp32 accumulator: twice the multiplies of an fp32
+// FMA per instruction, half the bytes of x. So the activations' rounding (relative <= 2^-8: bf16
+// keeps 8 significant bits) is the only one beyond the exact path's, besides summation order.
 // Layout: each block (FP8's scale block, else the whole row) is cut into 32-column steps, the
-// last zero-padded, for x and the decoded rows alike, so lane i of a step pairs columns 2i and
-// 2i + 1 of both and the inner loop needs no masks.
+// last zero-padded, for x and the weight rows alike, so lane i of a step pairs columns 2i and
+// 2i + 1 of both.
+// One reduction order for every T (batch invariance within the mode): output (row, token) is
+// one 16-lane accumulator chain, one vdpbf16ps per step in column order starting from +0, then
+// _mm512_reduce_add_ps and the factor kScaleFactor. The tiles differ only in how many chains
+// they interleave (R rows x TT tokens) and the drivers only in which tile they pick; the bits
+// a chain reads are the same for every T: x packed by PackTokensBf16, BF16 rows read in place
+// (the last partial step by a zeroing masked load: the padding's +0), FP8 rows decoded by
+// DecodeRowBf16.
+// Tiling mirrors the exact path: steps of up to kSmallBatchMax tokens run token groups of up to
+// kSmallTokens under SmallRowsFor(tt) rows (T = 1 is the GEMV: 4 rows, the rows ahead
+// prefetched as GemvTile does), longer steps chunks of kTokenChunk tokens in groups of
+// kBf16Tokens under kBf16Rows rows.
 // History: with PrefillRows' 4-row x 3-token FP8 tile and per-block totals (scales applied to the
 // sums) GCC spilled the accumulators and the tile ran 1.0-1.2 vdpbf16ps per cycle, against 2.2
 // for the same tile on BF16 weights.
@@ -462,50 +475,96 @@ MIMO_TARGET_BF16 void PackTokensBf16(const float* x, int64_t cols, int64_t bc, i
   }
 }
 
-// Row r of w in raw units (DecodeRowRaw's values, exact in bf16), in step order.   dst [steps, 32]
+// Row r of w in raw units (DecodeRowBf16's values, exact in bf16), in step order; next (the same
+// columns of a row further down; null: none) is prefetched into L2 on the way. FP8: one NaN-code
+// test per step lets a step without NaN codes skip the per-vector patch (same values).
+//   dst [steps, 32]
 template <class W>
-MIMO_TARGET_BF16 void DecodeRowBf16(const MatrixWeight& w, int64_t r, uint16_t* dst) {
+MIMO_TARGET_BF16 void DecodeRowBf16(const MatrixWeight& w, int64_t r, const typename W::T* next,
+                                    uint16_t* dst) {
   const auto* row = static_cast<const typename W::T*>(w.data) + r * w.cols;
   const int64_t cols = w.cols, bc = W::kBlockScaled ? w.block_cols : cols;
   for (int64_t cb = 0; cb < cols; cb += bc) {
     const int64_t ce = std::min(cb + bc, cols);
     for (int64_t c = cb; c < ce; c += 32, dst += 32) {
-      if (c + 32 <= ce) {
-        _mm512_storeu_si512(dst, PackBf16(W::Load(row + c), W::Load(row + c + 16)));
-      } else {
+      if (next != nullptr) _mm_prefetch(reinterpret_cast<const char*>(next + c), _MM_HINT_T1);
+      if (c + 32 > ce) {
         _mm512_storeu_si512(
             dst, PackBf16(LoadHalf<W>(row + c, ce - c), LoadHalf<W>(row + c + 16, ce - c - 16)));
+        continue;
+      }
+      bool clean = false;
+      if constexpr (W::kNanLineTest) {
+        static_assert(sizeof(typename W::T) == 1, "the NaN test reads 32 e4m3 codes");
+        const __m256i b =
+            _mm256_or_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + c)),
+                            _mm256_set1_epi8(static_cast<char>(0x80)));
+        clean = _mm256_cmpeq_epi8_mask(b, _mm256_set1_epi8(static_cast<char>(0xff))) == 0;
+      }
+      if (clean) {
+        _mm512_storeu_si512(dst, PackBf16(LoadClean<W>(row + c), LoadClean<W>(row + c + 16)));
+      } else {
+        _mm512_storeu_si512(dst, PackBf16(W::Load(row + c), W::Load(row + c + 16)));
       }
     }
   }
 }
 
-// y[t0 + t, r0 + i] = out_scale * sum over the row's steps of the pair products, i < R, t < TT:
-// rows decoded by DecodeRowBf16 (row i at wd + i * stride), x packed by PackTokensBf16 for these
-// TT tokens (xp [steps, TT, 32]).
+// One step of an R x TT tile: acc[i][t] += the pair products of row step wv[i] and token t's
+// step at xp + t * 32.
 template <int R, int TT>
-MIMO_TARGET_BF16 void Bf16Tile(const uint16_t* xp, int64_t t0, const uint16_t* wd, int64_t stride,
-                               int64_t rows, int64_t r0, float out_scale, float* y) {
+MIMO_TARGET_BF16 __attribute__((always_inline)) inline void Bf16Step(const __m512bh (&wv)[R],
+                                                                     const uint16_t* xp,
+                                                                     __m512 (&acc)[R][TT]) {
+#pragma GCC unroll 16
+  for (int t = 0; t < TT; ++t) {
+    __m512i xv = _mm512_loadu_si512(xp + t * 32);
+    asm("" : "+v"(xv));  // one load per token vector (see SmallBatchTile)
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i) {
+      acc[i][t] = _mm512_dpbf16_ps(acc[i][t], wv[i], reinterpret_cast<__m512bh>(xv));
+    }
+  }
+}
+
+// The chains of R rows x TT tokens: y[t0 + t, r0 + i] = out_scale * (sum of the pair products of
+// row i's steps and token t's), x packed by PackTokensBf16 for these TT tokens (xp [steps, TT,
+// 32]), row i in step order at wd + i * ld: `full` whole steps, then (tail > 0) one step of its
+// first `tail` elements (lanes past them +0). pf > 0: the line pf elements past each row's step
+// is prefetched into L2 (rows further down).   y [.., rows]
+template <int R, int TT>
+MIMO_TARGET_BF16 void Bf16Tile(const uint16_t* xp, int64_t t0, const uint16_t* wd, int64_t ld,
+                               int64_t full, int tail, int64_t pf, int64_t rows, int64_t r0,
+                               float out_scale, float* y) {
   __m512 acc[R][TT];
 #pragma GCC unroll 16
   for (int i = 0; i < R; ++i)
 #pragma GCC unroll 16
     for (int t = 0; t < TT; ++t) acc[i][t] = _mm512_setzero_ps();
-  for (int64_t s = 0; s < stride; s += 32, xp += TT * 32) {
-    __m512bh wv[R];
+  const uint16_t* row[R];
 #pragma GCC unroll 16
-    for (int i = 0; i < R; ++i) {
-      wv[i] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(wd + i * stride + s));
-    }
-#pragma GCC unroll 16
-    for (int t = 0; t < TT; ++t) {
-      __m512i xv = _mm512_loadu_si512(xp + t * 32);
-      asm("" : "+v"(xv));  // one load per token vector (see SmallBatchTile)
+  for (int i = 0; i < R; ++i) row[i] = wd + i * ld;
+  __m512bh wv[R];
+  for (int64_t k = 0; k < full; ++k, xp += TT * 32) {
+    if (pf > 0) {
 #pragma GCC unroll 16
       for (int i = 0; i < R; ++i) {
-        acc[i][t] = _mm512_dpbf16_ps(acc[i][t], wv[i], reinterpret_cast<__m512bh>(xv));
+        _mm_prefetch(reinterpret_cast<const char*>(row[i] + k * 32 + pf), _MM_HINT_T1);
       }
     }
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i) {
+      wv[i] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(row[i] + k * 32));
+    }
+    Bf16Step<R, TT>(wv, xp, acc);
+  }
+  if (tail > 0) {
+    const __mmask32 m = static_cast<__mmask32>((1u << tail) - 1u);
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i) {
+      wv[i] = reinterpret_cast<__m512bh>(_mm512_maskz_loadu_epi16(m, row[i] + full * 32));
+    }
+    Bf16Step<R, TT>(wv, xp, acc);
   }
 #pragma GCC unroll 16
   for (int i = 0; i < R; ++i) {
@@ -516,40 +575,57 @@ MIMO_TARGET_BF16 void Bf16Tile(const uint16_t* xp, int64_t t0, const uint16_t* w
   }
 }
 
-using Bf16Fn = void (*)(const uint16_t*, int64_t, const uint16_t*, int64_t, int64_t, int64_t, float,
-                        float*);
+using Bf16Fn = void (*)(const uint16_t*, int64_t, const uint16_t*, int64_t, int64_t, int, int64_t,
+                        int64_t, int64_t, float, float*);
 template <int R, size_t... I>
 constexpr std::array<Bf16Fn, sizeof...(I)> Bf16Row(std::index_sequence<I...>) {
   return {&Bf16Tile<R, static_cast<int>(I) + 1>...};
 }
-constexpr int kBf16Rows = 4, kBf16Tokens = 6;  // 24 accumulators; 4 rows divide FP8's 128
-// [TT - 1] for R rows
+// Prompt steps: 4 x 6 (24 accumulators; 4 rows divide FP8's 128-row scale blocks).
+constexpr int kBf16Rows = 4, kBf16Tokens = 6;
+// [TT - 1] for R rows: R = 4 (prompt, or small groups of <= 4 tokens), 3 (small groups of 5..8
+// tokens), 1 (rows left over, or straddling two FP8 scale rows).
 template <int R>
-constexpr std::array<Bf16Fn, kBf16Tokens> kBf16Tiles =
-    Bf16Row<R>(std::make_index_sequence<kBf16Tokens>());
+constexpr std::array<Bf16Fn, R == 4 ? kBf16Tokens : kSmallTokens> kBf16Tiles =
+    Bf16Row<R>(std::make_index_sequence<R == 4 ? kBf16Tokens : kSmallTokens>());
+static_assert(SmallRowsFor(kBf16Tokens + 1) == 3 && SmallRowsFor(4) == 4,
+              "4-row tiles exist for groups of up to kBf16Tokens tokens");
+const Bf16Fn* Bf16TilesFor(int64_t r) {
+  return r == 4 ? kBf16Tiles<4>.data() : r == 3 ? kBf16Tiles<3>.data() : kBf16Tiles<1>.data();
+}
 
-// The bf16 prompt GEMM: per kTokenChunk tokens, the token groups packed as bf16 (FP8: again
-// whenever the rows reach another scale row, with that row's block scales), then per kBf16Rows
-// rows that share a scale row the rows decoded once into an L1 scratch and the tile run over
-// every group; a tile whose rows straddle two scale rows runs row by row.
+// The bf16 GEMM, rows [r0, r1): per token chunk (the whole step up to kSmallBatchMax tokens,
+// else kTokenChunk), the token groups packed as bf16 (FP8: again whenever the rows reach another
+// scale row, with that row's block scales), then per R rows that share a scale row (FP8: decoded
+// once into an L1 scratch; BF16: read in place) the tile run over every group; a tile whose rows
+// straddle two scale rows, or that would pass r1, runs row by row.
 template <class W>
-MIMO_TARGET_BF16 void PrefillRowsBf16(const float* x, int64_t T, const MatrixWeight& w, int64_t r0,
-                                      int64_t r1, float* y) {
+MIMO_TARGET_BF16 void RowsBf16(const float* x, int64_t T, const MatrixWeight& w, int64_t r0,
+                               int64_t r1, float* y) {
   constexpr bool kScaled = W::kBlockScaled;
+  using WT = typename W::T;
   const int64_t cols = w.cols, bc = kScaled ? w.block_cols : cols;
-  const int64_t stride = Bf16Steps(cols, bc) * 32;  // bf16 elements per decoded row
-  thread_local std::vector<uint16_t> rows;          // [kBf16Rows, stride]
-  thread_local std::vector<uint16_t> packed;        // [groups, steps, tt, 32]
-  rows.resize(kBf16Rows * stride);
-  for (int64_t tc = 0; tc < T; tc += kTokenChunk) {
-    const TokenGroups groups(std::min(kTokenChunk, T - tc), kBf16Tokens);
-    const int64_t group_elems = stride * *std::max_element(groups.tt, groups.tt + groups.n);
+  const int64_t stride = Bf16Steps(cols, bc) * 32;  // bf16 elements per row in step order
+  const bool small = T <= kSmallBatchMax;
+  const int64_t chunk = small ? T : kTokenChunk;
+  thread_local std::vector<uint16_t> decoded;  // [kBf16Rows, stride] (FP8)
+  thread_local std::vector<uint16_t> packed;   // [groups, steps, tt, 32]
+  if constexpr (kScaled) decoded.resize(kBf16Rows * stride);
+  for (int64_t tc = 0; tc < T; tc += chunk) {
+    const TokenGroups groups(std::min(chunk, T - tc), small ? kSmallTokens : kBf16Tokens);
+    const int64_t max_tt = *std::max_element(groups.tt, groups.tt + groups.n);
+    const int64_t tile_rows = small ? SmallRowsFor(max_tt) : kBf16Rows;
+    // Small steps stream the weights once: rows this far ahead are prefetched (GemvTile's).
+    const int64_t ahead =
+        small ? PrefetchRowsAhead<LinearAvx512>(tile_rows, cols * static_cast<int64_t>(sizeof(WT)))
+              : 0;
+    const int64_t group_elems = stride * max_tt;
     packed.resize(groups.n * group_elems);
     float* yc = y + tc * w.rows;  // [chunk tokens, rows]
     int64_t packed_scale_row = -1;
     for (int64_t r = r0; r < r1;) {
       const int64_t sr = kScaled ? w.ScaleRow(r) : 0;
-      int64_t n = kBf16Rows;
+      int64_t n = tile_rows;
       for (int64_t i = 0; i < n; ++i) {
         if (r + i >= r1 || (kScaled && w.ScaleRow(r + i) != sr)) n = 1;
       }
@@ -561,11 +637,31 @@ MIMO_TARGET_BF16 void PrefillRowsBf16(const float* x, int64_t T, const MatrixWei
         }
         packed_scale_row = sr;
       }
-      for (int64_t i = 0; i < n; ++i) DecodeRowBf16<W>(w, r + i, rows.data() + i * stride);
+      const WT* wrow = static_cast<const WT*>(w.data) + r * cols;
+      const bool prefetch = ahead > 0 && r + ahead + n <= w.rows;
+      const uint16_t* src;
+      int64_t ld, full, pf = 0;
+      int tail;
+      if constexpr (kScaled) {
+        for (int64_t i = 0; i < n; ++i) {
+          DecodeRowBf16<W>(w, r + i, prefetch ? wrow + (ahead + i) * cols : nullptr,
+                           decoded.data() + i * stride);
+        }
+        src = decoded.data();
+        ld = stride;
+        full = stride / 32;
+        tail = 0;
+      } else {
+        src = wrow;
+        ld = cols;
+        full = cols / 32;
+        tail = static_cast<int>(cols % 32);
+        pf = prefetch ? ahead * cols : 0;
+      }
+      const Bf16Fn* tiles = Bf16TilesFor(n);
       for (int64_t g = 0; g < groups.n; ++g) {
-        const auto& tiles = n == kBf16Rows ? kBf16Tiles<kBf16Rows> : kBf16Tiles<1>;
-        tiles[groups.tt[g] - 1](packed.data() + g * group_elems, groups.t0[g], rows.data(), stride,
-                                w.rows, r, W::kScaleFactor, yc);
+        tiles[groups.tt[g] - 1](packed.data() + g * group_elems, groups.t0[g], src, ld, full, tail,
+                                g == 0 ? pf : 0, w.rows, r, W::kScaleFactor, yc);
       }
       r += n;
     }
@@ -582,9 +678,9 @@ MIMO_TARGET_BF16 void LinearRowsBf16(const float* x, int64_t T, const MatrixWeig
                                      int64_t row_begin, int64_t row_end, float* y) {
   switch (w.dtype) {
     case DType::kBF16:
-      return PrefillRowsBf16<BF16W>(x, T, w, row_begin, row_end, y);
+      return RowsBf16<BF16W>(x, T, w, row_begin, row_end, y);
     case DType::kF8E4M3:
-      return PrefillRowsBf16<F8W>(x, T, w, row_begin, row_end, y);
+      return RowsBf16<F8W>(x, T, w, row_begin, row_end, y);
     default:  // F32/F16/MXFP4 weights: the exact kernels
       return LinearRows(x, T, w, row_begin, row_end, y);
   }
