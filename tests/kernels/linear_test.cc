@@ -627,7 +627,9 @@ TEST(Linear, Bf16OutputRowsDoNotDependOnTheNumberOfTokens) {
             const bool same =
                 std::memcmp(exact.data(), batched.data(), exact.size() * sizeof(float)) == 0;
             const bool rounds = dt == DType::kBF16 || dt == DType::kF8E4M3;
-            if (cols >= 129) EXPECT_EQ(!rounds, same) << what;
+            if (cols >= 129) {
+              EXPECT_EQ(!rounds, same) << what;
+            }
           }
         }
       }
