@@ -2,11 +2,13 @@
 
   scripts/nano/run_train.sh ... is the from-scratch recipe; this is the phase after it:
   OPENBLAS_NUM_THREADS=2 scripts/nano/py.sh train_passkey.py --model models/mimo-v2-nano \
-      --out build-nano/passkey --steps 700
+      --out build-nano/passkey --steps 700 --stop-after 400   (then a second part: the README of
+  models-src/mimo-v2-nano has the shipped model's exact commands)
 
-Starts from the shipped weights (models/mimo-v2-nano: the vocabularies of nano_used_tokens.json,
-extended by the tokens of the pass-key prompt and answer, whose new rows start random) and trains
-every step on two batches:
+Starts from an exported model (--model: the step-4 weights of the from-scratch recipe, i.e. its
+build-nano/export/mimo-v2-nano, which is what models-src/mimo-v2-nano shipped before this phase;
+the vocabularies of its nano_used_tokens.json, extended by the tokens of the pass-key prompt and
+answer, whose new rows start random) and trains every step on two batches:
 - a pass-key batch (data.passkey_sample, the prompt `mimo bench niah` sends: a key hidden at a
   uniform depth of filler, 150 to --max-tokens tokens long, thinking on or off), loss on the answer;
   the needle is beyond the sliding window, so only the full-attention layers (0 and 5) can fetch it;
@@ -189,6 +191,8 @@ def main():
     ap.add_argument("--gamma", type=float, default=1e-3)
     ap.add_argument("--ckpt-every", type=int, default=50)
     ap.add_argument("--keep-from", type=int, default=0)
+    ap.add_argument("--stop-after", type=int, default=0,
+                    help="save and stop after this step (the schedule still spans --steps)")
     ap.add_argument("--eval-every", type=int, default=100)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--bench", action="store_true")
@@ -302,6 +306,12 @@ def main():
             if a.keep_from and step >= a.keep_from:
                 shutil.copyfile(ck, os.path.join(a.out, f"ckpt-{step}.pt"))
             log(f"checkpoint step {step}")
+        if a.stop_after and step >= a.stop_after:
+            if step % a.ckpt_every:
+                torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step,
+                            "rng": rng.getstate(), "torch_rng": torch.get_rng_state(),
+                            "config": config_dict(c)}, ck)
+            break
     log(f"done: {step} steps in {time.time() - t_start:.0f}s")
 
 

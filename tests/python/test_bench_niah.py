@@ -2,8 +2,8 @@
 the needle sits and finds it only in the first 60% of the haystack (so the grid it must report is
 known), with the server's token counts at 4 characters a token; the JSON, the table and the SVG
 heatmap checked cell by cell. Then through `mimo serve` on the default model: the requests reach
-the asked lengths by the server's own count (the toy model was not trained to retrieve, so its
-accuracy is not asserted; docs/PERFORMANCE.md shows its heatmap)."""
+the asked lengths by the server's own count and the model, trained to retrieve, finds every key
+(docs/PERFORMANCE.md shows its heatmap)."""
 import json
 import os
 import re
@@ -112,12 +112,16 @@ def test_bad_grids_refused(mimo_bin):
 
 
 def test_default_model_through_serve(mimo_bin, tmp_path):
+    """The default model was trained to retrieve a pass key (its README, phase 5): through the
+    server it finds every needle, at the first and last sentence and half way, 256 and 3000
+    tokens back (the sliding-window layers see 64: the full-attention layers fetch it)."""
     with nano_server(mimo_bin) as url:
         res, svg, _ = run_niah(mimo_bin, tmp_path, "--base-url", url + "/v1",
-                               "--model", "mimo-v2-nano", "--lengths", "256,1024",
-                               "--depths", "0,1", "--trials", "1")
-    assert res["failed"] == 0 and len(res["cells"]) == 4
+                               "--model", "mimo-v2-nano", "--lengths", "256,3000",
+                               "--depths", "0,0.5,1", "--trials", "1", "--seed", "7")
+    assert res["failed"] == 0 and len(res["cells"]) == 6
     for c in res["cells"]:
         t = c["trials"][0]
         assert abs(t["prompt_tokens"] - c["length"]) <= 0.05 * c["length"] + 8, c
-        assert re.fullmatch(r"\d{5}", t["key"]) and isinstance(t["answer"], str)
+        assert re.fullmatch(r"\d{5}", t["key"]), t
+        assert c["accuracy"] == 1.0 and t["key"] in t["answer"], c

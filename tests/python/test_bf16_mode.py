@@ -123,13 +123,14 @@ def test_bad_precision_is_refused(mimo_bin, checkpoint, tmp_path, flags, message
 # The decode error on the trained nano models, bf16 mode against exact: argmax agreement at
 # least MIN_ARGMAX_AGREEMENT (the performance issue's bar), relative error bounds (median, 99th
 # percentile, max) ~1.2x the measurement, so a kernel that rounds more (or wrongly) fails.
-# Measured on the nano models as shipped before their retraining (re-measure after it):
-#   mimo-v2-nano      argmax 99.56% of 6857 positions (99.87% of the 791 assistant ones),
-#                     median 1.62e-3, q99 0.0459, max 0.308, above 1e-2 at 3.53%
-#   mimo-v2-nano-fp8  argmax 99.68% (100.00%), median 1.52e-3, q99 0.0504, max 0.299, 3.27%
-# The same as the prompt measurement (test_bf16_prefill.py): the rounding is the same.
+# Measured on the nano models as shipped (after their pass-key phase, 2026-12-03):
+#   mimo-v2-nano      argmax 99.58% of 6857 positions (100.00% of the 791 assistant ones),
+#                     median 1.65e-3, q99 0.0647, max 0.296, above 1e-2 at 3.16%
+#   mimo-v2-nano-fp8  argmax 99.64% (100.00%), median 1.80e-3, q99 0.0774, max 0.285, 5.51%
+# (before that phase: 99.56% / 99.68%, q99 0.0459 / 0.0504, max 0.308 / 0.299). The same as the
+# prompt measurement (test_bf16_prefill.py): the rounding is the same.
 MIN_ARGMAX_AGREEMENT = 0.99
-REL_ERR = {"mimo-v2-nano": (0.0020, 0.055, 0.37), "mimo-v2-nano-fp8": (0.0019, 0.061, 0.36)}
+REL_ERR = {"mimo-v2-nano": (0.0020, 0.078, 0.36), "mimo-v2-nano-fp8": (0.0022, 0.093, 0.34)}
 
 
 @pytest.mark.parametrize("name", ["mimo-v2-nano", "mimo-v2-nano-fp8"])

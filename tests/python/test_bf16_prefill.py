@@ -5,10 +5,11 @@ max |bf16 - exact| / max |exact| over its vocabulary columns, every position of 
 conversations prefilled in 32-token chunks.
 
 The performance issue accepts such kernels at argmax agreement >= 99% and max relative error
-<= 1e-2. Measured here: argmax agreement 99.56% (BF16) / 99.68% (FP8) (99.53 / 99.62 while steps
-of 16 tokens or fewer ran exact), met; relative error median 1.6e-3 / 1.5e-3, 99th percentile
-0.046 / 0.050, max 0.31 / 0.30, with 3.5% / 3.3% of the positions above 1e-2: NOT met, which is
-why the mode is opt-in. The large errors are the body's, not the rounding of one GEMM: with only
+<= 1e-2. Measured here on the models as shipped since their pass-key phase (2026-12-03): argmax
+agreement 99.58% (BF16) / 99.64% (FP8), 100% of the assistant positions, met; relative error
+median 1.7e-3 / 1.8e-3, 99th percentile 0.065 / 0.077, max 0.30 / 0.29, with 3.2% / 5.5% of the
+positions above 1e-2: NOT met, which is why the mode is opt-in. (Before that phase: 99.56% /
+99.68%, q99 0.046 / 0.050, max 0.31 / 0.30.) The large errors are the body's, not the rounding of one GEMM: with only
 lm_head in bf16 the max is 3.8e-3; keeping either the attention projections or the MLPs exact
 leaves it at 0.28 / 0.46 (the trained toy amplifies small changes of its hidden state, as
 test_paged_kv_logits measures for bf16 KV). The bounds below are ~1.2x the measurement, so a
@@ -25,7 +26,7 @@ from test_paged_kv_logits import REPO, nano_conversations, nano_logits_spec, run
 
 MIN_ARGMAX_AGREEMENT = 0.99  # the issue's bar
 # Relative error bounds per model, ~1.2x the measurement: (median, 99th percentile, max).
-REL_ERR = {"mimo-v2-nano": (0.0020, 0.055, 0.37), "mimo-v2-nano-fp8": (0.0019, 0.061, 0.36)}
+REL_ERR = {"mimo-v2-nano": (0.0020, 0.078, 0.36), "mimo-v2-nano-fp8": (0.0022, 0.093, 0.34)}
 
 
 def model_dir(name):

@@ -18,13 +18,15 @@ VARIANTS = ["bf16", "fp8", "fp8-fused"]
 BACKENDS = ["reference", "cpu_paged"]
 # Quantized KV on the nano model, relative to max |logit| over the vocabulary it writes: (bound on
 # every position, bound on the 99th percentile of positions). About 1.2x the shipped model's
-# measurement (bf16: max 0.0495, q99 0.0077; fp8: max 0.1330, q99 0.0640), so that a real
-# regression fails (docs/TESTING.md has the mutant). Documented in docs/PERFORMANCE.md.
-KV_TOL = {"bf16": (0.060, 0.0093), "fp8": (0.160, 0.077)}
+# measurement (since its pass-key phase, 2026-12-03: bf16 max 0.0458, q99 0.0020; fp8 max 0.1562,
+# q99 0.0702; before it: 0.0495 / 0.0077 and 0.1330 / 0.0640), so that a real regression fails
+# (docs/TESTING.md has the mutant). Documented in docs/PERFORMANCE.md.
+KV_TOL = {"bf16": (0.055, 0.0024), "fp8": (0.19, 0.084)}
 # Near-tie exemption of the argmax check, relative to the same max |logit|: the argmax may move only
 # where the f32-KV top-2 gap is below this. About 1.2x the largest gap at which it moves on the
-# shipped model (bf16: 0.00097 = 0.026 of max |logit| 26.9; fp8: 0.0801 = 2.154).
-KV_NEAR_TIE = {"bf16": 0.0012, "fp8": 0.096}
+# shipped model (bf16: 0.0247, at a prompt position; fp8: 0.1117; before the pass-key phase 0.00097
+# and 0.0801).
+KV_NEAR_TIE = {"bf16": 0.030, "fp8": 0.134}
 
 
 def run_logits(mimo_bin, model, ids_spec, out, *extra):
