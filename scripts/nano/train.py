@@ -118,6 +118,23 @@ def collate(seqs, idx, in_map, out_map, no_prompt_loss=frozenset(NO_PROMPT_LOSS)
     return prefix, ids, tgt, valid, ptgt
 
 
+def make_optimizer(model, lr):
+    """AdamW with weight decay 0.01 on the matrices except the embedding, none elsewhere."""
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and "embed" not in n]
+    nodecay = [p for n, p in model.named_parameters() if not (p.dim() >= 2 and "embed" not in n)]
+    return torch.optim.AdamW([{"params": decay, "weight_decay": 0.01},
+                              {"params": nodecay, "weight_decay": 0.0}], lr=lr, betas=(0.9, 0.98))
+
+
+def save_checkpoint(path, model, opt, step, rng, cfg):
+    """The run's state (train.py's resume format), written to a temporary file first."""
+    tmp = path + ".tmp"
+    torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step,
+                "rng": rng.getstate(), "torch_rng": torch.get_rng_state(),
+                "config": config_dict(cfg)}, tmp)
+    os.replace(tmp, path)
+
+
 def _head_ce(model, y, t):
     sel = t != -100
     return F.cross_entropy(model.lm_head(y[sel]), t[sel])
@@ -219,10 +236,7 @@ def main():
     model = NanoMiMo(cfg)
     nparam = sum(p.numel() for p in model.parameters())
     log(f"config {config_dict(cfg)}; {nparam} trainable parameters (compact vocab)")
-    decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and "embed" not in n]
-    nodecay = [p for n, p in model.named_parameters() if not (p.dim() >= 2 and "embed" not in n)]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01},
-                             {"params": nodecay, "weight_decay": 0.0}], lr=a.lr, betas=(0.9, 0.98))
+    opt = make_optimizer(model, a.lr)
     step = 0
     ck = os.path.join(a.out, "ckpt.pt")
     if os.path.exists(ck) and not a.bench:
@@ -277,11 +291,7 @@ def main():
             return
         stop = a.stop_after and step >= a.stop_after
         if step % a.ckpt_every == 0 or step == a.steps or stop:
-            tmp = ck + ".tmp"
-            torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step,
-                        "rng": rng.getstate(), "torch_rng": torch.get_rng_state(),
-                        "config": config_dict(cfg)}, tmp)
-            os.replace(tmp, ck)
+            save_checkpoint(ck, model, opt, step, rng, cfg)
             if a.keep_from and step >= a.keep_from:
                 shutil.copyfile(ck, os.path.join(a.out, f"ckpt-{step}.pt"))
             log(f"checkpoint step {step}")

@@ -241,10 +241,7 @@ def main():
     iset, oset = set(in_ids), set(out_ids)
     seqs = [(s, m) for s, m in seqs if set(s) <= iset and all(t in oset for t, mm in zip(s, m) if mm)]
     log(f"replay corpus: {len(seqs)} sequences ({time.time() - t0:.0f}s)")
-    decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and "embed" not in n]
-    nodecay = [p for n, p in model.named_parameters() if not (p.dim() >= 2 and "embed" not in n)]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01},
-                             {"params": nodecay, "weight_decay": 0.0}], lr=a.lr, betas=(0.9, 0.98))
+    opt = train.make_optimizer(model, a.lr)
     if st is not None and "opt" in st:
         opt.load_state_dict(st["opt"])
     pad = in_map[train.PAD_ID]
@@ -298,19 +295,13 @@ def main():
                     log(f"  miss {n} tokens depth {d}: {key} -> {text!r}")
             log(f"eval step {step}: pass key {sum(right)}/{len(right)}")
         if step % a.ckpt_every == 0 or step == a.steps:
-            tmp = ck + ".tmp"
-            torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step,
-                        "rng": rng.getstate(), "torch_rng": torch.get_rng_state(),
-                        "config": config_dict(c)}, tmp)
-            os.replace(tmp, ck)
+            train.save_checkpoint(ck, model, opt, step, rng, c)
             if a.keep_from and step >= a.keep_from:
                 shutil.copyfile(ck, os.path.join(a.out, f"ckpt-{step}.pt"))
             log(f"checkpoint step {step}")
         if a.stop_after and step >= a.stop_after:
             if step % a.ckpt_every:
-                torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step,
-                            "rng": rng.getstate(), "torch_rng": torch.get_rng_state(),
-                            "config": config_dict(c)}, ck)
+                train.save_checkpoint(ck, model, opt, step, rng, c)
             break
     log(f"done: {step} steps in {time.time() - t_start:.0f}s")
 

@@ -21,6 +21,7 @@ import pytest
 
 from test_engine_batch import outputs, requests, run
 from test_paged_kv_logits import REPO, nano_conversations, nano_logits_spec, run_logits
+from test_bf16_prefill import REL_ERR, check_bf16_error
 
 NO_BF16 = "needs AVX512_BF16"
 
@@ -120,19 +121,10 @@ def test_bad_precision_is_refused(mimo_bin, checkpoint, tmp_path, flags, message
     assert message in p.stderr
 
 
-# The decode error on the trained nano models, bf16 mode against exact: argmax agreement at
-# least MIN_ARGMAX_AGREEMENT (the performance issue's bar), relative error bounds (median, 99th
-# percentile, max) ~1.2x the measurement, so a kernel that rounds more (or wrongly) fails.
-# Measured on the nano models as shipped (after their pass-key phase, 2026-12-03):
-#   mimo-v2-nano      argmax 99.58% of 6857 positions (100.00% of the 791 assistant ones),
-#                     median 1.65e-3, q99 0.0647, max 0.296, above 1e-2 at 3.16%
-#   mimo-v2-nano-fp8  argmax 99.64% (100.00%), median 1.80e-3, q99 0.0774, max 0.285, 5.51%
-# (before that phase: 99.56% / 99.68%, q99 0.0459 / 0.0504, max 0.308 / 0.299). The same as the
-# prompt measurement (test_bf16_prefill.py): the rounding is the same.
-MIN_ARGMAX_AGREEMENT = 0.99
-REL_ERR = {"mimo-v2-nano": (0.0020, 0.078, 0.36), "mimo-v2-nano-fp8": (0.0022, 0.093, 0.34)}
-
-
+# The decode error on the trained nano models, bf16 mode against exact: the bounds of the prompt
+# measurement (test_bf16_prefill.py, ~1.2x the shipped models' figures). The rounding is the same,
+# and so are the numbers: the mode is batch invariant (asserted below), so a decoded position
+# gives the bits it gives in a prompt chunk.
 @pytest.mark.parametrize("name", ["mimo-v2-nano", "mimo-v2-nano-fp8"])
 def test_bf16_decode_error_on_trained_model(mimo_bin, tmp_path, name):
     model = os.path.join(REPO, "models", name)
@@ -147,17 +139,7 @@ def test_bf16_decode_error_on_trained_model(mimo_bin, tmp_path, name):
     exact, bf16 = exact.reshape(-1, ncols), bf16.reshape(-1, ncols)
     mask = np.array(sum(masks, []), dtype=bool)
     assert exact.shape[0] == len(mask) > 4000
-    rel = np.abs(bf16 - exact).max(axis=-1) / np.abs(exact).max(axis=-1)
-    same = bf16.argmax(-1) == exact.argmax(-1)
-    print(f"{name} bf16 mode, decode: relative logit error max {rel.max():.3g}, q99 "
-          f"{np.quantile(rel, 0.99):.3g}, median {np.median(rel):.3g}, above 1e-2 at "
-          f"{(rel > 1e-2).mean():.2%}; argmax agreement {same.mean():.2%} of {len(same)} "
-          f"positions, {same[mask].mean():.2%} of the {mask.sum()} assistant positions")
-    assert same.mean() >= MIN_ARGMAX_AGREEMENT
-    med, q99, worst = REL_ERR[name]
-    assert np.median(rel) <= med
-    assert np.quantile(rel, 0.99) <= q99
-    assert rel.max() <= worst, f"max relative logit error {rel.max():.3g} at {rel.argmax()}"
+    check_bf16_error(f"{name} bf16 mode, decode", REL_ERR[name], exact, bf16, mask)
 
     # And the trained model's logits are batch invariant within the mode: prefilled in chunks of
     # 32 (all sequences in each step), the same bits as decoded.
