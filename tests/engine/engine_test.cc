@@ -176,7 +176,10 @@ TEST(Engine, BatchInvariantGreedyOutputs) {
 }
 
 TEST(Engine, PreemptionUnderASmallCacheKeepsOutputs) {
-  const std::vector<GenerationRequest> reqs = MixedRequests(24);
+  // Every request runs to its max_tokens (past its EOS), so the cache fills the same way
+  // whatever the model answers, and preemption has to happen.
+  std::vector<GenerationRequest> reqs = MixedRequests(24);
+  for (GenerationRequest& g : reqs) g.stop.ignore_eos = true;
   auto ample = MakeEngine(16, 64);
   const auto want = Ids(RunAll(*ample, reqs));
   EXPECT_EQ(ample->Stats().num_preemptions, 0);
