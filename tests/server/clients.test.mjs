@@ -20,7 +20,9 @@ const { zodResponseFormat } = require("openai/helpers/zod");
 const { ChatOpenAI } = require("@langchain/openai");
 
 const TOOLS = JSON.parse(fs.readFileSync(path.join(ROOT, "scripts/demo/tools.json"), "utf8"));
-const WEATHER_RESULT = { city: "Fenwick", sky: "rain", celsius: 9 };
+// The shape the default model was trained on for get_weather (scripts/nano/data.py), so its answer
+// from the result is in its repertoire: the test is about the tool loop, not the toy's reach.
+const WEATHER_RESULT = { city: "Fenwick", temperature: 9, condition: "rainy" };
 
 describe("clients: AI SDK, LangChain and the openai helpers on the default model", () => {
   let server, provider;
