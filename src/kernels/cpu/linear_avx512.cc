@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstring>
 #include <type_traits>
 #include <utility>
@@ -425,7 +426,7 @@ void LinearAvx512::BatchRows(const float* x, int64_t T, const MatrixWeight& w, i
 // they interleave (R rows x TT tokens) and the drivers only in which tile they pick; the bits
 // a chain reads are the same for every T: x packed by PackTokensBf16, BF16 rows read in place
 // (the last partial step by a zeroing masked load: the padding's +0), FP8 rows decoded by
-// DecodeRowBf16.
+// DecodeRowsBf16.
 // Tiling mirrors the exact path: steps of up to kSmallBatchMax tokens run token groups of up to
 // kSmallTokens under SmallRowsFor(tt) rows (T = 1 is the GEMV: 4 rows, the rows ahead
 // prefetched as GemvTile does), longer steps chunks of kTokenChunk tokens in groups of
@@ -475,39 +476,123 @@ MIMO_TARGET_BF16 void PackTokensBf16(const float* x, int64_t cols, int64_t bc, i
   }
 }
 
-// Row r of w in raw units (DecodeRowBf16's values, exact in bf16), in step order; next (the same
-// columns of a row further down; null: none) is prefetched into L2 on the way. FP8: one NaN-code
-// test per step lets a step without NaN codes skip the per-vector patch (same values).
-//   dst [steps, 32]
+// 32 e4m3 codes without a NaN code as the bf16 bit patterns of 2^-8 x their values: the bits
+// PackBf16(LoadClean, LoadClean) gives, in three 16-bit integer operations instead of the f16 and
+// fp32 conversions of both halves (this decode bounded the bf16 mode on FP8 weights: 22 tok/s at
+// batch 1 against the exact path's 28). A normal code s.eeee.mmm is 2^(e-15) x 1.mmm in these
+// units, the bf16 s | (e + 112) << 7 | mmm << 4, and as e < 16 the + 112 (0b1110000) is an OR:
+// sign-extended to 16 bits and shifted left by 4 the code holds s in bit 15 and eeee.mmm in bits
+// 10..4, so (w << 4) & 0x87f0 | 0x3800 is the pattern. Codes with e = 0 (zeros and subnormals,
+// m x 2^-17, normal in bf16) are looked up by m when a step has any (rare in trained weights).
+// bf16 bits of m x 2^-17 at index m < 8: the e = 0 codes in these units.
+inline __m512i SubnormalUnitsBf16() {
+  static const __m512i table = [] {
+    alignas(64) uint16_t t[32] = {};
+    for (int m = 0; m < 8; ++m) {
+      const float f = std::ldexp(static_cast<float>(m), -17);  // exact in bf16
+      uint32_t bits;
+      std::memcpy(&bits, &f, sizeof(bits));
+      t[m] = static_cast<uint16_t>(bits >> 16);
+    }
+    return _mm512_load_si512(t);
+  }();
+  return table;
+}
+
+// subnormal: SubnormalUnitsBf16().
+MIMO_TARGET_BF16 inline __m512i E4M3x32ToBf16Units(const uint8_t* p, __m512i subnormal) {
+  const __m512i w = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  // (A & B) | C: imm 0xf0 & 0xcc | 0xaa.
+  __m512i r = _mm512_ternarylogic_epi32(_mm512_slli_epi16(w, 4), _mm512_set1_epi16(0x87f0),
+                                        _mm512_set1_epi16(0x3800), 0xea);
+  const __mmask32 sub = _mm512_testn_epi16_mask(w, _mm512_set1_epi16(0x78));
+  if (__builtin_expect(sub != 0, 0)) {
+    // Index: w's low 5 bits, 00mmm where e = 0. Sign: A | (B & C), imm 0xf0 | 0xcc & 0xaa.
+    const __m512i v = _mm512_ternarylogic_epi32(_mm512_permutexvar_epi16(w, subnormal), w,
+                                                _mm512_set1_epi16(static_cast<short>(0x8000)), 0xf8);
+    r = _mm512_mask_mov_epi16(r, sub, v);
+  }
+  return r;
+}
+
+// Columns [c, min(c + 32, ce)) of row in raw units (exact in bf16), zero-padded to 32 lanes: BF16
+// as stored, FP8 as 2^-8 x the e4m3 value. FP8: one NaN-code test per step lets a step without NaN
+// codes skip the per-vector patch (same values). subnormal: SubnormalUnitsBf16() (FP8 only).
 template <class W>
-MIMO_TARGET_BF16 void DecodeRowBf16(const MatrixWeight& w, int64_t r, const typename W::T* next,
-                                    uint16_t* dst) {
-  const auto* row = static_cast<const typename W::T*>(w.data) + r * w.cols;
+MIMO_TARGET_BF16 inline __m512i WeightStepBf16(const typename W::T* row, int64_t c, int64_t ce,
+                                               [[maybe_unused]] __m512i subnormal) {
+  if (c + 32 > ce) return PackBf16(LoadHalf<W>(row + c, ce - c), LoadHalf<W>(row + c + 16, ce - c - 16));
+  if constexpr (W::kNanLineTest) {
+    static_assert(sizeof(typename W::T) == 1, "the NaN test reads 32 e4m3 codes");
+    const __m256i b =
+        _mm256_or_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + c)),
+                        _mm256_set1_epi8(static_cast<char>(0x80)));
+    if (_mm256_cmpeq_epi8_mask(b, _mm256_set1_epi8(static_cast<char>(0xff))) == 0) {
+      return E4M3x32ToBf16Units(reinterpret_cast<const uint8_t*>(row + c), subnormal);
+    }
+  }
+  return PackBf16(W::Load(row + c), W::Load(row + c + 16));
+}
+
+// Rows [r, r + n) of w in raw units (WeightStepBf16's values), in step order, row i at
+// dst + i * ld; next (row r + ahead; null: none) is prefetched into L2 on the way. Step-major over
+// the rows, so n streams of weights are in flight at once (row after row, one stream, was
+// slower).   dst [n, ld >= steps * 32]
+template <class W>
+MIMO_TARGET_BF16 void DecodeRowsBf16(const MatrixWeight& w, int64_t r, int64_t n,
+                                     const typename W::T* next, uint16_t* dst, int64_t ld) {
+  using WT = typename W::T;
+  const WT* rows = static_cast<const WT*>(w.data) + r * w.cols;
   const int64_t cols = w.cols, bc = W::kBlockScaled ? w.block_cols : cols;
+  const __m512i subnormal = SubnormalUnitsBf16();
+  int64_t off = 0;  // dst offset of the step
   for (int64_t cb = 0; cb < cols; cb += bc) {
     const int64_t ce = std::min(cb + bc, cols);
-    for (int64_t c = cb; c < ce; c += 32, dst += 32) {
-      if (next != nullptr) _mm_prefetch(reinterpret_cast<const char*>(next + c), _MM_HINT_T1);
-      if (c + 32 > ce) {
-        _mm512_storeu_si512(
-            dst, PackBf16(LoadHalf<W>(row + c, ce - c), LoadHalf<W>(row + c + 16, ce - c - 16)));
-        continue;
-      }
-      bool clean = false;
-      if constexpr (W::kNanLineTest) {
-        static_assert(sizeof(typename W::T) == 1, "the NaN test reads 32 e4m3 codes");
-        const __m256i b =
-            _mm256_or_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + c)),
-                            _mm256_set1_epi8(static_cast<char>(0x80)));
-        clean = _mm256_cmpeq_epi8_mask(b, _mm256_set1_epi8(static_cast<char>(0xff))) == 0;
-      }
-      if (clean) {
-        _mm512_storeu_si512(dst, PackBf16(LoadClean<W>(row + c), LoadClean<W>(row + c + 16)));
-      } else {
-        _mm512_storeu_si512(dst, PackBf16(W::Load(row + c), W::Load(row + c + 16)));
+    for (int64_t c = cb; c < ce; c += 32, off += 32) {
+      for (int64_t i = 0; i < n; ++i) {
+        if (next != nullptr) {
+          _mm_prefetch(reinterpret_cast<const char*>(next + i * cols + c), _MM_HINT_T1);
+        }
+        _mm512_storeu_si512(dst + i * ld + off, WeightStepBf16<W>(rows + i * cols, c, ce, subnormal));
       }
     }
   }
+}
+
+// The decode GEMV (T = 1) on FP8 rows [r0, r0 + R): WeightStepBf16's values made in registers
+// and multiplied at once, so the weights stream from memory while the products run (decoding
+// into L1 first and then running Bf16Tile<R, 1> left the memory idle during the second pass:
+// 20 tok/s on bench-flash-fp8 against the exact path's 25). Each row is the chain Bf16Tile<R, 1>
+// runs over DecodeRowsBf16's rows (one vdpbf16ps per step from +0, the same operands, then the
+// lane sum times out_scale), so the bits are the same for every T.
+//   xp [steps, 32] (PackTokensBf16 of the one token), y [rows of w]
+template <class W, int R>
+MIMO_TARGET_BF16 void GemvBf16(const MatrixWeight& w, int64_t r0, const uint16_t* xp,
+                               const typename W::T* next, float out_scale, float* y) {
+  using WT = typename W::T;
+  const WT* rows = static_cast<const WT*>(w.data) + r0 * w.cols;
+  const int64_t cols = w.cols, bc = W::kBlockScaled ? w.block_cols : cols;
+  const __m512i subnormal = SubnormalUnitsBf16();
+  __m512 acc[R];
+#pragma GCC unroll 16
+  for (int i = 0; i < R; ++i) acc[i] = _mm512_setzero_ps();
+  for (int64_t cb = 0; cb < cols; cb += bc) {
+    const int64_t ce = std::min(cb + bc, cols);
+    for (int64_t c = cb; c < ce; c += 32, xp += 32) {
+      const __m512bh xv = reinterpret_cast<__m512bh>(_mm512_loadu_si512(xp));
+#pragma GCC unroll 16
+      for (int i = 0; i < R; ++i) {
+        if (next != nullptr) {
+          _mm_prefetch(reinterpret_cast<const char*>(next + i * cols + c), _MM_HINT_T1);
+        }
+        const __m512bh wv =
+            reinterpret_cast<__m512bh>(WeightStepBf16<W>(rows + i * cols, c, ce, subnormal));
+        acc[i] = _mm512_dpbf16_ps(acc[i], wv, xv);
+      }
+    }
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < R; ++i) y[r0 + i] = out_scale * _mm512_reduce_add_ps(acc[i]);
 }
 
 // One step of an R x TT tile: acc[i][t] += the pair products of row step wv[i] and token t's
@@ -643,10 +728,21 @@ MIMO_TARGET_BF16 void RowsBf16(const float* x, int64_t T, const MatrixWeight& w,
       int64_t ld, full, pf = 0;
       int tail;
       if constexpr (kScaled) {
-        for (int64_t i = 0; i < n; ++i) {
-          DecodeRowBf16<W>(w, r + i, prefetch ? wrow + (ahead + i) * cols : nullptr,
-                           decoded.data() + i * stride);
+        if (T == 1) {  // the decode GEMV: no L1 round trip (GemvBf16)
+          const WT* next = prefetch ? wrow + ahead * cols : nullptr;
+          if (n == 4) {
+            GemvBf16<W, 4>(w, r, packed.data(), next, W::kScaleFactor, yc);
+          } else {
+            for (int64_t i = 0; i < n; ++i) {
+              GemvBf16<W, 1>(w, r + i, packed.data(), next ? next + i * cols : nullptr,
+                             W::kScaleFactor, yc);
+            }
+          }
+          r += n;
+          continue;
         }
+        DecodeRowsBf16<W>(w, r, n, prefetch ? wrow + ahead * cols : nullptr, decoded.data(),
+                          stride);
         src = decoded.data();
         ld = stride;
         full = stride / 32;
