@@ -40,6 +40,7 @@ void ChunkOf(int64_t n, int parts, int i, int64_t* b, int64_t* e) {
 
 ThreadPool::ThreadPool(int num_threads) {
   if (num_threads <= 0) num_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  done_ = std::make_unique<DoneSlot[]>(static_cast<size_t>(num_threads));
   for (int i = 1; i < num_threads; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
 }
 
@@ -54,6 +55,7 @@ ThreadPool::~ThreadPool() {
 
 void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn) {
   if (n <= 0) return;
+  ++regions_;
   ScopedFlushDenormals ftz_daz;  // the caller computes its chunk like a worker (denormals.h)
   const int parts = num_threads();
   if (parts == 1 || n == 1) {
@@ -62,20 +64,27 @@ void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t, int64_
   }
   fn_ = &fn;
   n_ = n;
-  pending_.store(parts - 1, std::memory_order_relaxed);
+  uint64_t gen;
   {
     // Under the mutex so that a worker between its predicate check and its wait cannot miss it.
     std::lock_guard<std::mutex> lock(mu_);
-    generation_.fetch_add(1, std::memory_order_release);
+    gen = generation_.fetch_add(1, std::memory_order_release) + 1;
   }
   cv_start_.notify_all();
   int64_t b, e;
   ChunkOf(n, parts, 0, &b, &e);
   if (b < e) fn(b, e, 0);
-  auto done = [this] { return pending_.load(std::memory_order_acquire) == 0; };
+  // Workers finish in roughly their order; resume the scan at the first one not yet seen done.
+  int next = 0;
+  auto done = [&] {
+    while (next < parts - 1 && done_[next].gen.load(std::memory_order_seq_cst) == gen) ++next;
+    return next == parts - 1;
+  };
   if (!SpinUntil(done)) {
     std::unique_lock<std::mutex> lock(mu_);
+    caller_waiting_.store(true, std::memory_order_seq_cst);
     cv_done_.wait(lock, done);
+    caller_waiting_.store(false, std::memory_order_relaxed);
   }
   fn_ = nullptr;
 }
@@ -99,7 +108,10 @@ void ThreadPool::WorkerLoop(int index) {
     int64_t b, e;
     ChunkOf(n, num_threads(), index, &b, &e);
     if (b < e) (*fn)(b, e, index);
-    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    // seq_cst store then load, against the caller's store of caller_waiting_ then load of done_:
+    // either it sees this slot or this worker sees it waiting and wakes it.
+    done_[index - 1].gen.store(seen, std::memory_order_seq_cst);
+    if (caller_waiting_.load(std::memory_order_seq_cst)) {
       std::lock_guard<std::mutex> lock(mu_);  // the caller may be between its check and its wait
       cv_done_.notify_one();
     }

@@ -2,16 +2,21 @@
 // the calling thread takes part. Not re-entrant: a task must not call ParallelFor on the same pool.
 // Thread-safety: one caller at a time (the engine thread).
 //
-// Decode runs ~100 short parallel regions per token, so a region's start and end are signalled
-// through atomics that the other side spins on for a short while (kSpinMicros) before falling back
-// to a condition variable: a futex wake-up per region (tens of microseconds on a VM) would
+// Decode runs 48 (bench-flash) to 288 (MiMo-V2-Flash) short parallel regions per token, so a
+// region's start and end are signalled through atomics that the other side spins on for a short
+// while (kSpinMicros) before falling back to a condition variable: a futex wake-up per region (tens of microseconds on a VM) would
 // otherwise be a visible share of a token. Idle workers block, so an idle pool costs nothing.
+// A worker reports the end of its chunk in its own cache line (done_), never in a shared counter:
+// P workers decrementing one counter move its line between cores P times in a row, which at 64-128
+// threads (two sockets) would cost more per region than the region's own memory traffic
+// (docs/PERFORMANCE.md, "Synchronisation per token").
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -30,6 +35,12 @@ class ThreadPool {
   // fn(begin, end, thread_index) over disjoint ranges covering [0, n).
   void ParallelFor(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn);
 
+  // ParallelFor calls with n > 0 so far: the fork-join regions a workload runs, whatever the
+  // thread count (a region that runs inline on one thread forks on more). `mimo bench model`
+  // multiplies regions per token by the measured cost of an empty region (docs/PERFORMANCE.md,
+  // "Synchronisation per token").
+  uint64_t regions() const { return regions_; }
+
   static constexpr int kSpinMicros = 100;
 
  private:
@@ -42,8 +53,14 @@ class ThreadPool {
   const std::function<void(int64_t, int64_t, int)>* fn_ = nullptr;
   int64_t n_ = 0;
   std::atomic<uint64_t> generation_{0};
-  std::atomic<int> pending_{0};
+  // done_[i].gen == generation_ once worker i + 1 has finished its chunk of that region.
+  struct alignas(64) DoneSlot {
+    std::atomic<uint64_t> gen{0};
+  };
+  std::unique_ptr<DoneSlot[]> done_;
+  std::atomic<bool> caller_waiting_{false};  // the caller sleeps on cv_done_ (Dekker with done_)
   std::atomic<bool> stop_{false};
+  uint64_t regions_ = 0;  // only the caller's thread touches it
 };
 
 // How every step multiplies activations by BF16 and FP8 weights (`--precision`).

@@ -73,8 +73,9 @@ void LinearOn(const KernelTable& k, ExecContext& ctx, const float* x, int64_t T,
   if (T <= 0) return;
   const int64_t groups = (w.rows + kRowGranule - 1) / kRowGranule;
   const RowsFn rows = RowsFor(k, ctx);
-  if (ctx.pool == nullptr || ctx.pool->num_threads() == 1 || groups == 1 ||
-      w.rows * w.cols * T < kMinParallelWork) {
+  // One thread still goes through ParallelFor (which runs it inline), so that the regions a step
+  // counts are the workload's whatever the thread count (ThreadPool::regions()).
+  if (ctx.pool == nullptr || groups == 1 || w.rows * w.cols * T < kMinParallelWork) {
     rows(x, T, w, 0, w.rows, y);
     return;
   }
@@ -99,7 +100,7 @@ void LinearManyOn(const KernelTable& k, ExecContext& ctx, const LinearJob* jobs,
     total_rows += jobs[j].w->rows;
   }
   const int threads = ctx.pool == nullptr ? 1 : ctx.pool->num_threads();
-  if (threads == 1 || total < kMinParallelWork || total_rows <= kRowGranule) {
+  if (ctx.pool == nullptr || total < kMinParallelWork || total_rows <= kRowGranule) {  // as LinearOn
     for (int j = 0; j < num_jobs; ++j) {
       if (jobs[j].T > 0)
         RowsFor(k, ctx)(jobs[j].x, jobs[j].T, *jobs[j].w, 0, jobs[j].w->rows, jobs[j].y);

@@ -11,12 +11,13 @@ import pytest
 
 FIELDS = ["prefill_tok_s", "decode_tok_s", "active_bytes_per_token", "achieved_gbps",
           "measured_read_gbps", "roofline_fraction", "prefill_gflops", "peak_gflops", "isa",
-          "weight_bytes_per_token", "kv_bytes_per_token", "peak_fraction", "roofline_tok_s"]
+          "weight_bytes_per_token", "kv_bytes_per_token", "peak_fraction", "roofline_tok_s",
+          "regions_per_step", "empty_region_us", "sync_fraction"]
 
 
-def run_json(mimo_bin, d, *extra):
+def run_json(mimo_bin, d, *extra, threads=2):
     p = subprocess.run([mimo_bin, "bench", "model", "--model", d, "--prompt-len", "24",
-                        "--gen-len", "4", "--threads", "2", "--probe-mib", "64", "--json",
+                        "--gen-len", "4", "--threads", str(threads), "--probe-mib", "64", "--json",
                         *extra], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
     lines = [l for l in p.stdout.splitlines() if l.strip()]
@@ -60,11 +61,27 @@ def test_bench_model_json_is_consistent(mimo_bin, checkpoint, batch):
     # Nothing beats the limits measured in the same run (a tiny model is overhead-bound).
     assert r["roofline_fraction"] <= 1.05
     assert r["peak_fraction"] <= 1.05
+    # The synchronisation estimate: regions per step x an empty region's cost over a step's time.
+    step_s = batch / r["decode_tok_s"]
+    assert close(r["sync_fraction"], r["regions_per_step"] * r["empty_region_us"] * 1e-6 / step_s)
     e2e = e2e_weight_bytes(mimo_bin, d)
     if batch == 1:
         assert close(r["weight_bytes_per_token"], e2e, 1e-6)
     else:  # tokens of a step share the weights read once (each distinct expert once)
         assert r["weight_bytes_per_token"] < e2e
+
+
+def test_regions_per_step_do_not_depend_on_threads(mimo_bin, checkpoint):
+    """The many-core model in docs/PERFORMANCE.md multiplies the fork-join regions of a decode step
+    counted at 1 or 2 threads by a region's cost at 32 or 128: the count must be the workload's, not
+    the pool's. Every layer runs at least its projections in parallel, the lm_head one more."""
+    d = checkpoint("fp8")
+    one = run_json(mimo_bin, d, threads=1)
+    two = run_json(mimo_bin, d, threads=2)
+    assert one["regions_per_step"] == two["regions_per_step"]
+    cfg = json.load(open(f"{d}/config.json"))
+    assert one["regions_per_step"] >= cfg["num_hidden_layers"] + 1
+    assert one["regions_per_step"] == int(one["regions_per_step"])  # every step runs the same regions
 
 
 def test_bench_model_bf16_precision_states_its_limit(mimo_bin, checkpoint):

@@ -74,6 +74,7 @@ struct Result {
   double prefill_s = 0, decode_s = 0;
   double weight_bytes = 0, kv_bytes = 0;  // per decode token
   double read_gbps = 0, peak_gflops = 0, prefill_flops = 0;
+  double regions_per_step = 0, region_s = 0;  // fork-join regions of a decode step, their cost
 };
 
 }  // namespace
@@ -123,6 +124,7 @@ int RunBenchModel(const Args& a) {
       MeasureReadBandwidth(*lm.pool, k, static_cast<size_t>(probe_mib) << 20, 5, &BenchNow);
   r.peak_gflops =
       MeasurePeakGflops(*lm.pool, bf16 ? k.bf16_dot_probe : k.fma_probe, 0.2, 3, &BenchNow);
+  r.region_s = MeasureRegionSeconds(*lm.pool, 20000, 3, &BenchNow);
 
   // Prefill: every sequence's prompt in one step (B chunks), logits of each last row.
   std::vector<int32_t> ids(static_cast<size_t>(batch) * prompt);
@@ -137,8 +139,12 @@ int RunBenchModel(const Args& a) {
 
   // Decode: gen steps of one token per sequence; the first is a warm-up and not timed.
   ProgressLine pl("bench model: decode", gen, "");
+  uint64_t regions0 = 0;
   for (int i = 0; i < gen && st.ok(); ++i) {
-    if (i == 1) t0 = BenchNow();
+    if (i == 1) {
+      t0 = BenchNow();
+      regions0 = lm.pool->regions();
+    }
     st = session.DecodeGreedy();
     if (i >= 1) {
       r.weight_bytes += model.last_forward_stats().weight_bytes / batch;
@@ -147,6 +153,7 @@ int RunBenchModel(const Args& a) {
     pl.Update(i + 1);
   }
   r.decode_s = BenchNow() - t0;
+  r.regions_per_step = static_cast<double>(lm.pool->regions() - regions0) / (gen - 1);
   pl.Finish();
   if (!st.ok()) {
     std::fprintf(stderr, "mimo bench model: error: %s\n", st.message().c_str());
@@ -162,6 +169,8 @@ int RunBenchModel(const Args& a) {
   const double achieved = bytes * decode_tps / 1e9;
   const double prefill_gflops = r.prefill_flops / r.prefill_s / 1e9;
   const double roofline = achieved / r.read_gbps, compute = prefill_gflops / r.peak_gflops;
+  // The share of a decode step that empty regions alone would take (batch sequences per step).
+  const double sync = r.regions_per_step * r.region_s / (r.decode_s / timed);
   if (json) {
     std::printf(
         "{\"isa\": \"%s\", \"threads\": %d, \"clock\": \"%s\", \"batch\": %d, \"prompt_len\": %d, "
@@ -171,11 +180,13 @@ int RunBenchModel(const Args& a) {
         "\"weight_bytes_per_token\": %.0f, \"kv_bytes_per_token\": %.0f, "
         "\"achieved_gbps\": %.6g, \"measured_read_gbps\": %.6g, \"roofline_fraction\": %.6g, "
         "\"roofline_tok_s\": %.6g, \"prefill_gflops\": %.6g, \"peak_gflops\": %.6g, "
-        "\"peak_fraction\": %.6g}\n",
+        "\"peak_fraction\": %.6g, \"regions_per_step\": %.6g, \"empty_region_us\": %.6g, "
+        "\"sync_fraction\": %.6g}\n",
         IsaName(k.isa), threads, BenchClockIsCpu() ? "cpu" : "wall", batch, prompt, gen,
         std::string(DTypeName(kv_opts.kv_dtype)).c_str(), bf16 ? "bf16" : "exact", peak_name,
         prefill_tps, decode_tps, bytes, r.weight_bytes, r.kv_bytes, achieved, r.read_gbps, roofline,
-        r.read_gbps * 1e9 / bytes, prefill_gflops, r.peak_gflops, compute);
+        r.read_gbps * 1e9 / bytes, prefill_gflops, r.peak_gflops, compute, r.regions_per_step,
+        r.region_s * 1e6, sync);
   } else {
     std::printf("model: %s; isa %s; %d threads; %s clock; batch %d\n", a.Get("model").c_str(),
                 IsaName(k.isa), threads, BenchClockIsCpu() ? "cpu" : "wall", batch);
@@ -190,6 +201,10 @@ int RunBenchModel(const Args& a) {
         "roofline %.1f tok/s)\n",
         decode_tps, bytes / 1e6, r.weight_bytes / 1e6, r.kv_bytes / 1e6, achieved, 100 * roofline,
         r.read_gbps, r.read_gbps * 1e9 / bytes);
+    std::printf(
+        "sync: %.0f fork-join regions per decode step x %.3f us per empty region (%d threads, "
+        "same run) = %.1f%% of a step\n",
+        r.regions_per_step, r.region_s * 1e6, threads, 100 * sync);
   }
   return 0;
 }

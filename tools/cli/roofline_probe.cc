@@ -100,4 +100,18 @@ double MeasurePeakGflops(ThreadPool& pool, PeakProbe probe, double seconds, int 
   return best;
 }
 
+double MeasureRegionSeconds(ThreadPool& pool, int regions, int reps, double (*now)()) {
+  const int parts = pool.num_threads();
+  std::vector<int64_t> touched(static_cast<size_t>(parts) * 8, 0);  // a cache line per thread
+  auto empty = [&](int64_t b, int64_t e, int tid) { touched[tid * 8] += e - b; };
+  for (int i = 0; i < 1000; ++i) pool.ParallelFor(parts, empty);  // wake the workers
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    const double t0 = now();
+    for (int i = 0; i < regions; ++i) pool.ParallelFor(parts, empty);
+    best = std::min(best, (now() - t0) / regions);
+  }
+  return best;
+}
+
 }  // namespace mimo::cli

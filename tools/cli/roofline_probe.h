@@ -31,4 +31,9 @@ using PeakProbe = double (*)(int64_t iters, float* sink);
 double MeasurePeakGflops(ThreadPool& pool, PeakProbe probe, double seconds, int reps,
                          double (*now)());
 
+// The cost of one empty fork-join region on `pool` (workers awake, regions back to back, as in
+// decode): the best of `reps` runs of `regions` regions, in seconds per region. Every region a
+// decode step runs pays at least this in synchronisation.
+double MeasureRegionSeconds(ThreadPool& pool, int regions, int reps, double (*now)());
+
 }  // namespace mimo::cli
