@@ -4,8 +4,9 @@
 //
 // Decode runs 48 (bench-flash) to 288 (MiMo-V2-Flash) short parallel regions per token, so a
 // region's start and end are signalled through atomics that the other side spins on for a short
-// while (kSpinMicros) before falling back to a condition variable: a futex wake-up per region (tens of microseconds on a VM) would
-// otherwise be a visible share of a token. Idle workers block, so an idle pool costs nothing.
+// while (kSpinMicros) before falling back to a condition variable: a futex wake-up per region
+// (tens of microseconds on a VM) would otherwise be a visible share of a token. Idle workers
+// block, so an idle pool costs nothing.
 // A worker reports the end of its chunk in its own cache line (done_), never in a shared counter:
 // P workers decrementing one counter move its line between cores P times in a row, which at 64-128
 // threads (two sockets) would cost more per region than the region's own memory traffic

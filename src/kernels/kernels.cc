@@ -99,14 +99,15 @@ void LinearManyOn(const KernelTable& k, ExecContext& ctx, const LinearJob* jobs,
     if (jobs[j].T > 0) total += static_cast<double>(jobs[j].w->rows) * jobs[j].w->cols * jobs[j].T;
     total_rows += jobs[j].w->rows;
   }
-  const int threads = ctx.pool == nullptr ? 1 : ctx.pool->num_threads();
-  if (ctx.pool == nullptr || total < kMinParallelWork || total_rows <= kRowGranule) {  // as LinearOn
+  // One thread goes through ParallelFor too, as in LinearOn.
+  if (ctx.pool == nullptr || total < kMinParallelWork || total_rows <= kRowGranule) {
     for (int j = 0; j < num_jobs; ++j) {
       if (jobs[j].T > 0)
         RowsFor(k, ctx)(jobs[j].x, jobs[j].T, *jobs[j].w, 0, jobs[j].w->rows, jobs[j].y);
     }
     return;
   }
+  const int threads = ctx.pool->num_threads();
   auto boundary = [&](int64_t p) -> int64_t {  // global row where part p starts
     if (p <= 0) return 0;
     if (p >= threads) return total_rows;

@@ -476,14 +476,6 @@ MIMO_TARGET_BF16 void PackTokensBf16(const float* x, int64_t cols, int64_t bc, i
   }
 }
 
-// 32 e4m3 codes without a NaN code as the bf16 bit patterns of 2^-8 x their values: the bits
-// PackBf16(LoadClean, LoadClean) gives, in three 16-bit integer operations instead of the f16 and
-// fp32 conversions of both halves (this decode bounded the bf16 mode on FP8 weights: 22 tok/s at
-// batch 1 against the exact path's 28). A normal code s.eeee.mmm is 2^(e-15) x 1.mmm in these
-// units, the bf16 s | (e + 112) << 7 | mmm << 4, and as e < 16 the + 112 (0b1110000) is an OR:
-// sign-extended to 16 bits and shifted left by 4 the code holds s in bit 15 and eeee.mmm in bits
-// 10..4, so (w << 4) & 0x87f0 | 0x3800 is the pattern. Codes with e = 0 (zeros and subnormals,
-// m x 2^-17, normal in bf16) are looked up by m when a step has any (rare in trained weights).
 // bf16 bits of m x 2^-17 at index m < 8: the e = 0 codes in these units.
 inline __m512i SubnormalUnitsBf16() {
   static const __m512i table = [] {
@@ -499,6 +491,14 @@ inline __m512i SubnormalUnitsBf16() {
   return table;
 }
 
+// 32 e4m3 codes without a NaN code as the bf16 bit patterns of 2^-8 x their values: the bits
+// PackBf16(LoadClean, LoadClean) gives, in three 16-bit integer operations instead of the f16 and
+// fp32 conversions of both halves (this decode bounded the bf16 mode on FP8 weights: 22 tok/s at
+// batch 1 against the exact path's 28). A normal code s.eeee.mmm is 2^(e-15) x 1.mmm in these
+// units, the bf16 s | (e + 112) << 7 | mmm << 4, and as e < 16 the + 112 (0b1110000) is an OR:
+// sign-extended to 16 bits and shifted left by 4 the code holds s in bit 15 and eeee.mmm in bits
+// 10..4, so (w << 4) & 0x87f0 | 0x3800 is the pattern. Codes with e = 0 (zeros and subnormals,
+// m x 2^-17, normal in bf16) are looked up by m when a step has any (rare in trained weights).
 // subnormal: SubnormalUnitsBf16().
 MIMO_TARGET_BF16 inline __m512i E4M3x32ToBf16Units(const uint8_t* p, __m512i subnormal) {
   const __m512i w = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
@@ -508,8 +508,9 @@ MIMO_TARGET_BF16 inline __m512i E4M3x32ToBf16Units(const uint8_t* p, __m512i sub
   const __mmask32 sub = _mm512_testn_epi16_mask(w, _mm512_set1_epi16(0x78));
   if (__builtin_expect(sub != 0, 0)) {
     // Index: w's low 5 bits, 00mmm where e = 0. Sign: A | (B & C), imm 0xf0 | 0xcc & 0xaa.
-    const __m512i v = _mm512_ternarylogic_epi32(_mm512_permutexvar_epi16(w, subnormal), w,
-                                                _mm512_set1_epi16(static_cast<short>(0x8000)), 0xf8);
+    const __m512i sign = _mm512_set1_epi16(static_cast<short>(0x8000));
+    const __m512i v =
+        _mm512_ternarylogic_epi32(_mm512_permutexvar_epi16(w, subnormal), w, sign, 0xf8);
     r = _mm512_mask_mov_epi16(r, sub, v);
   }
   return r;
@@ -521,7 +522,9 @@ MIMO_TARGET_BF16 inline __m512i E4M3x32ToBf16Units(const uint8_t* p, __m512i sub
 template <class W>
 MIMO_TARGET_BF16 inline __m512i WeightStepBf16(const typename W::T* row, int64_t c, int64_t ce,
                                                [[maybe_unused]] __m512i subnormal) {
-  if (c + 32 > ce) return PackBf16(LoadHalf<W>(row + c, ce - c), LoadHalf<W>(row + c + 16, ce - c - 16));
+  if (c + 32 > ce) {
+    return PackBf16(LoadHalf<W>(row + c, ce - c), LoadHalf<W>(row + c + 16, ce - c - 16));
+  }
   if constexpr (W::kNanLineTest) {
     static_assert(sizeof(typename W::T) == 1, "the NaN test reads 32 e4m3 codes");
     const __m256i b =
@@ -553,7 +556,8 @@ MIMO_TARGET_BF16 void DecodeRowsBf16(const MatrixWeight& w, int64_t r, int64_t n
         if (next != nullptr) {
           _mm_prefetch(reinterpret_cast<const char*>(next + i * cols + c), _MM_HINT_T1);
         }
-        _mm512_storeu_si512(dst + i * ld + off, WeightStepBf16<W>(rows + i * cols, c, ce, subnormal));
+        _mm512_storeu_si512(dst + i * ld + off,
+                            WeightStepBf16<W>(rows + i * cols, c, ce, subnormal));
       }
     }
   }
