@@ -13,6 +13,21 @@
 
 namespace mimo {
 
+// Which FP8 tiles the T == 1 GEMV may decode without a fix-up (kernels' MarkFp8PlainBlocks): bit
+// j % 64 of word g * words_per_group + j / 64 is set when rows [4g, 4g + 4) x scale block j hold
+// no subnormal and no NaN e4m3 code and the block's width is a multiple of 64. Valid only for the
+// data, shape and block width it was computed for (the kernel checks them: a sliced or re-laid-out
+// copy of the weight carries a stale pointer, not stale bits).
+struct Fp8PlainBlocks {
+  const void* data = nullptr;
+  int64_t rows = 0, cols = 0, block_cols = 0;
+  int64_t words_per_group = 0;
+  std::vector<uint64_t> bits;  // [ceil(rows / 4), words_per_group]
+  bool Plain(int64_t g, int64_t j) const {
+    return (bits[g * words_per_group + (j >> 6)] >> (j & 63)) & 1;
+  }
+};
+
 struct MatrixWeight {
   DType dtype = DType::kF32;  // kF32, kBF16, kF16, kF8E4M3 or kMxfp4
   int64_t rows = 0;           // out_features
@@ -38,6 +53,8 @@ struct MatrixWeight {
 
   // Keeps re-laid-out data (e.g. split fused qkv rows) alive; empty when data is in the mmap.
   std::shared_ptr<void> owned;
+  // F8E4M3 only, optional: the tiles the decode GEMV reads branch-free (see Fp8PlainBlocks).
+  std::shared_ptr<const Fp8PlainBlocks> fp8_plain;
 
   bool empty() const { return data == nullptr; }
   // Bytes of one stored row (MXFP4: ceil(cols / 2)).

@@ -2,6 +2,8 @@
 #include "kernels/kernels.h"
 
 #include <algorithm>
+#include <array>
+#include <memory>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -86,6 +88,62 @@ void LinearOn(const KernelTable& k, ExecContext& ctx, const float* x, int64_t T,
 
 void Linear(ExecContext& ctx, const float* x, int64_t T, const MatrixWeight& w, float* y) {
   LinearOn(ActiveKernels(), ctx, x, T, w, y);
+}
+
+int64_t MarkFp8PlainBlocks(MatrixWeight* w, ThreadPool* pool, int64_t* tiles) {
+  if (tiles) *tiles = 0;
+  if (w->dtype != DType::kF8E4M3 || w->empty()) return 0;
+  CheckMatrixWeight(*w);
+  // Codes the branch-free decode cannot take: subnormals (exponent 0, mantissa not 0: DAZ would
+  // read them as 0) and the two NaN codes. Zero codes decode to 0 exactly.
+  static const std::array<uint8_t, 256> kSpecial = [] {
+    std::array<uint8_t, 256> t{};
+    for (int b = 0; b < 256; ++b) {
+      const int e = (b >> 3) & 15, m = b & 7;
+      t[b] = (e == 0 && m != 0) || (e == 15 && m == 7);
+    }
+    return t;
+  }();
+  constexpr int64_t kGroup = 4;  // rows per GEMV tile (cpu::kRows)
+  auto p = std::make_shared<Fp8PlainBlocks>();
+  p->data = w->data;
+  p->rows = w->rows;
+  p->cols = w->cols;
+  p->block_cols = w->block_cols;
+  const int64_t blocks = (w->cols + w->block_cols - 1) / w->block_cols;
+  const int64_t groups = (w->rows + kGroup - 1) / kGroup;
+  p->words_per_group = (blocks + 63) / 64;
+  p->bits.assign(static_cast<size_t>(groups * p->words_per_group), 0);
+  const auto* codes = static_cast<const uint8_t*>(w->data);
+  std::vector<int64_t> plain_per_part(pool ? pool->num_threads() : 1, 0);
+  auto mark = [&](int64_t g0, int64_t g1, int part) {
+    for (int64_t g = g0; g < g1; ++g) {
+      if ((g + 1) * kGroup > w->rows) continue;  // a short last tile runs the general path
+      for (int64_t j = 0; j < blocks; ++j) {
+        const int64_t cb = j * w->block_cols, ce = std::min(cb + w->block_cols, w->cols);
+        if ((ce - cb) % 64 != 0) continue;  // the plain tile reads whole 64-byte lines
+        uint8_t special = 0;
+        for (int64_t r = g * kGroup; r < (g + 1) * kGroup; ++r) {
+          const uint8_t* row = codes + r * w->cols;
+          for (int64_t c = cb; c < ce; ++c) special |= kSpecial[row[c]];
+        }
+        if (!special) {
+          p->bits[g * p->words_per_group + (j >> 6)] |= uint64_t{1} << (j & 63);
+          ++plain_per_part[part];
+        }
+      }
+    }
+  };
+  if (pool) {
+    pool->ParallelFor(groups, mark);
+  } else {
+    mark(0, groups, 0);
+  }
+  if (tiles) *tiles = groups * blocks;
+  w->fp8_plain = std::move(p);
+  int64_t plain = 0;
+  for (int64_t n : plain_per_part) plain += n;
+  return plain;
 }
 
 // One region for many jobs. Part p of P covers the global rows (jobs concatenated) from

@@ -40,6 +40,14 @@ void SiluMul(const float* gate, const float* up, float* out, int64_t n);
 // out[t] = table[ids[t]] as fp32.   table [vocab, dim] F32|BF16|F16; out [T, dim]
 void Embedding(const TensorView& table, const int32_t* ids, int64_t T, float* out);
 
+// FP8 weights: marks in w->fp8_plain the tiles of 4 rows x one scale block that hold no subnormal
+// and no NaN e4m3 code, so that the decode GEMV (T == 1, AVX-512) reads them with a three-op
+// decode and no per-line NaN test (linear_avx512.cc). The outputs do not change, bit for bit:
+// the tiles left unmarked take the general path. Reads the whole weight once (a load-time pass,
+// rows split over the pool). Returns how many tiles are plain, of *tiles (may be null); other
+// dtypes are left as they are (0 of 0).
+int64_t MarkFp8PlainBlocks(MatrixWeight* w, ThreadPool* pool, int64_t* tiles = nullptr);
+
 // Which ISA the dispatcher chose ("avx512", "avx2", "scalar"), for logs and `mimo inspect`.
 const char* KernelIsaName();
 

@@ -92,6 +92,48 @@ Status MimoV2Model::QuantizeExpertsToMxfp4(Mxfp4ScaleRule rule, ThreadPool* pool
   return Status::Ok();
 }
 
+void MimoV2Model::ForEachMatrix(const std::function<void(MatrixWeight&)>& f) {
+  auto block = [&](LayerWeights& l) {
+    for (MatrixWeight* w : {&l.attn.q_proj, &l.attn.k_proj, &l.attn.v_proj, &l.attn.o_proj,
+                            &l.mlp.gate_proj, &l.mlp.up_proj, &l.mlp.down_proj, &l.moe.gate}) {
+      f(*w);
+    }
+    for (MlpWeights& e : l.moe.experts) {
+      for (MatrixWeight* w : {&e.gate_proj, &e.up_proj, &e.down_proj}) f(*w);
+    }
+  };
+  for (LayerWeights& l : w_.layers) block(l);
+  for (MtpLayerWeights& m : w_.mtp) {
+    f(m.eh_proj);
+    block(m.block);
+  }
+  f(w_.lm_head);
+}
+
+int64_t MimoV2Model::MarkFp8PlainBlocks(ThreadPool* pool, int64_t* tiles) {
+  int64_t plain = 0, all = 0;
+  ForEachMatrix([&](MatrixWeight& w) {
+    int64_t n = 0;
+    plain += mimo::MarkFp8PlainBlocks(&w, pool, &n);
+    all += n;
+  });
+  if (tiles) *tiles = all;
+  return plain;
+}
+
+void MimoV2Model::UseFp8PlainBlocks(bool on) {
+  if (on == fp8_plain_stash_.empty()) return;  // already so
+  size_t i = 0;
+  ForEachMatrix([&](MatrixWeight& w) {
+    if (on) {
+      w.fp8_plain = std::move(fp8_plain_stash_[i++]);
+    } else {
+      fp8_plain_stash_.push_back(std::move(w.fp8_plain));
+    }
+  });
+  if (on) fp8_plain_stash_.clear();
+}
+
 std::vector<LayerConfig> MimoV2Model::KvLayerConfigs() const {
   std::vector<LayerConfig> out = layers_;
   for (size_t i = 0; i < w_.mtp.size(); ++i) {

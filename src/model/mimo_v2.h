@@ -4,6 +4,7 @@
 // Thread-safety: Forward is not re-entrant (one engine thread); the weights are read-only.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -84,6 +85,15 @@ class MimoV2Model {
   Status QuantizeExpertsToMxfp4(Mxfp4ScaleRule rule, ThreadPool* pool, Mxfp4ErrorStats* stats,
                                 int* converted);
 
+  // Marks the plain tiles of every FP8 weight (kernels.h MarkFp8PlainBlocks), so that the decode
+  // GEMV reads them branch-free; outputs are unchanged bit for bit. Reads every FP8 weight once:
+  // call after the weights are placed (and after QuantizeExpertsToMxfp4). Returns the plain
+  // tiles, and all FP8 tiles in *tiles (may be null).
+  int64_t MarkFp8PlainBlocks(ThreadPool* pool, int64_t* tiles = nullptr);
+  // Detaches (false) or re-attaches (true) those maps: `bench model --ab-fp8-plain` alternates
+  // the two paths step by step in one run. Not while a Forward runs.
+  void UseFp8PlainBlocks(bool on);
+
   // The checkpoint the weights point into (e.g. to ReadThrough it before serving).
   const Checkpoint& checkpoint() const { return *ckpt_; }
 
@@ -108,6 +118,7 @@ class MimoV2Model {
                   const int32_t* tokens, KvAttention& kv, const MtpOutputs& out);
 
  private:
+  void ForEachMatrix(const std::function<void(MatrixWeight&)>& f);  // every MatrixWeight held
   MimoV2Model() = default;
   // Returns the distinct experts its MoE used (0 for a dense FFN).
   int DecoderLayer(ExecContext& ctx, int kv_layer, const LayerConfig& lc, const LayerWeights& w,
@@ -123,6 +134,7 @@ class MimoV2Model {
 
   std::unique_ptr<Checkpoint> ckpt_;
   ModelWeights w_;
+  std::vector<std::shared_ptr<const Fp8PlainBlocks>> fp8_plain_stash_;  // UseFp8PlainBlocks(false)
   TpContext tp_;
   std::vector<LayerConfig> layers_;  // this rank's view of config().layers (its heads)
   ForwardStats stats_;               // of the last Forward (main model only)

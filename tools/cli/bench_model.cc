@@ -140,12 +140,24 @@ int RunBenchModel(const Args& a) {
   // Decode: gen steps of one token per sequence; the first is a warm-up and not timed.
   ProgressLine pl("bench model: decode", gen, "");
   uint64_t regions0 = 0;
+  // --ab-fp8-plain: the FP8 plain tiles on for steps 1-2, off for 3-4, on for 5-6, ... (the same
+  // tokens either way: the two paths give the same bits), each half timed on its own.
+  const bool ab = a.Has("ab-fp8-plain") && lm.fp8_plain_tiles > 0;
+  double ab_s[2] = {0, 0};
+  int ab_steps[2] = {0, 0};
   for (int i = 0; i < gen && st.ok(); ++i) {
     if (i == 1) {
       t0 = BenchNow();
       regions0 = lm.pool->regions();
     }
+    const int half = i >= 1 ? ((i - 1) / 2) % 2 : 0;  // 0: plain on
+    if (ab) model.UseFp8PlainBlocks(half == 0);
+    const double ts = BenchNow();
     st = session.DecodeGreedy();
+    if (ab && i >= 1) {
+      ab_s[half] += BenchNow() - ts;
+      ++ab_steps[half];
+    }
     if (i >= 1) {
       r.weight_bytes += model.last_forward_stats().weight_bytes / batch;
       r.kv_bytes += KvBytesAt(cfg, kv_opts.kv_dtype, prompt + i);
@@ -181,12 +193,13 @@ int RunBenchModel(const Args& a) {
         "\"achieved_gbps\": %.6g, \"measured_read_gbps\": %.6g, \"roofline_fraction\": %.6g, "
         "\"roofline_tok_s\": %.6g, \"prefill_gflops\": %.6g, \"peak_gflops\": %.6g, "
         "\"peak_fraction\": %.6g, \"regions_per_step\": %.6g, \"empty_region_us\": %.6g, "
-        "\"sync_fraction\": %.6g}\n",
+        "\"sync_fraction\": %.6g, \"fp8_plain_tiles\": %lld, \"fp8_tiles\": %lld}\n",
         IsaName(k.isa), threads, BenchClockIsCpu() ? "cpu" : "wall", batch, prompt, gen,
         std::string(DTypeName(kv_opts.kv_dtype)).c_str(), bf16 ? "bf16" : "exact", peak_name,
         prefill_tps, decode_tps, bytes, r.weight_bytes, r.kv_bytes, achieved, r.read_gbps, roofline,
         r.read_gbps * 1e9 / bytes, prefill_gflops, r.peak_gflops, compute, r.regions_per_step,
-        r.region_s * 1e6, sync);
+        r.region_s * 1e6, sync, static_cast<long long>(lm.fp8_plain_tiles),
+        static_cast<long long>(lm.fp8_tiles));
   } else {
     std::printf("model: %s; isa %s; %d threads; %s clock; batch %d\n", a.Get("model").c_str(),
                 IsaName(k.isa), threads, BenchClockIsCpu() ? "cpu" : "wall", batch);
@@ -205,6 +218,18 @@ int RunBenchModel(const Args& a) {
         "sync: %.0f fork-join regions per decode step x %.3f us per empty region (%d threads, "
         "same run) = %.1f%% of a step\n",
         r.regions_per_step, r.region_s * 1e6, threads, 100 * sync);
+    if (ab && ab_steps[0] > 0 && ab_steps[1] > 0) {
+      const double on = batch * ab_steps[0] / ab_s[0], off = batch * ab_steps[1] / ab_s[1];
+      std::printf(
+          "fp8 plain A/B (alternating pairs of steps, same run): plain tiles %.2f tok/s, general "
+          "path %.2f tok/s, ratio %.3f\n",
+          on, off, on / off);
+    }
+    if (lm.fp8_tiles > 0) {
+      std::printf("fp8: %lld of %lld GEMV tiles (4 rows x 128 columns) plain (%.1f%%)\n",
+                  static_cast<long long>(lm.fp8_plain_tiles), static_cast<long long>(lm.fp8_tiles),
+                  100.0 * lm.fp8_plain_tiles / lm.fp8_tiles);
+    }
   }
   return 0;
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "core/memory_info.h"
 #include "core/thread_pool.h"
 #include "engine/model_runner.h"
 #include "kernels/dispatch.h"
@@ -32,6 +33,7 @@ struct LoadedModel {
   std::unique_ptr<MimoV2Model> model;
   std::unique_ptr<ThreadPool> pool;
   ExecContext ctx;
+  int64_t fp8_plain_tiles = 0, fp8_tiles = 0;  // MarkFp8PlainBlocks at load (0 of 0: not run)
 };
 
 // Tensor/expert parallelism (`mpirun -np N mimo CMD --tensor-parallel-size N [--expert-parallel]`):
@@ -157,6 +159,14 @@ inline bool LoadModelOrReport(const char* cmd, const std::string& dir, int threa
                    st.sum_sq_weight > 0 ? std::sqrt(st.sum_sq_error / st.sum_sq_weight) : 0.0);
     }
   }
+  // The FP8 decode GEMV's plain tiles (kernels.h): one read of the FP8 weights, so only where the
+  // checkpoint fits in the memory available; weights served from a page cache smaller than they
+  // are would be read from disk once more for a decode that is bound by the disk anyway.
+  // --no-fp8-plain keeps every tile on the general path (A/B of the two in one benchmark run).
+  const int64_t room = ProbeMemoryInfo().available();
+  if (!(a && a->Has("no-fp8-plain")) && (room < 0 || static_cast<int64_t>(out->model->checkpoint().TotalFileBytes()) < room)) {
+    out->fp8_plain_tiles = out->model->MarkFp8PlainBlocks(out->pool.get(), &out->fp8_tiles);
+  }
   if (follower) {
     const Status st = RunTpFollower(*out->model, out->ctx);
     if (!st.ok()) tp.comm->Abort(2, st.message());
@@ -175,7 +185,7 @@ inline std::vector<std::string> KvCacheKeys() {
           "prefill-precision",  "experts"};
 }
 inline std::vector<std::string> KvCacheFlags() {
-  return {"strict-attention-backend", "expert-parallel"};
+  return {"strict-attention-backend", "expert-parallel", "no-fp8-plain"};
 }
 
 // The KV-cache flags as PagedKvOptions (sequence counts and lengths left to the caller).

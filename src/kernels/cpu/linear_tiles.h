@@ -125,8 +125,16 @@ inline float BlockScale(const MatrixWeight& w, int64_t r, int64_t j) {
 // T == 1: y[r0 .. r0+R) for one token, weights decoded in registers. Software prefetch
 // PrefetchRowsAhead rows ahead (into L2): rows are often a single 4 KiB page (FP8, 4096 cols),
 // and hardware prefetchers stop at page boundaries.
+// FP8 plain tiles (V::kE4m3Plain): with xs = x * 2^112 and plain (w.fp8_plain, r0 = 4g, R = 4),
+// a block that MarkFp8PlainBlocks found free of subnormal and NaN codes is read with
+// V::LoadE4m3Plain (2^-120 x the e4m3 value) against xs: each product is the same real number
+// (2^-8 v) x as the f16 route's, through the same FMAs in the same order, so the same bits, with
+// three integer ops per vector instead of the remap, two-uop vcvtph2ps and per-line NaN test
+// (docs/PERFORMANCE.md, issue 31). Any other block takes the general loop below.
 template <class V, class W, int R>
-void GemvTile(const float* x, const MatrixWeight& w, int64_t r0, float* y) {
+void GemvTile(const float* x, const MatrixWeight& w, int64_t r0, float* y,
+              [[maybe_unused]] const float* xs = nullptr,
+              [[maybe_unused]] const Fp8PlainBlocks* plain = nullptr) {
   using F = typename V::F;
   using T = typename W::T;
   constexpr int kLanes = V::kLanes;
@@ -152,6 +160,20 @@ void GemvTile(const float* x, const MatrixWeight& w, int64_t r0, float* y) {
 #pragma GCC unroll 16
     for (int i = 0; i < R; ++i) acc[i] = V::Zero();
     int64_t c = cb;
+    if constexpr (W::kBlockScaled && V::kE4m3Plain && R == kRows) {
+      if (plain != nullptr && plain->Plain(r0 / kRows, j)) {  // whole lines, no special code
+        for (; c < ce; c += kLine) {
+#pragma GCC unroll 16
+          for (int i = 0; i < R; ++i) V::PrefetchL2(next[i] + c);
+#pragma GCC unroll 8
+          for (int64_t v = 0; v < kLine; v += kLanes) {
+            const F xv = V::Load(xs + c + v);
+#pragma GCC unroll 16
+            for (int i = 0; i < R; ++i) acc[i] = V::Fmadd(V::LoadE4m3Plain(row[i] + c + v), xv, acc[i]);
+          }
+        }
+      }
+    }
     for (; c + kLine <= ce; c += kLine) {
 #pragma GCC unroll 16
       for (int i = 0; i < R; ++i) V::PrefetchL2(next[i] + c);
@@ -372,10 +394,47 @@ struct GemvTileOf {
   };
 };
 
+// w.fp8_plain if it was computed for this very weight (a copy sliced or re-laid out afterwards
+// keeps the pointer but not the data, shape or blocks it describes). A template, as everything here.
+template <class V>
+const Fp8PlainBlocks* PlainBlocksOf(const MatrixWeight& w) {
+  const Fp8PlainBlocks* p = w.fp8_plain.get();
+  return p != nullptr && p->data == w.data && p->rows == w.rows && p->cols == w.cols &&
+                 p->block_cols == w.block_cols
+             ? p
+             : nullptr;
+}
+
+// T == 1 over FP8 rows [r0, r1) with plain tiles: the tiles of rows 4g..4g+3 read their plain
+// blocks branch-free (GemvTile); rows before the first multiple of 4 and after the last whole
+// tile run as usual. False (nothing written) when the weight has no plain map or x is too large
+// for the 2^112 scaling.
+template <class V>
+bool GemvRowsPlain(const float* x, const MatrixWeight& w, int64_t r0, int64_t r1, float* y) {
+  const Fp8PlainBlocks* plain = PlainBlocksOf<V>(w);
+  if (plain == nullptr) return false;
+  thread_local std::vector<float> xs_buffer;
+  if (static_cast<int64_t>(xs_buffer.size()) < w.cols) xs_buffer.resize(w.cols);
+  float* xs = xs_buffer.data();
+  if (!V::ScaleForE4m3Plain(x, w.cols, xs)) return false;
+  using Tiles = GemvTileOf<V, F8W<V>>;
+  const int64_t a = std::min(r1, (r0 + kRows - 1) / kRows * kRows);
+  const int64_t b = std::max(a, r1 / kRows * kRows);
+  GemvRows<Tiles::template T>(x, w, r0, a, y);
+  for (int64_t r = a; r < b; r += kRows) GemvTile<V, F8W<V>, kRows>(x, w, r, y, xs, plain);
+  GemvRows<Tiles::template T>(x, w, b, r1, y);
+  return true;
+}
+
 template <class V, class W>
 void LinearRowsTyped(const float* x, int64_t T, const MatrixWeight& w, int64_t r0, int64_t r1,
                      float* y) {
-  if (T == 1) return GemvRows<GemvTileOf<V, W>::template T>(x, w, r0, r1, y);
+  if (T == 1) {
+    if constexpr (std::is_same_v<W, F8W<V>> && V::kE4m3Plain) {
+      if (GemvRowsPlain<V>(x, w, r0, r1, y)) return;
+    }
+    return GemvRows<GemvTileOf<V, W>::template T>(x, w, r0, r1, y);
+  }
   V::template BatchRows<W>(x, T, w, r0, r1, y);
 }
 

@@ -26,6 +26,7 @@ struct VecAvx2 {
   static constexpr bool kMaskedTails = false;
   // No 64-byte compare into a mask: every e4m3 vector takes the NaN patch (LoadE4m3).
   static constexpr bool kE4m3LineNanTest = false;
+  static constexpr bool kE4m3Plain = false;  // no plain-tile decode GEMV at this width
 
   static F Zero() { return _mm256_setzero_ps(); }
   static F Set1(float v) { return _mm256_set1_ps(v); }

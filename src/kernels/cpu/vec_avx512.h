@@ -23,6 +23,8 @@ struct VecAvx512 {
   static constexpr bool kMaskedTails = true;
   // One NaN-code test per 64-byte line of e4m3 (E4m3LineNanMask), then LoadE4m3NoNan.
   static constexpr bool kE4m3LineNanTest = true;
+  // LoadE4m3Plain and ScaleForE4m3Plain exist (the decode GEMV's plain tiles, linear_tiles.h).
+  static constexpr bool kE4m3Plain = true;
 
   static F Zero() { return _mm512_setzero_ps(); }
   static F Set1(float v) { return _mm512_set1_ps(v); }
@@ -75,6 +77,33 @@ struct VecAvx512 {
   // LoadE4m3 for bytes known to hold no NaN code (skips the NaN patch).
   static F LoadE4m3NoNan(const uint8_t* p) {
     return _mm512_cvtph_ps(E4M3ToF16Bits(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+  }
+  // 16 codes without subnormal or NaN codes as fp32 2^-120 x their e4m3 values, in three integer
+  // ops: sign-extended and shifted left by 20, a code holds its sign in bit 31 (copies in bits
+  // 27-30, cleared), its exponent field in bits 23-26 and its mantissa in bits 20-22, i.e. the
+  // fp32 with the same sign, exponent field and mantissa (zero codes: +-0).
+  static F LoadE4m3Plain(const uint8_t* p) {
+    const __m512i d = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm512_castsi512_ps(
+        _mm512_and_si512(_mm512_slli_epi32(d, 20), _mm512_set1_epi32(static_cast<int>(0x87f00000u))));
+  }
+  // xs[c] = x[c] * 2^112 for c < n; false (xs partly written) if some |x[c]| >= 2^15 or is not a
+  // number, where the product could overflow (2^15 x 2^112 < 2^128) and the plain path is off.
+  static bool ScaleForE4m3Plain(const float* x, int64_t n, float* xs) {
+    const __m512 k = _mm512_set1_ps(0x1p112f), limit = _mm512_set1_ps(0x1p15f);
+    __mmask16 bad = 0;
+    int64_t c = 0;
+    for (; c + 16 <= n; c += 16) {
+      const __m512 v = _mm512_loadu_ps(x + c);
+      bad |= _mm512_cmp_ps_mask(_mm512_abs_ps(v), limit, _CMP_NLT_UQ);
+      _mm512_storeu_ps(xs + c, _mm512_mul_ps(v, k));
+    }
+    if (c < n) {
+      const __m512 v = _mm512_maskz_loadu_ps(TailMask(n - c), x + c);
+      bad |= _mm512_cmp_ps_mask(_mm512_abs_ps(v), limit, _CMP_NLT_UQ);
+      _mm512_mask_storeu_ps(xs + c, TailMask(n - c), _mm512_mul_ps(v, k));
+    }
+    return bad == 0;
   }
   // Bit k set if byte k of the 64 at p is an e4m3 NaN code (S.1111.111).
   static __mmask64 E4m3LineNanMask(const uint8_t* p) {
