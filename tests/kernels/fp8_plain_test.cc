@@ -165,6 +165,42 @@ TEST(Fp8Plain, GemvGivesTheGeneralPathsBits) {
   }
 }
 
+// Small batches (T = 2..4 run 4-row tiles that read the map; 5..16 3-row tiles that do not) and
+// a prefill chunk: with the map, each token's row is bit-identical to the general path's and to
+// the same token alone (T = 1 with the map): batch invariance holds with plain tiles.
+TEST(Fp8Plain, SmallBatchesGiveTheGeneralPathsBits) {
+  std::mt19937 rng(19);
+  ThreadPool pool(3);
+  for (int64_t block_cols : {128, 64}) {
+    const int64_t rows = 203, cols = 1024;
+    OwnedWeight ow = MixedWeight(rows, cols, block_cols, rng);
+    const MatrixWeight general = ow.w;
+    MarkFp8PlainBlocks(&ow.w, &pool);
+    for (int64_t T : {2, 3, 4, 5, 9, 16, 40}) {
+      std::vector<float> x = RandomVector(T * cols, rng, -4.0f, 4.0f);
+      for (int big = 0; big < 2; ++big) {
+        if (big) x[(T - 1) * cols + 7] = -70000.0f;  // the whole step takes the general path
+        for (Isa isa : AvailableIsas()) {
+          const KernelTable& k = *KernelsFor(isa);
+          for (ExecContext ctx : {ExecContext{}, ExecContext{&pool}}) {
+            std::vector<float> a(T * rows, NAN), b(T * rows, NAN), alone(T * rows, NAN);
+            LinearOn(k, ctx, x.data(), T, ow.w, a.data());
+            LinearOn(k, ctx, x.data(), T, general, b.data());
+            for (int64_t t = 0; t < T; ++t) {
+              LinearOn(k, ctx, x.data() + t * cols, 1, ow.w, alone.data() + t * rows);
+            }
+            const std::string what = std::string(IsaName(isa)) + " block " +
+                                     std::to_string(block_cols) + " T=" + std::to_string(T) +
+                                     (big ? " big x" : "") + (ctx.pool ? " threaded" : "");
+            ExpectSameBits(a, b, what);
+            ExpectSameBits(a, alone, what + " vs alone");
+          }
+        }
+      }
+    }
+  }
+}
+
 // A copy whose data pointer or shape no longer matches the map (a slice of rows, as tensor
 // parallelism takes) must not read the map: its outputs are the reference's.
 TEST(Fp8Plain, StaleMapIsIgnored) {

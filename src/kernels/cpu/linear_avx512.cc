@@ -165,10 +165,13 @@ struct alignas(64) Vec16 {  // one packed x vector; std::vector<Vec16> is 64-byt
 };
 
 // Rows r0 .. r0 + R of w start at rows0 (stride w.cols): the weight itself, or (prefill) rows
-// already decoded into an fp32 scratch (W = Decoded<...>).
+// already decoded into an fp32 scratch (W = Decoded<...>). FP8 plain tiles (GemvTile's, with
+// R = 4 and r0 = 4g): xsp holds the same packing of x * 2^112, and a block the map calls plain
+// is decoded by LoadE4m3Plain against it: the same products, so the same bits.
 template <class W, int R, int TT>
 void SmallBatchTile(const float* xp, int64_t t0, const MatrixWeight& w,
-                    const typename W::T* rows0, int64_t r0, bool prefetch, float* y) {
+                    const typename W::T* rows0, int64_t r0, bool prefetch, float* y,
+                    [[maybe_unused]] const float* xsp, [[maybe_unused]] const Fp8PlainBlocks* plain) {
   const int64_t cols = w.cols;
   const int64_t bc = W::kBlockScaled ? w.block_cols : cols;
   constexpr int64_t kLine = 64 / sizeof(typename W::T);
@@ -186,6 +189,9 @@ void SmallBatchTile(const float* xp, int64_t t0, const MatrixWeight& w,
   const int64_t ahead =
       PrefetchRowsAhead<LinearAvx512>(R, cols * static_cast<int64_t>(sizeof(typename W::T)));
   if constexpr (!kTotalsInRegs) std::memset(total_mem, 0, sizeof(total_mem));
+  constexpr bool kPlainTiles = std::is_same_v<W, F8W> && R == 4;
+  [[maybe_unused]] const int64_t to_xs = xsp != nullptr ? xsp - xp : 0;  // floats from xp to xsp
+  if (xsp == nullptr || r0 % 4 != 0) plain = nullptr;
 #pragma GCC unroll 16
   for (int i = 0; i < R; ++i) {
     row[i] = rows0 + i * cols;
@@ -224,6 +230,31 @@ void SmallBatchTile(const float* xp, int64_t t0, const MatrixWeight& w,
       xp += TT * 16;
     };
     int64_t c = cb;
+    if constexpr (kPlainTiles) {
+      if (plain != nullptr && plain->Plain(r0 / 4, j)) {  // whole lines, no special code
+        for (; c < ce; c += kLine) {
+          if (prefetch) {
+#pragma GCC unroll 16
+            for (int i = 0; i < R; ++i)
+              _mm_prefetch(reinterpret_cast<const char*>(next[i] + c), _MM_HINT_T1);
+          }
+#pragma GCC unroll 4
+          for (int64_t v = 0; v < kLine; v += 16) {
+            __m512 wv[R];
+#pragma GCC unroll 16
+            for (int i = 0; i < R; ++i) wv[i] = LinearAvx512::LoadE4m3Plain(row[i] + c + v);
+#pragma GCC unroll 16
+            for (int t = 0; t < TT; ++t) {
+              __m512 xv = _mm512_load_ps(xp + to_xs + t * 16);
+              asm("" : "+v"(xv));
+#pragma GCC unroll 16
+              for (int i = 0; i < R; ++i) acc[i][t] = _mm512_fmadd_ps(wv[i], xv, acc[i][t]);
+            }
+            xp += TT * 16;
+          }
+        }
+      }
+    }
     for (; c + kLine <= ce; c += kLine) {
       if (prefetch) {
 #pragma GCC unroll 16
@@ -280,7 +311,7 @@ void SmallBatchTile(const float* xp, int64_t t0, const MatrixWeight& w,
 
 template <class W>
 using SmallFn = void (*)(const float*, int64_t, const MatrixWeight&, const typename W::T*, int64_t,
-                         bool, float*);
+                         bool, float*, const float*, const Fp8PlainBlocks*);
 template <class W, int R, size_t... I>
 constexpr std::array<SmallFn<W>, sizeof...(I)> SmallRow(std::index_sequence<I...>) {
   return {&SmallBatchTile<W, R, static_cast<int>(I) + 1>...};
@@ -307,13 +338,14 @@ struct TokenGroups {
   }
 };
 
-// Packs every token group of x [.., cols] (PackTokens) into one thread-local buffer: group g
-// starts at the result + g * *group_floats.
+// Packs every token group of x [.., cols] (PackTokens) into one thread-local buffer (the
+// second one for FP8 plain tiles' x * 2^112): group g starts at the result + g * *group_floats.
 float* PackGroups(const float* x, int64_t cols, int64_t bc, const TokenGroups& groups,
-                  int64_t* group_floats) {
+                  int64_t* group_floats, int buffer = 0) {
   const int64_t max_tt = *std::max_element(groups.tt, groups.tt + groups.n);
   *group_floats = PackedSteps(cols, bc) * max_tt * 16;  // packed tightly: the chunk stays in L2
-  thread_local std::vector<Vec16> packed;  // [groups, steps, tt] vectors
+  thread_local std::vector<Vec16> buffers[2];  // [groups, steps, tt] vectors
+  std::vector<Vec16>& packed = buffers[buffer];
   packed.resize(groups.n * *group_floats / 16);
   float* xp = packed.data()->v;
   for (int64_t g = 0; g < groups.n; ++g) {
@@ -322,14 +354,16 @@ float* PackGroups(const float* x, int64_t cols, int64_t bc, const TokenGroups& g
   return xp;
 }
 
-// Rows [r, r + R) for every token group; group g's packed x at xp + g * group_floats.
+// Rows [r, r + R) for every token group; group g's packed x at xp + g * group_floats (and its
+// x * 2^112 at xsp + g * group_floats when FP8 plain tiles run).
 template <class W, int R>
-void SmallBatchRowTile(const float* xp, int64_t group_floats, const TokenGroups& groups,
-                       const MatrixWeight& w, int64_t r, float* y) {
+void SmallBatchRowTile(const float* xp, const float* xsp, int64_t group_floats,
+                       const TokenGroups& groups, const MatrixWeight& w,
+                       const Fp8PlainBlocks* plain, int64_t r, float* y) {
   for (int64_t g = 0; g < groups.n; ++g) {
     kSmall<W, R>[groups.tt[g] - 1](xp + g * group_floats, groups.t0[g], w,
                                    static_cast<const typename W::T*>(w.data) + r * w.cols, r,
-                                   g == 0, y);
+                                   g == 0, y, xsp ? xsp + g * group_floats : nullptr, plain);
   }
 }
 
@@ -337,16 +371,35 @@ template <class W>
 void SmallBatchRows(const float* x, int64_t T, const MatrixWeight& w, int64_t r0, int64_t r1,
                     float* y) {
   const TokenGroups groups(T);
+  const int64_t bc = W::kBlockScaled ? w.block_cols : w.cols;
   int64_t group_floats = 0;
-  const float* xp =
-      PackGroups(x, w.cols, W::kBlockScaled ? w.block_cols : w.cols, groups, &group_floats);
-  int64_t r = r0;
-  if (SmallRowsFor(groups.tt[groups.n - 1]) == 4) {
-    for (; r + 4 <= r1; r += 4) SmallBatchRowTile<W, 4>(xp, group_floats, groups, w, r, y);
-  } else {
-    for (; r + 3 <= r1; r += 3) SmallBatchRowTile<W, 3>(xp, group_floats, groups, w, r, y);
+  const float* xp = PackGroups(x, w.cols, bc, groups, &group_floats);
+  const bool four = SmallRowsFor(groups.tt[groups.n - 1]) == 4;
+  // FP8 plain tiles (4-row tiles only): x * 2^112 packed alike, unless some |x| >= 2^15.
+  const Fp8PlainBlocks* plain = nullptr;
+  const float* xsp = nullptr;
+  if constexpr (std::is_same_v<W, F8W>) {
+    plain = four ? cpu::PlainBlocksOf<LinearAvx512>(w) : nullptr;
+    if (plain != nullptr) {
+      thread_local std::vector<float> xs;
+      xs.resize(T * w.cols);
+      if (LinearAvx512::ScaleForE4m3Plain(x, T * w.cols, xs.data())) {
+        int64_t same = 0;
+        xsp = PackGroups(xs.data(), w.cols, bc, groups, &same, 1);
+      } else {
+        plain = nullptr;
+      }
+    }
   }
-  for (; r < r1; ++r) SmallBatchRowTile<W, 1>(xp, group_floats, groups, w, r, y);
+  int64_t r = r0;
+  if (four) {
+    for (; r + 4 <= r1; r += 4)
+      SmallBatchRowTile<W, 4>(xp, xsp, group_floats, groups, w, plain, r, y);
+  } else {
+    for (; r + 3 <= r1; r += 3)
+      SmallBatchRowTile<W, 3>(xp, nullptr, group_floats, groups, w, nullptr, r, y);
+  }
+  for (; r < r1; ++r) SmallBatchRowTile<W, 1>(xp, nullptr, group_floats, groups, w, nullptr, r, y);
 }
 
 // Weight rows already decoded to fp32 raw units (DecodeRowRaw), read by the small-batch tile with
@@ -391,7 +444,7 @@ void PrefillRows(const float* x, int64_t T, const MatrixWeight& w, int64_t r0, i
         DecodeRowRaw<LinearAvx512, W>(w, r + i, scratch.data() + i * cols);
       for (int64_t g = 0; g < groups.n; ++g) {
         kSmall<D, R>[groups.tt[g] - 1](xp + g * group_floats, groups.t0[g], w, scratch.data(), r,
-                                       false, yc);
+                                       false, yc, nullptr, nullptr);
       }
     };
     int64_t r = r0;
