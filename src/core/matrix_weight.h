@@ -26,6 +26,10 @@ struct Fp8PlainBlocks {
   bool Plain(int64_t g, int64_t j) const {
     return (bits[g * words_per_group + (j >> 6)] >> (j & 63)) & 1;
   }
+  // Rows [r0, r0 + n) x block j, n <= 4: plain if both groups the rows touch are.
+  bool PlainRows(int64_t r0, int n, int64_t j) const {
+    return Plain(r0 >> 2, j) && Plain((r0 + n - 1) >> 2, j);
+  }
 };
 
 struct MatrixWeight {

@@ -165,8 +165,8 @@ TEST(Fp8Plain, GemvGivesTheGeneralPathsBits) {
   }
 }
 
-// Small batches (T = 2..4 run 4-row tiles that read the map; 5..16 3-row tiles that do not) and
-// a prefill chunk: with the map, each token's row is bit-identical to the general path's and to
+// Small batches (T = 2..4 run 4-row tiles, 5..16 3-row tiles that straddle the map's 4-row
+// groups, and single-row tails; all read the map) and a prefill chunk: with the map, each token's row is bit-identical to the general path's and to
 // the same token alone (T = 1 with the map): batch invariance holds with plain tiles.
 TEST(Fp8Plain, SmallBatchesGiveTheGeneralPathsBits) {
   std::mt19937 rng(19);

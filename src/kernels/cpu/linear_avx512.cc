@@ -165,9 +165,9 @@ struct alignas(64) Vec16 {  // one packed x vector; std::vector<Vec16> is 64-byt
 };
 
 // Rows r0 .. r0 + R of w start at rows0 (stride w.cols): the weight itself, or (prefill) rows
-// already decoded into an fp32 scratch (W = Decoded<...>). FP8 plain tiles (GemvTile's, with
-// R = 4 and r0 = 4g): xsp holds the same packing of x * 2^112, and a block the map calls plain
-// is decoded by LoadE4m3Plain against it: the same products, so the same bits.
+// already decoded into an fp32 scratch (W = Decoded<...>). FP8 plain tiles (GemvTile's): xsp
+// holds the same packing of x * 2^112, and a block the map calls plain for these rows is
+// decoded by LoadE4m3Plain against it: the same products, so the same bits.
 template <class W, int R, int TT>
 void SmallBatchTile(const float* xp, int64_t t0, const MatrixWeight& w,
                     const typename W::T* rows0, int64_t r0, bool prefetch, float* y,
@@ -189,9 +189,9 @@ void SmallBatchTile(const float* xp, int64_t t0, const MatrixWeight& w,
   const int64_t ahead =
       PrefetchRowsAhead<LinearAvx512>(R, cols * static_cast<int64_t>(sizeof(typename W::T)));
   if constexpr (!kTotalsInRegs) std::memset(total_mem, 0, sizeof(total_mem));
-  constexpr bool kPlainTiles = std::is_same_v<W, F8W> && R == 4;
+  constexpr bool kPlainTiles = std::is_same_v<W, F8W>;
   [[maybe_unused]] const int64_t to_xs = xsp != nullptr ? xsp - xp : 0;  // floats from xp to xsp
-  if (xsp == nullptr || r0 % 4 != 0) plain = nullptr;
+  if (xsp == nullptr) plain = nullptr;
 #pragma GCC unroll 16
   for (int i = 0; i < R; ++i) {
     row[i] = rows0 + i * cols;
@@ -231,7 +231,7 @@ void SmallBatchTile(const float* xp, int64_t t0, const MatrixWeight& w,
     };
     int64_t c = cb;
     if constexpr (kPlainTiles) {
-      if (plain != nullptr && plain->Plain(r0 / 4, j)) {  // whole lines, no special code
+      if (plain != nullptr && plain->PlainRows(r0, R, j)) {  // whole lines, no special code
         for (; c < ce; c += kLine) {
           if (prefetch) {
 #pragma GCC unroll 16
@@ -375,11 +375,11 @@ void SmallBatchRows(const float* x, int64_t T, const MatrixWeight& w, int64_t r0
   int64_t group_floats = 0;
   const float* xp = PackGroups(x, w.cols, bc, groups, &group_floats);
   const bool four = SmallRowsFor(groups.tt[groups.n - 1]) == 4;
-  // FP8 plain tiles (4-row tiles only): x * 2^112 packed alike, unless some |x| >= 2^15.
+  // FP8 plain tiles: x * 2^112 packed alike, unless some |x| >= 2^15.
   const Fp8PlainBlocks* plain = nullptr;
   const float* xsp = nullptr;
   if constexpr (std::is_same_v<W, F8W>) {
-    plain = four ? cpu::PlainBlocksOf<LinearAvx512>(w) : nullptr;
+    plain = cpu::PlainBlocksOf<LinearAvx512>(w);
     if (plain != nullptr) {
       thread_local std::vector<float> xs;
       xs.resize(T * w.cols);
@@ -396,10 +396,9 @@ void SmallBatchRows(const float* x, int64_t T, const MatrixWeight& w, int64_t r0
     for (; r + 4 <= r1; r += 4)
       SmallBatchRowTile<W, 4>(xp, xsp, group_floats, groups, w, plain, r, y);
   } else {
-    for (; r + 3 <= r1; r += 3)
-      SmallBatchRowTile<W, 3>(xp, nullptr, group_floats, groups, w, nullptr, r, y);
+    for (; r + 3 <= r1; r += 3) SmallBatchRowTile<W, 3>(xp, xsp, group_floats, groups, w, plain, r, y);
   }
-  for (; r < r1; ++r) SmallBatchRowTile<W, 1>(xp, nullptr, group_floats, groups, w, nullptr, r, y);
+  for (; r < r1; ++r) SmallBatchRowTile<W, 1>(xp, xsp, group_floats, groups, w, plain, r, y);
 }
 
 // Weight rows already decoded to fp32 raw units (DecodeRowRaw), read by the small-batch tile with

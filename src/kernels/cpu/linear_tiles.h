@@ -125,8 +125,8 @@ inline float BlockScale(const MatrixWeight& w, int64_t r, int64_t j) {
 // T == 1: y[r0 .. r0+R) for one token, weights decoded in registers. Software prefetch
 // PrefetchRowsAhead rows ahead (into L2): rows are often a single 4 KiB page (FP8, 4096 cols),
 // and hardware prefetchers stop at page boundaries.
-// FP8 plain tiles (V::kE4m3Plain): with xs = x * 2^112 and plain (w.fp8_plain, r0 = 4g, R = 4),
-// a block that MarkFp8PlainBlocks found free of subnormal and NaN codes is read with
+// FP8 plain tiles (V::kE4m3Plain): with xs = x * 2^112 and plain (w.fp8_plain), a block whose
+// rows MarkFp8PlainBlocks found free of subnormal and NaN codes is read with
 // V::LoadE4m3Plain (2^-120 x the e4m3 value) against xs: each product is the same real number
 // (2^-8 v) x as the f16 route's, through the same FMAs in the same order, so the same bits, with
 // three integer ops per vector instead of the remap, two-uop vcvtph2ps and per-line NaN test
@@ -160,8 +160,8 @@ void GemvTile(const float* x, const MatrixWeight& w, int64_t r0, float* y,
 #pragma GCC unroll 16
     for (int i = 0; i < R; ++i) acc[i] = V::Zero();
     int64_t c = cb;
-    if constexpr (W::kBlockScaled && V::kE4m3Plain && R == kRows) {
-      if (plain != nullptr && plain->Plain(r0 / kRows, j)) {  // whole lines, no special code
+    if constexpr (W::kBlockScaled && V::kE4m3Plain) {
+      if (plain != nullptr && plain->PlainRows(r0, R, j)) {  // whole lines, no special code
         for (; c < ce; c += kLine) {
 #pragma GCC unroll 16
           for (int i = 0; i < R; ++i) V::PrefetchL2(next[i] + c);
@@ -405,10 +405,9 @@ const Fp8PlainBlocks* PlainBlocksOf(const MatrixWeight& w) {
              : nullptr;
 }
 
-// T == 1 over FP8 rows [r0, r1) with plain tiles: the tiles of rows 4g..4g+3 read their plain
-// blocks branch-free (GemvTile); rows before the first multiple of 4 and after the last whole
-// tile run as usual. False (nothing written) when the weight has no plain map or x is too large
-// for the 2^112 scaling.
+// T == 1 over FP8 rows [r0, r1) with plain tiles: every tile reads its plain blocks branch-free
+// (GemvTile). False (nothing written) when the weight has no plain map or x is too large for
+// the 2^112 scaling.
 template <class V>
 bool GemvRowsPlain(const float* x, const MatrixWeight& w, int64_t r0, int64_t r1, float* y) {
   const Fp8PlainBlocks* plain = PlainBlocksOf<V>(w);
@@ -417,13 +416,18 @@ bool GemvRowsPlain(const float* x, const MatrixWeight& w, int64_t r0, int64_t r1
   if (static_cast<int64_t>(xs_buffer.size()) < w.cols) xs_buffer.resize(w.cols);
   float* xs = xs_buffer.data();
   if (!V::ScaleForE4m3Plain(x, w.cols, xs)) return false;
-  using Tiles = GemvTileOf<V, F8W<V>>;
-  const int64_t a = std::min(r1, (r0 + kRows - 1) / kRows * kRows);
-  const int64_t b = std::max(a, r1 / kRows * kRows);
-  GemvRows<Tiles::template T>(x, w, r0, a, y);
-  for (int64_t r = a; r < b; r += kRows) GemvTile<V, F8W<V>, kRows>(x, w, r, y, xs, plain);
-  GemvRows<Tiles::template T>(x, w, b, r1, y);
-  return true;
+  int64_t r = r0;
+  for (; r + kRows <= r1; r += kRows) GemvTile<V, F8W<V>, kRows>(x, w, r, y, xs, plain);
+  switch (r1 - r) {
+    case 3:
+      return GemvTile<V, F8W<V>, 3>(x, w, r, y, xs, plain), true;
+    case 2:
+      return GemvTile<V, F8W<V>, 2>(x, w, r, y, xs, plain), true;
+    case 1:
+      return GemvTile<V, F8W<V>, 1>(x, w, r, y, xs, plain), true;
+    default:
+      return true;
+  }
 }
 
 template <class V, class W>
