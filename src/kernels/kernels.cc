@@ -3,8 +3,8 @@
 
 #include <algorithm>
 #include <array>
-#include <memory>
 #include <cmath>
+#include <memory>
 #include <string>
 #include <vector>
 

@@ -83,8 +83,8 @@ TEST(Fp8Plain, MapMatchesTheCodesOfEveryTile) {
           for (int64_t r = g * 4; r < std::min(rows, g * 4 + 4); ++r) {
             for (int64_t c = cb; c < ce; ++c) want = want && !Special(ow.bytes[r * cols + c]);
           }
-          EXPECT_EQ(p.Plain(g, j), want) << rows << "x" << cols << " block " << block_cols
-                                         << " g=" << g << " j=" << j;
+          EXPECT_EQ(p.Plain(g, j), want)
+              << rows << "x" << cols << " block " << block_cols << " g=" << g << " j=" << j;
           count += want;
         }
       }
@@ -138,9 +138,8 @@ TEST(Fp8Plain, GemvGivesTheGeneralPathsBits) {
             LinearOn(k, ctx, x.data(), 1, ow.w, a.data());
             LinearOn(k, ctx, x.data(), 1, general, b.data());
             const std::string what = std::string(IsaName(isa)) + " " + std::to_string(rows) + "x" +
-                                     std::to_string(cols) + " block " +
-                                     std::to_string(block_cols) + (big ? " big x" : "") +
-                                     (ctx.pool ? " threaded" : "");
+                                     std::to_string(cols) + " block " + std::to_string(block_cols) +
+                                     (big ? " big x" : "") + (ctx.pool ? " threaded" : "");
             ExpectSameBits(a, b, what);
             for (int64_t r = 0; r < rows; ++r) {
               if (std::isnan(want[r])) {
@@ -166,8 +165,9 @@ TEST(Fp8Plain, GemvGivesTheGeneralPathsBits) {
 }
 
 // Small batches (T = 2..4 run 4-row tiles, 5..16 3-row tiles that straddle the map's 4-row
-// groups, and single-row tails; all read the map) and a prefill chunk: with the map, each token's row is bit-identical to the general path's and to
-// the same token alone (T = 1 with the map): batch invariance holds with plain tiles.
+// groups, and single-row tails; all read the map) and a prefill chunk: with the map, each token's
+// row is bit-identical to the general path's and to the same token alone (T = 1 with the map):
+// batch invariance holds with plain tiles.
 TEST(Fp8Plain, SmallBatchesGiveTheGeneralPathsBits) {
   std::mt19937 rng(19);
   ThreadPool pool(3);

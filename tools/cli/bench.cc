@@ -224,8 +224,8 @@ int RunKernels(const Args& a) {
     // "F8 plain": FP8 codes without subnormals, marked (MarkFp8PlainBlocks): every decode tile
     // on the branch-free path; the F8_E4M3 row's uniform random codes leave every tile general.
     for (int v = 0; v < 6; ++v) {
-      const DType dt = std::array{DType::kF32, DType::kBF16, DType::kF16, DType::kF8E4M3,
-                                  DType::kF8E4M3, DType::kMxfp4}[v];
+      const DType dt = std::array{DType::kF32,    DType::kBF16,   DType::kF16,
+                                  DType::kF8E4M3, DType::kF8E4M3, DType::kMxfp4}[v];
       const bool plain = v == 4;
       BenchWeights bw = MakeBenchWeights(pool, dt, rows, cols, working_set);
       if (plain) {
@@ -259,9 +259,9 @@ int RunKernels(const Args& a) {
       }
       const double gflops64 = 2.0 * rows * cols * 64 / Median(tt) / 1e9;
       std::printf("%-7s %-8s %10.3f %8.2f %8.2f %8.2f %8.2f %8.2f %7.0f%% %13.1f\n", IsaName(isa),
-                  plain ? "F8 plain" : std::string(DTypeName(dt)).c_str(), stream_ms[0], stream_gbs[0], stream_gbs[1],
-                  stream_gbs[2], stream_gbs[3], stream_gbs[4], 100.0 * stream_gbs[0] / membw,
-                  gflops64);
+                  plain ? "F8 plain" : std::string(DTypeName(dt)).c_str(), stream_ms[0],
+                  stream_gbs[0], stream_gbs[1], stream_gbs[2], stream_gbs[3], stream_gbs[4],
+                  100.0 * stream_gbs[0] / membw, gflops64);
       std::fflush(stdout);
     }
   }

@@ -164,7 +164,8 @@ inline bool LoadModelOrReport(const char* cmd, const std::string& dir, int threa
   // are would be read from disk once more for a decode that is bound by the disk anyway.
   // --no-fp8-plain keeps every tile on the general path (A/B of the two in one benchmark run).
   const int64_t room = ProbeMemoryInfo().available();
-  if (!(a && a->Has("no-fp8-plain")) && (room < 0 || static_cast<int64_t>(out->model->checkpoint().TotalFileBytes()) < room)) {
+  if (!(a && a->Has("no-fp8-plain")) &&
+      (room < 0 || static_cast<int64_t>(out->model->checkpoint().TotalFileBytes()) < room)) {
     out->fp8_plain_tiles = out->model->MarkFp8PlainBlocks(out->pool.get(), &out->fp8_tiles);
   }
   if (follower) {

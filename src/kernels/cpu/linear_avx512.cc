@@ -169,9 +169,9 @@ struct alignas(64) Vec16 {  // one packed x vector; std::vector<Vec16> is 64-byt
 // holds the same packing of x * 2^112, and a block the map calls plain for these rows is
 // decoded by LoadE4m3Plain against it: the same products, so the same bits.
 template <class W, int R, int TT>
-void SmallBatchTile(const float* xp, int64_t t0, const MatrixWeight& w,
-                    const typename W::T* rows0, int64_t r0, bool prefetch, float* y,
-                    [[maybe_unused]] const float* xsp, [[maybe_unused]] const Fp8PlainBlocks* plain) {
+void SmallBatchTile(const float* xp, int64_t t0, const MatrixWeight& w, const typename W::T* rows0,
+                    int64_t r0, bool prefetch, float* y, [[maybe_unused]] const float* xsp,
+                    [[maybe_unused]] const Fp8PlainBlocks* plain) {
   const int64_t cols = w.cols;
   const int64_t bc = W::kBlockScaled ? w.block_cols : cols;
   constexpr int64_t kLine = 64 / sizeof(typename W::T);
@@ -344,7 +344,7 @@ float* PackGroups(const float* x, int64_t cols, int64_t bc, const TokenGroups& g
                   int64_t* group_floats, int buffer = 0) {
   const int64_t max_tt = *std::max_element(groups.tt, groups.tt + groups.n);
   *group_floats = PackedSteps(cols, bc) * max_tt * 16;  // packed tightly: the chunk stays in L2
-  thread_local std::vector<Vec16> buffers[2];  // [groups, steps, tt] vectors
+  thread_local std::vector<Vec16> buffers[2];           // [groups, steps, tt] vectors
   std::vector<Vec16>& packed = buffers[buffer];
   packed.resize(groups.n * *group_floats / 16);
   float* xp = packed.data()->v;
@@ -396,7 +396,8 @@ void SmallBatchRows(const float* x, int64_t T, const MatrixWeight& w, int64_t r0
     for (; r + 4 <= r1; r += 4)
       SmallBatchRowTile<W, 4>(xp, xsp, group_floats, groups, w, plain, r, y);
   } else {
-    for (; r + 3 <= r1; r += 3) SmallBatchRowTile<W, 3>(xp, xsp, group_floats, groups, w, plain, r, y);
+    for (; r + 3 <= r1; r += 3)
+      SmallBatchRowTile<W, 3>(xp, xsp, group_floats, groups, w, plain, r, y);
   }
   for (; r < r1; ++r) SmallBatchRowTile<W, 1>(xp, xsp, group_floats, groups, w, plain, r, y);
 }

@@ -169,7 +169,8 @@ void GemvTile(const float* x, const MatrixWeight& w, int64_t r0, float* y,
           for (int64_t v = 0; v < kLine; v += kLanes) {
             const F xv = V::Load(xs + c + v);
 #pragma GCC unroll 16
-            for (int i = 0; i < R; ++i) acc[i] = V::Fmadd(V::LoadE4m3Plain(row[i] + c + v), xv, acc[i]);
+            for (int i = 0; i < R; ++i)
+              acc[i] = V::Fmadd(V::LoadE4m3Plain(row[i] + c + v), xv, acc[i]);
           }
         }
       }
@@ -395,7 +396,8 @@ struct GemvTileOf {
 };
 
 // w.fp8_plain if it was computed for this very weight (a copy sliced or re-laid out afterwards
-// keeps the pointer but not the data, shape or blocks it describes). A template, as everything here.
+// keeps the pointer but not the data, shape or blocks it describes). A template, as everything
+// here.
 template <class V>
 const Fp8PlainBlocks* PlainBlocksOf(const MatrixWeight& w) {
   const Fp8PlainBlocks* p = w.fp8_plain.get();

@@ -84,8 +84,8 @@ struct VecAvx512 {
   // fp32 with the same sign, exponent field and mantissa (zero codes: +-0).
   static F LoadE4m3Plain(const uint8_t* p) {
     const __m512i d = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    return _mm512_castsi512_ps(
-        _mm512_and_si512(_mm512_slli_epi32(d, 20), _mm512_set1_epi32(static_cast<int>(0x87f00000u))));
+    return _mm512_castsi512_ps(_mm512_and_si512(_mm512_slli_epi32(d, 20),
+                                                _mm512_set1_epi32(static_cast<int>(0x87f00000u))));
   }
   // xs[c] = x[c] * 2^112 for c < n; false (xs partly written) if some |x[c]| >= 2^15 or is not a
   // number, where the product could overflow (2^15 x 2^112 < 2^128) and the plain path is off.
