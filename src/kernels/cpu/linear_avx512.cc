@@ -28,7 +28,6 @@
 namespace mimo::avx512 {
 namespace {
 
-using cpu::DecodeRowRaw;
 using cpu::kTokenChunk;
 using cpu::LoadClean;
 using cpu::PrefetchRowsAhead;
@@ -164,8 +163,7 @@ struct alignas(64) Vec16 {  // one packed x vector; std::vector<Vec16> is 64-byt
   float v[16];
 };
 
-// Rows r0 .. r0 + R of w start at rows0 (stride w.cols): the weight itself, or (prefill) rows
-// already decoded into an fp32 scratch (W = Decoded<...>). FP8 plain tiles (GemvTile's): xsp
+// Rows r0 .. r0 + R of w start at rows0 (stride w.cols). FP8 plain tiles (GemvTile's): xsp
 // holds the same packing of x * 2^112, and a block the map calls plain for these rows is
 // decoded by LoadE4m3Plain against it: the same products, so the same bits.
 template <class W, int R, int TT>
@@ -176,10 +174,8 @@ void SmallBatchTile(const float* xp, int64_t t0, const MatrixWeight& w, const ty
   const int64_t bc = W::kBlockScaled ? w.block_cols : cols;
   constexpr int64_t kLine = 64 / sizeof(typename W::T);
   // FP8 running totals (touched once per scale block) live in registers while they fit beside
-  // the accumulators, in L1 otherwise; unscaled weights have one block and need none. Rows
-  // decoded ahead (prefill) need no decode temporaries, so 12 totals fit beside 12 accumulators.
-  constexpr int kMaxTotalsInRegs = std::is_same_v<typename W::T, float> ? 12 : 8;
-  constexpr bool kTotalsInRegs = !W::kBlockScaled || R * TT <= kMaxTotalsInRegs;
+  // the accumulators, in L1 otherwise; unscaled weights have one block and need none.
+  constexpr bool kTotalsInRegs = !W::kBlockScaled || R * TT <= 8;
   const typename W::T* row[R];
   const typename W::T* next[R];
   __m512 total[kTotalsInRegs ? R : 1][kTotalsInRegs ? TT : 1];
@@ -402,54 +398,304 @@ void SmallBatchRows(const float* x, int64_t T, const MatrixWeight& w, int64_t r0
   for (; r < r1; ++r) SmallBatchRowTile<W, 1>(xp, xsp, group_floats, groups, w, plain, r, y);
 }
 
-// Weight rows already decoded to fp32 raw units (DecodeRowRaw), read by the small-batch tile with
-// the block scales of the weight they came from (FP8: kScaled).
-template <bool kScaled>
-struct Decoded {
-  using T = float;
-  static constexpr bool kNanLineTest = false;  // NaN codes were decoded to NaN
-  static constexpr bool kBlockScaled = kScaled;
-  static constexpr float kScaleFactor = kScaled ? F8W::kScaleFactor : 1.0f;
-  static __m512 Load(const T* p) { return VecAvx512::Load(p); }
-  static __m512 LoadN(const T* p, int64_t n) { return VecAvx512::LoadN(p, n); }
-};
-static_assert(sizeof(F8W::T) == 1, "Decoded<true> stands for FP8 block scales only");
+// ---- Prefill (T > kSmallBatchMax): lane-major tiles ------------------------------------------
+// Every (row, token) must reduce exactly as GemvTile reduces it for one token: 16 lane sums, lane
+// l over the columns l, l + 16, ... of each scale block in column order (the block's last step
+// zero-padded), each block's sum scaled by one FMA into the lane's running total (unscaled: one
+// block, total = +0 + sum), then _mm512_reduce_add_ps over the lanes. The 16 lane sums are 16
+// independent small GEMMs, so the prefill tile runs one lane at a time as an outer product:
+// lane l, R rows x 32 tokens, each FMA multiplies one broadcast weight by 16 tokens' x (2 R
+// accumulators, no horizontal sum per output); the lanes are summed at the end by vector adds
+// in reduce_add's tree order (LaneReduce), 16 tokens at a time. A lane's x slice of a 32-token
+// group (2 x cols floats: 16 KiB at 2048 columns) stays in L1 for a whole block of rows, whose
+// decoded weights stream from an L2 scratch. The inner-product tiles this replaced (a zmm = 16
+// columns of one row or one token: 3 rows x 8 tokens, FP8 4 x 3) read every token's x from L2
+// once per 3-4 rows and paid one horizontal sum per output (docs/PERFORMANCE.md, issue 31).
+// Layouts (Sp = the blocks' steps, rounded up to 16):
+//   xt      [token groups][16 lanes][Sp steps][32 tokens]   x of one token chunk, 0-padded
+//   scratch [16 lanes][block rows][Sp steps]               decoded raw weights, 0-padded
+// (lane-major so that a tile's rows are adjacent: rows 16 Sp floats apart would all fall in one
+// L1 set whenever Sp is a multiple of 64)
+//   sums    [block rows][16 lanes][32 tokens]              one group's per-lane totals
+constexpr int kLaneTokens = 32;                   // tokens per group: two zmm
+constexpr int kLaneRowsUnscaled = 12;             // 24 accumulators
+constexpr int kLaneRowsScaled = 6;                // 12 accumulators + 12 per-block totals
+constexpr int64_t kLaneScratchBytes = 384 << 10;  // decoded rows of one row block (in L2)
+constexpr int64_t kLaneXBytes = 2 << 20;          // packed x of one token chunk (in L2)
 
-// Prefill (T > kSmallBatchMax): per chunk of kTokenChunk tokens, R weight rows are decoded once
-// into an L1 scratch and the small-batch tile runs over them for every token group of the
-// chunk, so FP8's decode is paid once per row and chunk instead of once per group, and the
-// tile is the one decode uses: every (row, token) reduces exactly as GemvTile (batch invariant).
-// Unscaled weights: 3 rows x 8 tokens. FP8: 4 rows x 3 tokens, so that the 12 per-block running
-// totals stay in registers beside the 12 accumulators (3 x 8 kept 24 totals in L1: a load, an
-// FMA and a store per (row, token) and 128 columns) and each x vector from L2 feeds 4 rows.
-// It replaced a 4-row x 6-token fp32 tile that loaded 10 vectors per 24 FMAs from L2.
+// out[l][k] = in[k][l] for a 16 x 16 block of floats.
+inline void Transpose16(const __m512 (&in)[16], __m512 (&out)[16]) {
+  __m512 t[16], r[16];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(in[2 * i], in[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(in[2 * i], in[2 * i + 1]);
+  }
+  // r[4i + m], 128-bit lane q: column 4q + m of rows 4i .. 4i + 3.
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    const __m512d t0 = _mm512_castps_pd(t[4 * i]), t1 = _mm512_castps_pd(t[4 * i + 1]);
+    const __m512d t2 = _mm512_castps_pd(t[4 * i + 2]), t3 = _mm512_castps_pd(t[4 * i + 3]);
+    r[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
+    r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
+    r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
+    r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
+  }
+#pragma GCC unroll 4
+  for (int m = 0; m < 4; ++m) {
+    const __m512 a = _mm512_shuffle_f32x4(r[m], r[4 + m], 0x88);
+    const __m512 b = _mm512_shuffle_f32x4(r[m], r[4 + m], 0xdd);
+    const __m512 c = _mm512_shuffle_f32x4(r[8 + m], r[12 + m], 0x88);
+    const __m512 d = _mm512_shuffle_f32x4(r[8 + m], r[12 + m], 0xdd);
+    out[m] = _mm512_shuffle_f32x4(a, c, 0x88);
+    out[8 + m] = _mm512_shuffle_f32x4(a, c, 0xdd);
+    out[4 + m] = _mm512_shuffle_f32x4(b, d, 0x88);
+    out[12 + m] = _mm512_shuffle_f32x4(b, d, 0xdd);
+  }
+}
+
+// The 16-column steps of a row: scale blocks of bc columns, each block's last step partial.
+struct LaneSteps {
+  int64_t nb;      // blocks
+  int64_t full;    // steps of every block but the last
+  int64_t last;    // steps of the last block
+  int64_t padded;  // all steps, rounded up to 16
+  LaneSteps(int64_t cols, int64_t bc)
+      : nb((cols + bc - 1) / bc),
+        full((bc + 15) / 16),
+        last((cols - (nb - 1) * bc + 15) / 16),
+        padded(((nb - 1) * full + last + 15) / 16 * 16) {}
+};
+
+// Calls f(step, c, n) for every step: columns [c, c + n) of the row, n <= 16.
+template <class F>
+inline void ForEachStep(int64_t cols, int64_t bc, F&& f) {
+  int64_t s = 0;
+  for (int64_t cb = 0; cb < cols; cb += bc) {
+    const int64_t ce = std::min(cb + bc, cols);
+    for (int64_t c = cb; c < ce; c += 16) f(s++, c, std::min<int64_t>(16, ce - c));
+  }
+}
+
+// Tokens [t0, t0 + n) (n <= 32) of x [.., cols] as one xt group [16][Sp][32]: per step and 16
+// tokens, a transpose of their 16-column vectors; missing tokens and padding steps are +0.
+void PackLaneGroup(const float* x, int64_t cols, int64_t bc, int64_t padded, int64_t t0, int64_t n,
+                   float* xt) {
+  int64_t steps = 0;
+  ForEachStep(cols, bc, [&](int64_t s, int64_t c, int64_t cn) {
+    const __mmask16 m = cn == 16 ? 0xffff : VecAvx512::TailMask(cn);
+    for (int h = 0; h * 16 < n; ++h) {
+      __m512 in[16], out[16];
+#pragma GCC unroll 16
+      for (int i = 0; i < 16; ++i) {
+        const int64_t t = 16 * h + i;
+        in[i] = t < n ? _mm512_maskz_loadu_ps(m, x + (t0 + t) * cols + c) : _mm512_setzero_ps();
+      }
+      Transpose16(in, out);
+#pragma GCC unroll 16
+      for (int l = 0; l < 16; ++l) _mm512_store_ps(xt + (l * padded + s) * 32 + 16 * h, out[l]);
+    }
+    steps = s + 1;
+  });
+  for (int l = 0; l < 16; ++l) {
+    std::memset(xt + (l * padded + steps) * 32, 0, (padded - steps) * 32 * sizeof(float));
+  }
+}
+
+// Row r of w decoded to raw units: dst[l * lane_stride + s] = column l of step s (s < Sp).
+template <class W>
+void DecodeLaneRow(const MatrixWeight& w, int64_t r, int64_t bc, int64_t lane_stride, float* dst) {
+  const auto* row = static_cast<const typename W::T*>(w.data) + r * w.cols;
+  __m512 in[16], out[16];
+  if (bc % 16 == 0 && w.cols % 16 == 0) {  // every step whole: step s is columns 16 s ..
+    const int64_t steps = w.cols / 16;
+    for (int64_t s0 = 0; s0 < steps; s0 += 16) {
+      const int64_t n = std::min<int64_t>(16, steps - s0);
+#pragma GCC unroll 16
+      for (int j = 0; j < 16; ++j)
+        in[j] = j < n ? W::Load(row + 16 * (s0 + j)) : _mm512_setzero_ps();
+      Transpose16(in, out);
+#pragma GCC unroll 16
+      for (int l = 0; l < 16; ++l) _mm512_storeu_ps(dst + l * lane_stride + s0, out[l]);
+    }
+    return;
+  }
+  int k = 0;
+  auto flush = [&](int64_t s0) {  // in[0 .. k) are steps s0 .. s0 + k
+    for (int j = k; j < 16; ++j) in[j] = _mm512_setzero_ps();
+    Transpose16(in, out);
+#pragma GCC unroll 16
+    for (int l = 0; l < 16; ++l) _mm512_storeu_ps(dst + l * lane_stride + s0, out[l]);
+    k = 0;
+  };
+  int64_t s0 = 0;
+  ForEachStep(w.cols, bc, [&](int64_t s, int64_t c, int64_t n) {
+    in[k++] = n == 16 ? W::Load(row + c) : W::LoadN(row + c, n);
+    if (k == 16) {
+      flush(s0);
+      s0 = s + 1;
+    }
+  });
+  if (k > 0) flush(s0);
+}
+
+// Lane l of R rows x 16 NV tokens: wl = the first row's lane-l steps (row stride wstride),
+// xl = the group's xt + l * Sp * 32, scales [R][nb] (FP8: each block's scale x kScaleFactor,
+// the factor GemvTile applies); writes the lane's totals to sums + i * 16 * 32 + l * 32.
+template <int R, int NV, bool kScaled>
+void LaneTile(const float* wl, int64_t wstride, const float* xl, const LaneSteps& ls,
+              const float* scales, float* sums) {
+  __m512 total[kScaled ? R : 1][kScaled ? NV : 1];
+  if constexpr (kScaled) {
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i)
+#pragma GCC unroll 2
+      for (int v = 0; v < NV; ++v) total[i][v] = _mm512_setzero_ps();
+  }
+  int64_t s = 0;
+  for (int64_t j = 0; j < ls.nb; ++j) {
+    const int64_t se = s + (j + 1 < ls.nb ? ls.full : ls.last);
+    __m512 acc[R][NV];
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i)
+#pragma GCC unroll 2
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
+    for (; s < se; ++s) {
+      __m512 xv[NV];
+#pragma GCC unroll 2
+      for (int v = 0; v < NV; ++v) xv[v] = _mm512_load_ps(xl + s * 32 + 16 * v);
+#pragma GCC unroll 16
+      for (int i = 0; i < R; ++i) {
+        const __m512 wv = _mm512_set1_ps(wl[i * wstride + s]);
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_fmadd_ps(wv, xv[v], acc[i][v]);
+      }
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i) {
+#pragma GCC unroll 2
+      for (int v = 0; v < NV; ++v) {
+        if constexpr (kScaled) {
+          total[i][v] =
+              _mm512_fmadd_ps(acc[i][v], _mm512_set1_ps(scales[i * ls.nb + j]), total[i][v]);
+        } else {
+          _mm512_store_ps(sums + i * 16 * 32 + 16 * v,
+                          _mm512_add_ps(_mm512_setzero_ps(), acc[i][v]));
+        }
+      }
+    }
+  }
+  if constexpr (kScaled) {
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i)
+#pragma GCC unroll 2
+      for (int v = 0; v < NV; ++v) _mm512_store_ps(sums + i * 16 * 32 + 16 * v, total[i][v]);
+  }
+}
+
+using LaneFn = void (*)(const float*, int64_t, const float*, const LaneSteps&, const float*,
+                        float*);
+template <int NV, bool kScaled, size_t... I>
+constexpr std::array<LaneFn, sizeof...(I)> LaneRow(std::index_sequence<I...>) {
+  return {&LaneTile<static_cast<int>(I) + 1, NV, kScaled>...};
+}
+// [NV - 1][R - 1]
+template <bool kScaled>
+constexpr int kLaneRows = kScaled ? kLaneRowsScaled : kLaneRowsUnscaled;
+template <bool kScaled>
+constexpr std::array<std::array<LaneFn, kLaneRows<kScaled>>, 2> kLaneTiles = {
+    LaneRow<1, kScaled>(std::make_index_sequence<kLaneRows<kScaled>>()),
+    LaneRow<2, kScaled>(std::make_index_sequence<kLaneRows<kScaled>>())};
+
+// 16 tokens' outputs from their 16 lane totals (lane[l] = lane l's totals of the 16 tokens): the
+// vertical form of _mm512_reduce_add_ps, same pairs in the same order (GCC's avx512fintrin.h:
+// halves 8 + 8, then 4 + 4, then lanes {0, 2} and {1, 3}, then those two), so the same bits.
+inline __m512 LaneReduce(const float* lanes) {
+  __m512 h8[8], h4[4];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i)
+    h8[i] = _mm512_add_ps(_mm512_load_ps(lanes + (8 + i) * 32), _mm512_load_ps(lanes + i * 32));
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) h4[i] = _mm512_add_ps(h8[4 + i], h8[i]);
+  const __m512 a = _mm512_add_ps(h4[0], h4[2]);
+  const __m512 b = _mm512_add_ps(h4[1], h4[3]);
+  return _mm512_add_ps(a, b);
+}
+
 template <class W>
 void PrefillRows(const float* x, int64_t T, const MatrixWeight& w, int64_t r0, int64_t r1,
                  float* y) {
-  using D = Decoded<W::kBlockScaled>;
-  constexpr int kR = W::kBlockScaled ? 4 : 3;
-  constexpr int64_t kGroupTokens = W::kBlockScaled ? 3 : kSmallTokens;
+  constexpr bool kScaled = W::kBlockScaled;
+  constexpr int kR = kLaneRows<kScaled>;
   const int64_t cols = w.cols;
-  const int64_t bc = W::kBlockScaled ? w.block_cols : cols;
-  thread_local std::vector<float> scratch;  // [kR, cols] decoded rows
-  scratch.resize(kR * cols);
-  for (int64_t tc = 0; tc < T; tc += kTokenChunk) {
-    const TokenGroups groups(std::min(kTokenChunk, T - tc), kGroupTokens);
-    int64_t group_floats = 0;
-    const float* xp = PackGroups(x + tc * cols, cols, bc, groups, &group_floats);
-    float* yc = y + tc * w.rows;  // [chunk tokens, rows]
-    auto run = [&](auto rows_tag, int64_t r) {
-      constexpr int R = decltype(rows_tag)::value;
-      for (int i = 0; i < R; ++i)
-        DecodeRowRaw<LinearAvx512, W>(w, r + i, scratch.data() + i * cols);
-      for (int64_t g = 0; g < groups.n; ++g) {
-        kSmall<D, R>[groups.tt[g] - 1](xp + g * group_floats, groups.t0[g], w, scratch.data(), r,
-                                       false, yc, nullptr, nullptr);
+  const int64_t bc = kScaled ? w.block_cols : cols;
+  const LaneSteps ls(cols, bc);
+  const int64_t sp = ls.padded;
+  const int64_t group_floats = 16 * sp * kLaneTokens;
+  // Tokens per chunk (whole groups) and rows per block (whole tiles) within their byte budgets.
+  const int64_t chunk = kLaneTokens * std::clamp<int64_t>(kLaneXBytes / (group_floats * 4), 1, 8);
+  const int64_t block_rows = kR * std::clamp<int64_t>(kLaneScratchBytes / (16 * sp * 4 * kR), 1, 4);
+  thread_local std::vector<Vec16> xt_buf, scratch_buf, sums_buf;
+  xt_buf.resize(chunk / kLaneTokens * group_floats / 16);
+  scratch_buf.resize(block_rows * sp);  // [16][block_rows][sp] floats = block_rows * sp vectors
+  sums_buf.resize(block_rows * 16 * kLaneTokens / 16);
+  thread_local std::vector<float> scales_buf;  // [block_rows][nb] (FP8)
+  scales_buf.resize(kScaled ? block_rows * ls.nb : 0);
+  float* block_scales = scales_buf.data();
+  float* xt = xt_buf.data()->v;
+  float* scratch = scratch_buf.data()->v;
+  float* sums = sums_buf.data()->v;
+  for (int64_t tc = 0; tc < T; tc += chunk) {
+    const int64_t nt = std::min(chunk, T - tc);
+    const int64_t groups = (nt + kLaneTokens - 1) / kLaneTokens;
+    for (int64_t g = 0; g < groups; ++g) {
+      PackLaneGroup(x, cols, bc, sp, tc + g * kLaneTokens,
+                    std::min<int64_t>(kLaneTokens, nt - g * kLaneTokens), xt + g * group_floats);
+    }
+    for (int64_t rb = r0; rb < r1; rb += block_rows) {
+      const int64_t nr = std::min(block_rows, r1 - rb);
+      for (int64_t i = 0; i < nr; ++i) {
+        DecodeLaneRow<W>(w, rb + i, bc, block_rows * sp, scratch + i * sp);
+        if constexpr (kScaled) {
+          const float* sr = w.scale_inv + w.ScaleRow(rb + i) * w.scale_cols;
+          for (int64_t j = 0; j < ls.nb; ++j) block_scales[i * ls.nb + j] = sr[j] * W::kScaleFactor;
+        }
       }
-    };
-    int64_t r = r0;
-    for (; r + kR <= r1; r += kR) run(std::integral_constant<int, kR>(), r);
-    for (; r < r1; ++r) run(std::integral_constant<int, 1>(), r);
+      for (int64_t g = 0; g < groups; ++g) {
+        const int64_t gt = std::min<int64_t>(kLaneTokens, nt - g * kLaneTokens);
+        const int nv = gt > 16 ? 2 : 1;
+        const float* xg = xt + g * group_floats;
+        for (int l = 0; l < 16; ++l) {
+          for (int64_t i = 0; i < nr; i += kR) {
+            const int rt = static_cast<int>(std::min<int64_t>(kR, nr - i));
+            kLaneTiles<kScaled>[nv - 1][rt - 1](scratch + (l * block_rows + i) * sp, sp,
+                                                xg + l * sp * 32, ls, block_scales + i * ls.nb,
+                                                sums + i * 16 * 32 + l * 32);
+          }
+        }
+        // The group's outputs: rows [rb, rb + nr) x tokens [tc + 32 g, + gt), 16 rows x 16
+        // tokens at a time transposed into token rows (y [T, rows]: one store per token and 16
+        // rows, not 16 stores a whole output row apart).
+        for (int64_t i0 = 0; i0 < nr; i0 += 16) {
+          const int64_t n_rows = std::min<int64_t>(16, nr - i0);
+          const __mmask16 row_mask = n_rows == 16 ? 0xffff : VecAvx512::TailMask(n_rows);
+          for (int v = 0; v < nv; ++v) {
+            __m512 by_row[16], by_token[16];
+#pragma GCC unroll 16
+            for (int k = 0; k < 16; ++k) {
+              by_row[k] =
+                  k < n_rows ? LaneReduce(sums + (i0 + k) * 16 * 32 + 16 * v) : _mm512_setzero_ps();
+            }
+            Transpose16(by_row, by_token);
+            const int64_t t_first = tc + g * kLaneTokens + 16 * v;
+            const int64_t n = std::min<int64_t>(16, gt - 16 * v);
+            for (int64_t t = 0; t < n; ++t) {
+              _mm512_mask_storeu_ps(y + (t_first + t) * w.rows + rb + i0, row_mask, by_token[t]);
+            }
+          }
+        }
+      }
+    }
   }
 }
 
