@@ -189,19 +189,30 @@ TEST(Linear, OutputRowsDoNotDependOnTheNumberOfTokens) {
 }
 
 // Prompt-sized steps on the AVX-512 lane-major prefill tiles: more tokens than one packed chunk
-// (256 tokens at this width) and more rows than one decoded row block (48 unscaled, 24 FP8), a
-// ragged last scale block and a last token group of 12: every output bit-identical to the same
-// token alone (the GEMV), single- and multi-threaded, on every ISA.
+// (256 tokens at this width) and more rows than one decoded row block (48 unscaled, 24 FP8; the
+// bf16 mode's FP8 blocks end at every scale row, 8 rows here), a ragged last scale block and a
+// last token group of 12: every output bit-identical to the same token alone (the GEMV),
+// single- and multi-threaded, on every ISA, in the exact mode and (AVX512_BF16) the bf16 mode.
 TEST(Linear, PromptChunksAndRowBlocksMatchTheGemv) {
   std::mt19937 rng(31);
   ThreadPool pool(2);
   constexpr int64_t kRows = 100, kCols = 1000, T = 300;
   for (DType dt : kWeightDTypes) {
     OwnedWeight ow = MakeWeight(dt, kRows, kCols, rng, 128);
+    if (dt == DType::kF8E4M3) {  // a uniform grid of 8-row scale blocks
+      ow.w.scale_row.clear();
+      ow.w.block_rows = 8;
+      ow.w.num_scale_rows = (kRows + 7) / 8;
+    }
     const std::vector<float> x = RandomVector(T * kCols, rng);  // [T, cols]
     for (Isa isa : AvailableIsas()) {
       const KernelTable& k = *KernelsFor(isa);
-      for (ExecContext ctx : {ExecContext{}, ExecContext{&pool}}) {
+      std::vector<ExecContext> contexts = {ExecContext{}, ExecContext{&pool}};
+      if (k.linear_rows_bf16 != nullptr) {
+        contexts.push_back(ExecContext{nullptr, Precision::kBf16});
+        contexts.push_back(ExecContext{&pool, Precision::kBf16});
+      }
+      for (ExecContext ctx : contexts) {
         std::vector<float> alone(T * kRows), batched(T * kRows);
         for (int64_t t = 0; t < T; ++t) {
           LinearOn(k, ctx, x.data() + t * kCols, 1, ow.w, alone.data() + t * kRows);
@@ -210,7 +221,8 @@ TEST(Linear, PromptChunksAndRowBlocksMatchTheGemv) {
         for (int64_t i = 0; i < T * kRows; ++i) {
           ASSERT_EQ(F32ToBits(alone[i]), F32ToBits(batched[i]))
               << IsaName(isa) << " " << DTypeName(dt) << (ctx.pool ? " threaded" : "")
-              << " t=" << i / kRows << " r=" << i % kRows;
+              << (ctx.precision == Precision::kBf16 ? " bf16" : "") << " t=" << i / kRows
+              << " r=" << i % kRows;
         }
       }
     }

@@ -28,7 +28,6 @@
 namespace mimo::avx512 {
 namespace {
 
-using cpu::kTokenChunk;
 using cpu::LoadClean;
 using cpu::PrefetchRowsAhead;
 using cpu::ScaleRows;
@@ -728,8 +727,7 @@ void LinearAvx512::BatchRows(const float* x, int64_t T, const MatrixWeight& w, i
 // DecodeRowsBf16.
 // Tiling mirrors the exact path: steps of up to kSmallBatchMax tokens run token groups of up to
 // kSmallTokens under SmallRowsFor(tt) rows (T = 1 is the GEMV: 4 rows, the rows ahead
-// prefetched as GemvTile does), longer steps chunks of kTokenChunk tokens in groups of
-// kBf16Tokens under kBf16Rows rows.
+// prefetched as GemvTile does), longer steps the lane-major tiles (PrefillRowsBf16).
 // History: with PrefillRows' 4-row x 3-token FP8 tile and per-block totals (scales applied to the
 // sums) GCC spilled the accumulators and the tile ran 1.0-1.2 vdpbf16ps per cycle, against 2.2
 // for the same tile on BF16 weights.
@@ -969,44 +967,250 @@ template <int R, size_t... I>
 constexpr std::array<Bf16Fn, sizeof...(I)> Bf16Row(std::index_sequence<I...>) {
   return {&Bf16Tile<R, static_cast<int>(I) + 1>...};
 }
-// Prompt steps: 4 x 6 (24 accumulators; 4 rows divide FP8's 128-row scale blocks).
-constexpr int kBf16Rows = 4, kBf16Tokens = 6;
-// [TT - 1] for R rows: R = 4 (prompt, or small groups of <= 4 tokens), 3 (small groups of 5..8
-// tokens), 1 (rows left over, or straddling two FP8 scale rows).
+constexpr int kBf16Rows = 4;  // rows of the widest tile
+// [TT - 1] for R rows: R = 4 (groups of <= 4 tokens), 3 (groups of 5..8 tokens), 1 (rows left
+// over, or straddling two FP8 scale rows).
 template <int R>
-constexpr std::array<Bf16Fn, R == 4 ? kBf16Tokens : kSmallTokens> kBf16Tiles =
-    Bf16Row<R>(std::make_index_sequence<R == 4 ? kBf16Tokens : kSmallTokens>());
-static_assert(SmallRowsFor(kBf16Tokens + 1) == 3 && SmallRowsFor(4) == 4,
-              "4-row tiles exist for groups of up to kBf16Tokens tokens");
+constexpr std::array<Bf16Fn, kSmallTokens> kBf16Tiles =
+    Bf16Row<R>(std::make_index_sequence<kSmallTokens>());
+static_assert(SmallRowsFor(kSmallTokens) == 3 && SmallRowsFor(4) == kBf16Rows,
+              "the tile widths RowsBf16 picks exist");
 const Bf16Fn* Bf16TilesFor(int64_t r) {
   return r == 4 ? kBf16Tiles<4>.data() : r == 3 ? kBf16Tiles<3>.data() : kBf16Tiles<1>.data();
 }
 
-// The bf16 GEMM, rows [r0, r1): per token chunk (the whole step up to kSmallBatchMax tokens,
-// else kTokenChunk), the token groups packed as bf16 (FP8: again whenever the rows reach another
-// scale row, with that row's block scales), then per R rows that share a scale row (FP8: decoded
-// once into an L1 scratch; BF16: read in place) the tile run over every group; a tile whose rows
-// straddle two scale rows, or that would pass r1, runs row by row.
+// ---- bf16 prompts (T > kSmallBatchMax) on lane-major tiles -----------------------------------
+// The bf16 mode's chain for (row, token) is one vdpbf16ps per 32-column step, lane l taking the
+// column pair (2l, 2l + 1) of the step, from +0, then _mm512_reduce_add_ps times the factor. As
+// for the exact prefill (PrefillRows), the 16 lane chains are independent GEMMs over pairs, so
+// the tile runs one lane at a time: a broadcast weight pair times 16 tokens' pairs of the same
+// columns per vdpbf16ps (the same lane arithmetic on the same operands), 12 rows x 32 tokens,
+// and the lanes are summed in reduce_add's order (LaneReduce). FP8 x is packed with the block
+// scales of one scale row, so a row block never straddles two scale rows.
+// Layouts (in 32-bit pairs; Sp = Bf16Steps rounded up to 16):
+//   xt      [token groups][16 lanes][Sp steps][32 tokens]
+//   scratch [16 lanes][block rows][Sp steps]
+//   sums    [block rows][16 lanes][32 tokens]
+struct alignas(64) Pairs16 {  // 16 bf16 pairs; std::vector<Pairs16> is 64-byte aligned
+  uint32_t v[16];
+};
+
+// Lane l of R rows x 16 NV tokens over `steps` steps: wl = the first row's lane-l pairs (row
+// stride wstride), xl = the group's xt + l * Sp * 32; the lane's sums to sums + i * 16 * 32.
+template <int R, int NV>
+MIMO_TARGET_BF16 void LaneTileBf16(const uint32_t* wl, int64_t wstride, const uint32_t* xl,
+                                   int64_t steps, float* sums) {
+  __m512 acc[R][NV];
+#pragma GCC unroll 16
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
+  for (int64_t s = 0; s < steps; ++s) {
+    __m512bh xv[NV];
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) {
+      xv[v] = reinterpret_cast<__m512bh>(_mm512_load_si512(xl + s * 32 + 16 * v));
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i) {
+      const __m512bh wv =
+          reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(wl[i * wstride + s])));
+#pragma GCC unroll 2
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], wv, xv[v]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) _mm512_store_ps(sums + i * 16 * 32 + 16 * v, acc[i][v]);
+}
+
+using LaneBf16Fn = void (*)(const uint32_t*, int64_t, const uint32_t*, int64_t, float*);
+template <int NV, size_t... I>
+constexpr std::array<LaneBf16Fn, sizeof...(I)> LaneRowBf16(std::index_sequence<I...>) {
+  return {&LaneTileBf16<static_cast<int>(I) + 1, NV>...};
+}
+constexpr int kLaneRowsBf16 = 12;  // 24 accumulators
+// [NV - 1][R - 1]
+constexpr std::array<std::array<LaneBf16Fn, kLaneRowsBf16>, 2> kLaneTilesBf16 = {
+    LaneRowBf16<1>(std::make_index_sequence<kLaneRowsBf16>()),
+    LaneRowBf16<2>(std::make_index_sequence<kLaneRowsBf16>())};
+
+// Tokens [t0, t0 + n) (n <= 32) of x as one bf16 xt group [16][Sp][32] pairs, each column block
+// times block_scale[block] (null: 1), rounded as PackTokensBf16 rounds them; +0 elsewhere.
+MIMO_TARGET_BF16 void PackLaneGroupBf16(const float* x, int64_t cols, int64_t bc, int64_t padded,
+                                        int64_t t0, int64_t n, const float* block_scale,
+                                        uint32_t* xt) {
+  int64_t s = 0;
+  for (int64_t cb = 0, j = 0; cb < cols; cb += bc, ++j) {
+    const int64_t ce = std::min(cb + bc, cols);
+    const __m512 sv = _mm512_set1_ps(block_scale ? block_scale[j] : 1.0f);
+    for (int64_t c = cb; c < ce; c += 32, ++s) {
+      const __mmask16 lo = HalfMask(ce - c), hi = HalfMask(ce - c - 16);
+      for (int h = 0; h * 16 < n; ++h) {
+        __m512 in[16], out[16];
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; ++i) {
+          const int64_t t = 16 * h + i;
+          const float* src = x + (t0 + t) * cols + c;
+          in[i] = t < n ? _mm512_castsi512_ps(
+                              PackBf16(_mm512_mul_ps(_mm512_maskz_loadu_ps(lo, src), sv),
+                                       _mm512_mul_ps(_mm512_maskz_loadu_ps(hi, src + 16), sv)))
+                        : _mm512_setzero_ps();
+        }
+        Transpose16(in, out);
+#pragma GCC unroll 16
+        for (int l = 0; l < 16; ++l) {
+          _mm512_store_si512(xt + (l * padded + s) * 32 + 16 * h, _mm512_castps_si512(out[l]));
+        }
+      }
+    }
+  }
+  for (int l = 0; l < 16; ++l) {
+    std::memset(xt + (l * padded + s) * 32, 0, (padded - s) * 32 * sizeof(uint32_t));
+  }
+}
+
+// Row r of w as the bf16 mode's steps (FP8: WeightStepBf16's raw units; BF16: the stored bits,
+// the last step's missing columns +0, as Bf16Tile reads them): dst[l * lane_stride + s] = the
+// pair of lane l in step s.
+template <class W>
+MIMO_TARGET_BF16 void DecodeLaneRowBf16(const MatrixWeight& w, int64_t r, int64_t lane_stride,
+                                        uint32_t* dst) {
+  using WT = typename W::T;
+  const WT* row = static_cast<const WT*>(w.data) + r * w.cols;
+  const int64_t cols = w.cols, bc = W::kBlockScaled ? w.block_cols : cols;
+  [[maybe_unused]] const __m512i subnormal = SubnormalUnitsBf16();
+  __m512 in[16], out[16];
+  int k = 0;
+  int64_t s0 = 0;
+  auto flush = [&]() {  // in[0 .. k) are steps s0 .. s0 + k
+    for (int j = k; j < 16; ++j) in[j] = _mm512_setzero_ps();
+    Transpose16(in, out);
+#pragma GCC unroll 16
+    for (int l = 0; l < 16; ++l) {
+      _mm512_storeu_si512(dst + l * lane_stride + s0, _mm512_castps_si512(out[l]));
+    }
+    s0 += k;
+    k = 0;
+  };
+  for (int64_t cb = 0; cb < cols; cb += bc) {
+    const int64_t ce = std::min(cb + bc, cols);
+    for (int64_t c = cb; c < ce; c += 32) {
+      __m512i v;
+      if constexpr (W::kBlockScaled) {
+        v = WeightStepBf16<W>(row, c, ce, subnormal);
+      } else if (c + 32 <= ce) {
+        v = _mm512_loadu_si512(row + c);
+      } else {
+        v = _mm512_maskz_loadu_epi16(static_cast<__mmask32>((1u << (ce - c)) - 1u), row + c);
+      }
+      in[k++] = _mm512_castsi512_ps(v);
+      if (k == 16) flush();
+    }
+  }
+  if (k > 0) flush();
+}
+
+template <class W>
+MIMO_TARGET_BF16 void PrefillRowsBf16(const float* x, int64_t T, const MatrixWeight& w, int64_t r0,
+                                      int64_t r1, float* y) {
+  constexpr bool kScaled = W::kBlockScaled;
+  constexpr int kR = kLaneRowsBf16;
+  const int64_t cols = w.cols, bc = kScaled ? w.block_cols : cols;
+  const int64_t steps = Bf16Steps(cols, bc), sp = (steps + 15) / 16 * 16;
+  const int64_t group_units = 16 * sp * kLaneTokens;
+  const int64_t chunk = kLaneTokens * std::clamp<int64_t>(kLaneXBytes / (group_units * 4), 1, 8);
+  const int64_t block_rows = kR * std::clamp<int64_t>(kLaneScratchBytes / (16 * sp * 4 * kR), 1, 4);
+  thread_local std::vector<Pairs16> xt_buf, scratch_buf;
+  thread_local std::vector<Vec16> sums_buf;
+  xt_buf.resize(chunk / kLaneTokens * group_units / 16);
+  scratch_buf.resize(block_rows * sp);  // [16][block_rows][sp] pairs
+  sums_buf.resize(block_rows * 16 * kLaneTokens / 16);
+  uint32_t* xt = xt_buf.data()->v;
+  uint32_t* scratch = scratch_buf.data()->v;
+  float* sums = sums_buf.data()->v;
+  const __m512 out_scale = _mm512_set1_ps(W::kScaleFactor);
+  for (int64_t tc = 0; tc < T; tc += chunk) {
+    const int64_t nt = std::min(chunk, T - tc);
+    const int64_t groups = (nt + kLaneTokens - 1) / kLaneTokens;
+    int64_t packed_scale_row = -1;
+    for (int64_t rb = r0, nr = 0; rb < r1; rb += nr) {
+      // Rows [rb, rb + nr): at most a block, all on one scale row (FP8).
+      const int64_t sr = kScaled ? w.ScaleRow(rb) : 0;
+      nr = 1;
+      while (nr < block_rows && rb + nr < r1 && (!kScaled || w.ScaleRow(rb + nr) == sr)) ++nr;
+      if (sr != packed_scale_row) {
+        const float* block_scale = kScaled ? w.scale_inv + sr * w.scale_cols : nullptr;
+        for (int64_t g = 0; g < groups; ++g) {
+          PackLaneGroupBf16(x, cols, bc, sp, tc + g * kLaneTokens,
+                            std::min<int64_t>(kLaneTokens, nt - g * kLaneTokens), block_scale,
+                            xt + g * group_units);
+        }
+        packed_scale_row = sr;
+      }
+      for (int64_t i = 0; i < nr; ++i)
+        DecodeLaneRowBf16<W>(w, rb + i, block_rows * sp, scratch + i * sp);
+      for (int64_t g = 0; g < groups; ++g) {
+        const int64_t gt = std::min<int64_t>(kLaneTokens, nt - g * kLaneTokens);
+        const int nv = gt > 16 ? 2 : 1;
+        const uint32_t* xg = xt + g * group_units;
+        for (int l = 0; l < 16; ++l) {
+          for (int64_t i = 0; i < nr; i += kR) {
+            const int rt = static_cast<int>(std::min<int64_t>(kR, nr - i));
+            kLaneTilesBf16[nv - 1][rt - 1](scratch + (l * block_rows + i) * sp, sp,
+                                           xg + l * sp * 32, steps, sums + i * 16 * 32 + l * 32);
+          }
+        }
+        // As PrefillRows: 16 rows x 16 tokens transposed into token rows.
+        for (int64_t i0 = 0; i0 < nr; i0 += 16) {
+          const int64_t n_rows = std::min<int64_t>(16, nr - i0);
+          const __mmask16 row_mask = n_rows == 16 ? 0xffff : VecAvx512::TailMask(n_rows);
+          for (int v = 0; v < nv; ++v) {
+            __m512 by_row[16], by_token[16];
+#pragma GCC unroll 16
+            for (int k = 0; k < 16; ++k) {
+              by_row[k] = k < n_rows ? _mm512_mul_ps(out_scale,
+                                                     LaneReduce(sums + (i0 + k) * 16 * 32 + 16 * v))
+                                     : _mm512_setzero_ps();
+            }
+            Transpose16(by_row, by_token);
+            const int64_t t_first = tc + g * kLaneTokens + 16 * v;
+            const int64_t n = std::min<int64_t>(16, gt - 16 * v);
+            for (int64_t t = 0; t < n; ++t) {
+              _mm512_mask_storeu_ps(y + (t_first + t) * w.rows + rb + i0, row_mask, by_token[t]);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// The bf16 GEMM, rows [r0, r1): prompts (T > kSmallBatchMax) on the lane-major tiles; otherwise
+// the token groups packed as bf16 (FP8: again whenever the rows reach another scale row, with
+// that row's block scales), then per R rows that share a scale row (FP8: decoded once into an
+// L1 scratch; BF16: read in place) the tile run over every group; a tile whose rows straddle two
+// scale rows, or that would pass r1, runs row by row.
 template <class W>
 MIMO_TARGET_BF16 void RowsBf16(const float* x, int64_t T, const MatrixWeight& w, int64_t r0,
                                int64_t r1, float* y) {
+  if (T > kSmallBatchMax) return PrefillRowsBf16<W>(x, T, w, r0, r1, y);
   constexpr bool kScaled = W::kBlockScaled;
   using WT = typename W::T;
   const int64_t cols = w.cols, bc = kScaled ? w.block_cols : cols;
   const int64_t stride = Bf16Steps(cols, bc) * 32;  // bf16 elements per row in step order
-  const bool small = T <= kSmallBatchMax;
-  const int64_t chunk = small ? T : kTokenChunk;
+  const int64_t chunk = T;                     // T <= kSmallBatchMax: the whole step is one chunk
   thread_local std::vector<uint16_t> decoded;  // [kBf16Rows, stride] (FP8)
   thread_local std::vector<uint16_t> packed;   // [groups, steps, tt, 32]
   if constexpr (kScaled) decoded.resize(kBf16Rows * stride);
   for (int64_t tc = 0; tc < T; tc += chunk) {
-    const TokenGroups groups(std::min(chunk, T - tc), small ? kSmallTokens : kBf16Tokens);
+    const TokenGroups groups(std::min(chunk, T - tc), kSmallTokens);
     const int64_t max_tt = *std::max_element(groups.tt, groups.tt + groups.n);
-    const int64_t tile_rows = small ? SmallRowsFor(max_tt) : kBf16Rows;
+    const int64_t tile_rows = SmallRowsFor(max_tt);
     // Small steps stream the weights once: rows this far ahead are prefetched (GemvTile's).
     const int64_t ahead =
-        small ? PrefetchRowsAhead<LinearAvx512>(tile_rows, cols * static_cast<int64_t>(sizeof(WT)))
-              : 0;
+        PrefetchRowsAhead<LinearAvx512>(tile_rows, cols * static_cast<int64_t>(sizeof(WT)));
     const int64_t group_elems = stride * max_tt;
     packed.resize(groups.n * group_elems);
     float* yc = y + tc * w.rows;  // [chunk tokens, rows]
