@@ -621,6 +621,37 @@ inline __m512 LaneReduce(const float* lanes) {
   return _mm512_add_ps(a, b);
 }
 
+// A token group's outputs from its lane sums [nr][16][32]: rows [rb, rb + nr) x tokens
+// [t0, t0 + gt) of y [.., rows], each LaneReduce (kScale: times `scale`, as the bf16 mode's
+// scalar path multiplies), 16 rows x 16 tokens at a time transposed into token rows: one store
+// per token and 16 rows, not 16 stores a whole output row apart.
+template <bool kScale>
+void StoreLaneOutputs(const float* sums, int64_t nr, int nv, int64_t gt, int64_t t0, float scale,
+                      int64_t rows, int64_t rb, float* y) {
+  const __m512 sv = _mm512_set1_ps(scale);
+  for (int64_t i0 = 0; i0 < nr; i0 += 16) {
+    const int64_t n_rows = std::min<int64_t>(16, nr - i0);
+    const __mmask16 row_mask = n_rows == 16 ? 0xffff : VecAvx512::TailMask(n_rows);
+    for (int v = 0; v < nv; ++v) {
+      __m512 by_row[16], by_token[16];
+#pragma GCC unroll 16
+      for (int k = 0; k < 16; ++k) {
+        if (k >= n_rows) {
+          by_row[k] = _mm512_setzero_ps();
+          continue;
+        }
+        by_row[k] = LaneReduce(sums + (i0 + k) * 16 * 32 + 16 * v);
+        if constexpr (kScale) by_row[k] = _mm512_mul_ps(sv, by_row[k]);
+      }
+      Transpose16(by_row, by_token);
+      const int64_t n = std::min<int64_t>(16, gt - 16 * v);
+      for (int64_t t = 0; t < n; ++t) {
+        _mm512_mask_storeu_ps(y + (t0 + 16 * v + t) * rows + rb + i0, row_mask, by_token[t]);
+      }
+    }
+  }
+}
+
 template <class W>
 void PrefillRows(const float* x, int64_t T, const MatrixWeight& w, int64_t r0, int64_t r1,
                  float* y) {
@@ -672,27 +703,7 @@ void PrefillRows(const float* x, int64_t T, const MatrixWeight& w, int64_t r0, i
                                                 sums + i * 16 * 32 + l * 32);
           }
         }
-        // The group's outputs: rows [rb, rb + nr) x tokens [tc + 32 g, + gt), 16 rows x 16
-        // tokens at a time transposed into token rows (y [T, rows]: one store per token and 16
-        // rows, not 16 stores a whole output row apart).
-        for (int64_t i0 = 0; i0 < nr; i0 += 16) {
-          const int64_t n_rows = std::min<int64_t>(16, nr - i0);
-          const __mmask16 row_mask = n_rows == 16 ? 0xffff : VecAvx512::TailMask(n_rows);
-          for (int v = 0; v < nv; ++v) {
-            __m512 by_row[16], by_token[16];
-#pragma GCC unroll 16
-            for (int k = 0; k < 16; ++k) {
-              by_row[k] =
-                  k < n_rows ? LaneReduce(sums + (i0 + k) * 16 * 32 + 16 * v) : _mm512_setzero_ps();
-            }
-            Transpose16(by_row, by_token);
-            const int64_t t_first = tc + g * kLaneTokens + 16 * v;
-            const int64_t n = std::min<int64_t>(16, gt - 16 * v);
-            for (int64_t t = 0; t < n; ++t) {
-              _mm512_mask_storeu_ps(y + (t_first + t) * w.rows + rb + i0, row_mask, by_token[t]);
-            }
-          }
-        }
+        StoreLaneOutputs<false>(sums, nr, nv, gt, tc + g * kLaneTokens, 1.0f, w.rows, rb, y);
       }
     }
   }
@@ -1130,7 +1141,6 @@ MIMO_TARGET_BF16 void PrefillRowsBf16(const float* x, int64_t T, const MatrixWei
   uint32_t* xt = xt_buf.data()->v;
   uint32_t* scratch = scratch_buf.data()->v;
   float* sums = sums_buf.data()->v;
-  const __m512 out_scale = _mm512_set1_ps(W::kScaleFactor);
   for (int64_t tc = 0; tc < T; tc += chunk) {
     const int64_t nt = std::min(chunk, T - tc);
     const int64_t groups = (nt + kLaneTokens - 1) / kLaneTokens;
@@ -1162,26 +1172,8 @@ MIMO_TARGET_BF16 void PrefillRowsBf16(const float* x, int64_t T, const MatrixWei
                                            xg + l * sp * 32, steps, sums + i * 16 * 32 + l * 32);
           }
         }
-        // As PrefillRows: 16 rows x 16 tokens transposed into token rows.
-        for (int64_t i0 = 0; i0 < nr; i0 += 16) {
-          const int64_t n_rows = std::min<int64_t>(16, nr - i0);
-          const __mmask16 row_mask = n_rows == 16 ? 0xffff : VecAvx512::TailMask(n_rows);
-          for (int v = 0; v < nv; ++v) {
-            __m512 by_row[16], by_token[16];
-#pragma GCC unroll 16
-            for (int k = 0; k < 16; ++k) {
-              by_row[k] = k < n_rows ? _mm512_mul_ps(out_scale,
-                                                     LaneReduce(sums + (i0 + k) * 16 * 32 + 16 * v))
-                                     : _mm512_setzero_ps();
-            }
-            Transpose16(by_row, by_token);
-            const int64_t t_first = tc + g * kLaneTokens + 16 * v;
-            const int64_t n = std::min<int64_t>(16, gt - 16 * v);
-            for (int64_t t = 0; t < n; ++t) {
-              _mm512_mask_storeu_ps(y + (t_first + t) * w.rows + rb + i0, row_mask, by_token[t]);
-            }
-          }
-        }
+        StoreLaneOutputs<true>(sums, nr, nv, gt, tc + g * kLaneTokens, W::kScaleFactor, w.rows, rb,
+                               y);
       }
     }
   }
