@@ -235,30 +235,36 @@ TEST(Fp8Plain, StaleMapIsIgnored) {
   }
 }
 
-// The map is read: a map that (wrongly) calls a tile holding a NaN code plain makes the AVX-512
-// GEMV decode that code as a finite number (the general path gives NaN). Without this, the tests
-// above would pass with a kernel that never takes the plain path.
-TEST(Fp8Plain, Avx512ReadsTheMap) {
-  if (KernelsFor(Isa::kAvx512) == nullptr) GTEST_SKIP() << "no AVX-512 here";
-  std::mt19937 rng(17);
-  OwnedWeight ow = MixedWeight(8, 128, 128, rng);
-  ow.bytes[1 * 128 + 5] = 0x7f;  // row 1 of tile 0
-  auto forged = std::make_shared<Fp8PlainBlocks>();
-  forged->data = ow.w.data;
-  forged->rows = 8;
-  forged->cols = 128;
-  forged->block_cols = 128;
-  forged->words_per_group = 1;
-  forged->bits = {1, 1};
-  ow.w.fp8_plain = forged;
-  const std::vector<float> x = RandomVector(128, rng);
-  std::vector<float> y(8, NAN);
-  ExecContext ctx;
-  LinearOn(*KernelsFor(Isa::kAvx512), ctx, x.data(), 1, ow.w, y.data());
-  EXPECT_FALSE(std::isnan(y[1])) << "the forged map was not read";
-  ow.w.fp8_plain.reset();
-  LinearOn(*KernelsFor(Isa::kAvx512), ctx, x.data(), 1, ow.w, y.data());
-  EXPECT_TRUE(std::isnan(y[1]));
+// The map is read: a map that (wrongly) calls a tile holding a NaN code plain makes the GEMV of
+// every ISA with plain tiles (AVX2, AVX-512) decode that code as a finite number (the general
+// path gives NaN). Without this, the tests above would pass with a kernel that never takes the
+// plain path.
+TEST(Fp8Plain, VectorIsasReadTheMap) {
+  int checked = 0;
+  for (Isa isa : {Isa::kAvx2, Isa::kAvx512}) {
+    if (KernelsFor(isa) == nullptr) continue;
+    ++checked;
+    std::mt19937 rng(17);
+    OwnedWeight ow = MixedWeight(8, 128, 128, rng);
+    ow.bytes[1 * 128 + 5] = 0x7f;  // row 1 of tile 0
+    auto forged = std::make_shared<Fp8PlainBlocks>();
+    forged->data = ow.w.data;
+    forged->rows = 8;
+    forged->cols = 128;
+    forged->block_cols = 128;
+    forged->words_per_group = 1;
+    forged->bits = {1, 1};
+    ow.w.fp8_plain = forged;
+    const std::vector<float> x = RandomVector(128, rng);
+    std::vector<float> y(8, NAN);
+    ExecContext ctx;
+    LinearOn(*KernelsFor(isa), ctx, x.data(), 1, ow.w, y.data());
+    EXPECT_FALSE(std::isnan(y[1])) << IsaName(isa) << ": the forged map was not read";
+    ow.w.fp8_plain.reset();
+    LinearOn(*KernelsFor(isa), ctx, x.data(), 1, ow.w, y.data());
+    EXPECT_TRUE(std::isnan(y[1])) << IsaName(isa);
+  }
+  if (checked == 0) GTEST_SKIP() << "no AVX2 or AVX-512 here";
 }
 
 }  // namespace

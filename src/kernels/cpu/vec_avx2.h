@@ -26,7 +26,8 @@ struct VecAvx2 {
   static constexpr bool kMaskedTails = false;
   // No 64-byte compare into a mask: every e4m3 vector takes the NaN patch (LoadE4m3).
   static constexpr bool kE4m3LineNanTest = false;
-  static constexpr bool kE4m3Plain = false;  // no plain-tile decode GEMV at this width
+  // LoadE4m3Plain and ScaleForE4m3Plain exist (the decode GEMV's plain tiles, linear_tiles.h).
+  static constexpr bool kE4m3Plain = true;
 
   static F Zero() { return _mm256_setzero_ps(); }
   static F Set1(float v) { return _mm256_set1_ps(v); }
@@ -75,6 +76,33 @@ struct VecAvx2 {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }
   static F LoadE4m3(const uint8_t* p) { return E4M3x8ToUnits(p); }
+  // 8 codes without subnormal or NaN codes as fp32 2^-120 x their e4m3 values (VecAvx512's
+  // LoadE4m3Plain at 8 lanes: sign-extend, shift left by 20, clear bits 27-30), three integer ops
+  // instead of the f16 remap's six and its NaN blend.
+  static F LoadE4m3Plain(const uint8_t* p) {
+    const __m256i d = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(d, 20),
+                                                _mm256_set1_epi32(static_cast<int>(0x87f00000u))));
+  }
+  // xs[c] = x[c] * 2^112 for c < n; false (xs partly written) if some |x[c]| >= 2^15 or is not a
+  // number, where the product could overflow (2^15 x 2^112 < 2^128) and the plain path is off.
+  static bool ScaleForE4m3Plain(const float* x, int64_t n, float* xs) {
+    const __m256 k = _mm256_set1_ps(0x1p112f), limit = _mm256_set1_ps(0x1p15f);
+    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 bad = _mm256_setzero_ps();
+    int64_t c = 0;
+    for (; c + 8 <= n; c += 8) {
+      const __m256 v = _mm256_loadu_ps(x + c);
+      bad = _mm256_or_ps(bad, _mm256_cmp_ps(_mm256_and_ps(v, abs_mask), limit, _CMP_NLT_UQ));
+      _mm256_storeu_ps(xs + c, _mm256_mul_ps(v, k));
+    }
+    if (c < n) {
+      const __m256 v = LoadN(x + c, n - c);  // lanes past n are +0: never bad
+      bad = _mm256_or_ps(bad, _mm256_cmp_ps(_mm256_and_ps(v, abs_mask), limit, _CMP_NLT_UQ));
+      StoreN(xs + c, _mm256_mul_ps(v, k), n - c);
+    }
+    return _mm256_movemask_ps(bad) == 0;
+  }
   // The same for the n < 8 elements at p through a zero-padded copy: lanes >= n are +0.
   template <auto kLoad, class T>
   static F LoadPadded(const T* p, int64_t n) {
