@@ -188,11 +188,12 @@ TEST(Linear, OutputRowsDoNotDependOnTheNumberOfTokens) {
   }
 }
 
-// Prompt-sized steps on the AVX-512 lane-major prefill tiles: more tokens than one packed chunk
-// (256 tokens at this width) and more rows than one decoded row block (48 unscaled, 24 FP8; the
-// bf16 mode's FP8 blocks end at every scale row, 8 rows here), a ragged last scale block and a
-// last token group of 12: every output bit-identical to the same token alone (the GEMV),
-// single- and multi-threaded, on every ISA, in the exact mode and (AVX512_BF16) the bf16 mode.
+// Prompt-sized steps on the lane-major prefill tiles: more tokens than one packed chunk (AVX-512:
+// 256 tokens, AVX2: 128) and more rows than one decoded row block (AVX-512: 48 unscaled, 24 FP8,
+// the bf16 mode's FP8 blocks ending at every scale row, 8 rows here; AVX2: 24), a ragged last
+// scale block and a last token group of 12: every output bit-identical to the same token alone
+// (the GEMV), single- and multi-threaded, on every ISA, in the exact mode and (AVX512_BF16) the
+// bf16 mode.
 TEST(Linear, PromptChunksAndRowBlocksMatchTheGemv) {
   std::mt19937 rng(31);
   ThreadPool pool(2);

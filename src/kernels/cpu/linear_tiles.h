@@ -10,7 +10,8 @@
 // decodes 4 rows once per token chunk into an fp32 scratch and runs a 4-row x kMultiTokens
 // register tile over it; that tile reduces every (row, token) in exactly the order of the T == 1
 // path, so outputs are batch-invariant (docs/ARCHITECTURE.md). MXFP4 has the same two paths
-// with its own decoder. AVX-512 adds small-batch and prefill tiles of its own (linear_avx512.cc).
+// with its own decoder. Each unit adds lane-major prompt tiles of its own (linear_avx2.cc,
+// linear_avx512.cc), AVX-512 also small-batch tiles.
 //
 // V is a vector-op type (vec_avx2.h) extended by the unit's Linear tuning:
 //   kMultiTokens      tokens per MultiTile register tile (4 x kMultiTokens accumulators)
