@@ -8,6 +8,7 @@
 #include <array>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -169,14 +170,33 @@ void PackLaneGroup(const float* x, int64_t cols, int64_t bc, int64_t padded, int
 }
 
 // Row r of w decoded to raw units: dst[l * lane_stride + s] = column l of step s (s < Sp).
+// FP8 blocks the plain map (GemvTile's) calls plain for the row take the three-op decode times
+// 2^112: 2^-120 x the value times a power of two is exactly the f16 route's 2^-8 x the value,
+// so the scratch holds the same floats either way.
 template <class W>
 void DecodeLaneRow(const MatrixWeight& w, int64_t r, int64_t bc, int64_t lane_stride, float* dst) {
   const auto* row = static_cast<const typename W::T*>(w.data) + r * w.cols;
   __m256 in[8], out[8];
   if (bc % 8 == 0 && w.cols % 8 == 0) {  // every step whole: step s is columns 8 s ..
     const int64_t steps = w.cols / 8;
+    [[maybe_unused]] const Fp8PlainBlocks* plain = nullptr;
+    if constexpr (std::is_same_v<W, cpu::F8W<LinearAvx2>>) {
+      // Plain blocks are whole 64-byte lines; with bc % 64 == 0 so is each 64-column step group.
+      if (bc % 64 == 0) plain = cpu::PlainBlocksOf<LinearAvx2>(w);
+    }
     for (int64_t s0 = 0; s0 < steps; s0 += 8) {
       const int64_t n = std::min<int64_t>(8, steps - s0);
+      if constexpr (std::is_same_v<W, cpu::F8W<LinearAvx2>>) {
+        if (plain != nullptr && n == 8 && plain->PlainRows(r, 1, 8 * s0 / bc)) {
+          const __m256 k = _mm256_set1_ps(0x1p112f);
+#pragma GCC unroll 8
+          for (int j = 0; j < 8; ++j) in[j] = LinearAvx2::LoadE4m3Plain(row + 8 * (s0 + j)) * k;
+          Transpose8(in, out);
+#pragma GCC unroll 8
+          for (int l = 0; l < 8; ++l) _mm256_storeu_ps(dst + l * lane_stride + s0, out[l]);
+          continue;
+        }
+      }
 #pragma GCC unroll 8
       for (int j = 0; j < 8; ++j) in[j] = j < n ? W::Load(row + 8 * (s0 + j)) : _mm256_setzero_ps();
       Transpose8(in, out);
