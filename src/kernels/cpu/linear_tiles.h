@@ -223,16 +223,38 @@ void GemvTile(const float* x, const MatrixWeight& w, int64_t r0, float* y,
   for (int i = 0; i < R; ++i) y[r0 + i] = V::ReduceAdd(total[i]);
 }
 
+// w.fp8_plain if it was computed for this very weight (a copy sliced or re-laid out afterwards
+// keeps the pointer but not the data, shape or blocks it describes). A template, as everything
+// here.
+template <class V>
+const Fp8PlainBlocks* PlainBlocksOf(const MatrixWeight& w) {
+  const Fp8PlainBlocks* p = w.fp8_plain.get();
+  return p != nullptr && p->data == w.data && p->rows == w.rows && p->cols == w.cols &&
+                 p->block_cols == w.block_cols
+             ? p
+             : nullptr;
+}
+
 // dst[c] = W[r, c] in raw units: exactly the vectors GemvTile's registers hold before the block
 // scale (lanes past a block's tail are left unwritten).   dst [cols]
+// FP8 blocks the plain map calls plain for row r take the three-op decode times 2^112: 2^-120 x
+// the value times a power of two is exactly the f16 route's 2^-8 x the value.
 template <class V, class W>
 void DecodeRowRaw(const MatrixWeight& w, int64_t r, float* dst) {
   const auto* row = static_cast<const typename W::T*>(w.data) + r * w.cols;
   const int64_t cols = w.cols;
   const int64_t bc = W::kBlockScaled ? w.block_cols : cols;
-  for (int64_t cb = 0; cb < cols; cb += bc) {
+  [[maybe_unused]] const Fp8PlainBlocks* plain = nullptr;
+  if constexpr (std::is_same_v<W, F8W<V>> && V::kE4m3Plain) plain = PlainBlocksOf<V>(w);
+  for (int64_t cb = 0, j = 0; cb < cols; cb += bc, ++j) {
     const int64_t ce = std::min(cb + bc, cols);
     int64_t c = cb;
+    if constexpr (std::is_same_v<W, F8W<V>> && V::kE4m3Plain) {
+      if (plain != nullptr && plain->PlainRows(r, 1, j)) {  // whole 64-column lines
+        const typename V::F k = V::Set1(0x1p112f);
+        for (; c < ce; c += V::kLanes) V::Store(dst + c, V::LoadE4m3Plain(row + c) * k);
+      }
+    }
     for (; c + V::kLanes <= ce; c += V::kLanes) V::Store(dst + c, W::Load(row + c));
     if (c < ce) V::StoreN(dst + c, W::LoadN(row + c, ce - c), ce - c);
   }
@@ -395,18 +417,6 @@ struct GemvTileOf {
     }
   };
 };
-
-// w.fp8_plain if it was computed for this very weight (a copy sliced or re-laid out afterwards
-// keeps the pointer but not the data, shape or blocks it describes). A template, as everything
-// here.
-template <class V>
-const Fp8PlainBlocks* PlainBlocksOf(const MatrixWeight& w) {
-  const Fp8PlainBlocks* p = w.fp8_plain.get();
-  return p != nullptr && p->data == w.data && p->rows == w.rows && p->cols == w.cols &&
-                 p->block_cols == w.block_cols
-             ? p
-             : nullptr;
-}
 
 // T == 1 over FP8 rows [r0, r1) with plain tiles: every tile reads its plain blocks branch-free
 // (GemvTile). False (nothing written) when the weight has no plain map or x is too large for
