@@ -14,6 +14,7 @@
 #   build/bin/mimo quantize --model /tmp/bench-flash-fp8 --out /tmp/bench-flash-mxfp4
 #   /usr/bin/python3 scripts/make_tiny_model.py --out /tmp/bench-flash-bf16 --variant bench-flash-bf16
 #   bash ../shared/anchors/llamacpp.sh /tmp/bench-flash-bf16      # GGUF BF16 + Q8_0 in /tmp/anchors
+#   (a CPU without AVX-512: bash scripts/bench/llamacpp_native.sh /tmp/bench-flash-bf16 instead)
 #   L=/tmp/anchors/llama.cpp/build/bin; A=/tmp/anchors
 #   $L/llama-quantize $A/bench-flash-bf16-bf16.gguf $A/bench-flash-bf16-q4_0.gguf Q4_0 2
 #   bash scripts/bench/vs_llamacpp.sh -p 16 -n 64 --mimo /tmp/bench-flash-fp8 --mimo /tmp/bench-flash-mxfp4 \
@@ -34,10 +35,10 @@ while [ $# -gt 0 ]; do
     --mimo) mimos+=("$2"); shift 2 ;;
     --mimo-bf16) mimos+=("$2+bf16"); shift 2 ;;
     --gguf) ggufs+=("$2"); shift 2 ;;
-    *) sed -n '2,20p' "$0" >&2; exit 2 ;;
+    *) sed -n '2,22p' "$0" >&2; exit 2 ;;
   esac
 done
-[ ${#mimos[@]} -gt 0 ] || [ ${#ggufs[@]} -gt 0 ] || { sed -n '2,20p' "$0" >&2; exit 2; }
+[ ${#mimos[@]} -gt 0 ] || [ ${#ggufs[@]} -gt 0 ] || { sed -n '2,22p' "$0" >&2; exit 2; }
 PY=/usr/bin/python3
 for round in $(seq 1 "$ROUNDS"); do
   echo "# round $round: load average $(cut -d' ' -f1-3 /proc/loadavg), $THREADS threads, prompt $PROMPT, decode $GEN"
