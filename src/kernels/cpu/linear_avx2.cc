@@ -116,35 +116,14 @@ inline void Transpose8(const __m256 (&in)[8], __m256 (&out)[8]) {
   }
 }
 
-// The 8-column steps of a row: scale blocks of bc columns, each block's last step partial.
-struct LaneSteps {
-  int64_t nb;      // blocks
-  int64_t full;    // steps of every block but the last
-  int64_t last;    // steps of the last block
-  int64_t padded;  // all steps, rounded up to 8
-  LaneSteps(int64_t cols, int64_t bc)
-      : nb((cols + bc - 1) / bc),
-        full((bc + 7) / 8),
-        last((cols - (nb - 1) * bc + 7) / 8),
-        padded(((nb - 1) * full + last + 7) / 8 * 8) {}
-};
-
-// Calls f(step, c, n) for every step: columns [c, c + n) of the row, n <= 8.
-template <class F>
-inline void ForEachStep(int64_t cols, int64_t bc, F&& f) {
-  int64_t s = 0;
-  for (int64_t cb = 0; cb < cols; cb += bc) {
-    const int64_t ce = std::min(cb + bc, cols);
-    for (int64_t c = cb; c < ce; c += 8) f(s++, c, std::min<int64_t>(8, ce - c));
-  }
-}
+using LaneSteps = cpu::LaneSteps<8>;
 
 // Tokens [t0, t0 + n) (n <= 16) of x [.., cols] as one xt group [8][Sp][16]: per step and 8
 // tokens, a transpose of their 8-column vectors; missing tokens and padding steps are +0.
 void PackLaneGroup(const float* x, int64_t cols, int64_t bc, int64_t padded, int64_t t0, int64_t n,
                    float* xt) {
   int64_t steps = 0;
-  ForEachStep(cols, bc, [&](int64_t s, int64_t c, int64_t cn) {
+  cpu::ForEachStep<8>(cols, bc, [&](int64_t s, int64_t c, int64_t cn) {
     for (int h = 0; h * 8 < n; ++h) {
       __m256 in[8], out[8];
 #pragma GCC unroll 8
@@ -214,7 +193,7 @@ void DecodeLaneRow(const MatrixWeight& w, int64_t r, int64_t bc, int64_t lane_st
     k = 0;
   };
   int64_t s0 = 0;
-  ForEachStep(w.cols, bc, [&](int64_t s, int64_t c, int64_t n) {
+  cpu::ForEachStep<8>(w.cols, bc, [&](int64_t s, int64_t c, int64_t n) {
     in[k++] = n == 8 ? W::Load(row + c) : W::LoadN(row + c, n);
     if (k == 8) {
       flush(s0);

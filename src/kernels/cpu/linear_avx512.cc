@@ -453,35 +453,14 @@ inline void Transpose16(const __m512 (&in)[16], __m512 (&out)[16]) {
   }
 }
 
-// The 16-column steps of a row: scale blocks of bc columns, each block's last step partial.
-struct LaneSteps {
-  int64_t nb;      // blocks
-  int64_t full;    // steps of every block but the last
-  int64_t last;    // steps of the last block
-  int64_t padded;  // all steps, rounded up to 16
-  LaneSteps(int64_t cols, int64_t bc)
-      : nb((cols + bc - 1) / bc),
-        full((bc + 15) / 16),
-        last((cols - (nb - 1) * bc + 15) / 16),
-        padded(((nb - 1) * full + last + 15) / 16 * 16) {}
-};
-
-// Calls f(step, c, n) for every step: columns [c, c + n) of the row, n <= 16.
-template <class F>
-inline void ForEachStep(int64_t cols, int64_t bc, F&& f) {
-  int64_t s = 0;
-  for (int64_t cb = 0; cb < cols; cb += bc) {
-    const int64_t ce = std::min(cb + bc, cols);
-    for (int64_t c = cb; c < ce; c += 16) f(s++, c, std::min<int64_t>(16, ce - c));
-  }
-}
+using LaneSteps = cpu::LaneSteps<16>;
 
 // Tokens [t0, t0 + n) (n <= 32) of x [.., cols] as one xt group [16][Sp][32]: per step and 16
 // tokens, a transpose of their 16-column vectors; missing tokens and padding steps are +0.
 void PackLaneGroup(const float* x, int64_t cols, int64_t bc, int64_t padded, int64_t t0, int64_t n,
                    float* xt) {
   int64_t steps = 0;
-  ForEachStep(cols, bc, [&](int64_t s, int64_t c, int64_t cn) {
+  cpu::ForEachStep<16>(cols, bc, [&](int64_t s, int64_t c, int64_t cn) {
     const __mmask16 m = cn == 16 ? 0xffff : VecAvx512::TailMask(cn);
     for (int h = 0; h * 16 < n; ++h) {
       __m512 in[16], out[16];
@@ -528,7 +507,7 @@ void DecodeLaneRow(const MatrixWeight& w, int64_t r, int64_t bc, int64_t lane_st
     k = 0;
   };
   int64_t s0 = 0;
-  ForEachStep(w.cols, bc, [&](int64_t s, int64_t c, int64_t n) {
+  cpu::ForEachStep<16>(w.cols, bc, [&](int64_t s, int64_t c, int64_t n) {
     in[k++] = n == 16 ? W::Load(row + c) : W::LoadN(row + c, n);
     if (k == 16) {
       flush(s0);

@@ -455,6 +455,31 @@ void LinearRowsTyped(const float* x, int64_t T, const MatrixWeight& w, int64_t r
   V::template BatchRows<W>(x, T, w, r0, r1, y);
 }
 
+// ---- Lane-major prompt tiles (linear_avx2.cc, linear_avx512.cc) -----------------------------
+// The kLanes-column steps of a row: scale blocks of bc columns, each block's last step partial.
+template <int kLanes>
+struct LaneSteps {
+  int64_t nb;      // blocks
+  int64_t full;    // steps of every block but the last
+  int64_t last;    // steps of the last block
+  int64_t padded;  // all steps, rounded up to kLanes (the transposes go kLanes steps at a time)
+  LaneSteps(int64_t cols, int64_t bc)
+      : nb((cols + bc - 1) / bc),
+        full((bc + kLanes - 1) / kLanes),
+        last((cols - (nb - 1) * bc + kLanes - 1) / kLanes),
+        padded(((nb - 1) * full + last + kLanes - 1) / kLanes * kLanes) {}
+};
+
+// Calls f(step, c, n) for every step: columns [c, c + n) of the row, n <= kLanes.
+template <int kLanes, class F>
+inline void ForEachStep(int64_t cols, int64_t bc, F&& f) {
+  int64_t s = 0;
+  for (int64_t cb = 0; cb < cols; cb += bc) {
+    const int64_t ce = std::min(cb + bc, cols);
+    for (int64_t c = cb; c < ce; c += kLanes) f(s++, c, std::min<int64_t>(kLanes, ce - c));
+  }
+}
+
 // ---- MXFP4 (spec section 4) ----------------------------------------------------------------
 // V::Mx decodes a 32-column block (16 bytes of E2M1 codes) into V::Mx::kVecs vectors in raw
 // units; the block's E8M0 exponent (V::Mx::Scale, raw units) multiplies the block's partial sum
