@@ -235,34 +235,41 @@ TEST(Fp8Plain, StaleMapIsIgnored) {
   }
 }
 
-// The map is read: a map that (wrongly) calls a tile holding a NaN code plain makes the GEMV of
-// every ISA with plain tiles (AVX2, AVX-512) decode that code as a finite number (the general
-// path gives NaN). Without this, the tests above would pass with a kernel that never takes the
-// plain path.
+// The map is read: a map that (wrongly) calls a tile holding a NaN code plain makes every path
+// that reads it decode that code as a finite number (the general path gives NaN): the GEMV of
+// every ISA with plain tiles (AVX2, AVX-512), their small steps (T = 2), and AVX2's prompt tiles
+// (T = 20; AVX-512's prompt tiles decode rows without the map). Without this, the tests above
+// would pass with kernels that never take the plain path.
 TEST(Fp8Plain, VectorIsasReadTheMap) {
   int checked = 0;
   for (Isa isa : {Isa::kAvx2, Isa::kAvx512}) {
     if (KernelsFor(isa) == nullptr) continue;
     ++checked;
-    std::mt19937 rng(17);
-    OwnedWeight ow = MixedWeight(8, 128, 128, rng);
-    ow.bytes[1 * 128 + 5] = 0x7f;  // row 1 of tile 0
-    auto forged = std::make_shared<Fp8PlainBlocks>();
-    forged->data = ow.w.data;
-    forged->rows = 8;
-    forged->cols = 128;
-    forged->block_cols = 128;
-    forged->words_per_group = 1;
-    forged->bits = {1, 1};
-    ow.w.fp8_plain = forged;
-    const std::vector<float> x = RandomVector(128, rng);
-    std::vector<float> y(8, NAN);
-    ExecContext ctx;
-    LinearOn(*KernelsFor(isa), ctx, x.data(), 1, ow.w, y.data());
-    EXPECT_FALSE(std::isnan(y[1])) << IsaName(isa) << ": the forged map was not read";
-    ow.w.fp8_plain.reset();
-    LinearOn(*KernelsFor(isa), ctx, x.data(), 1, ow.w, y.data());
-    EXPECT_TRUE(std::isnan(y[1])) << IsaName(isa);
+    for (int64_t T : {1, 2, 20}) {
+      if (T == 20 && isa != Isa::kAvx2) continue;
+      std::mt19937 rng(17);
+      OwnedWeight ow = MixedWeight(8, 128, 128, rng);
+      ow.bytes[1 * 128 + 5] = 0x7f;  // row 1 of tile 0
+      auto forged = std::make_shared<Fp8PlainBlocks>();
+      forged->data = ow.w.data;
+      forged->rows = 8;
+      forged->cols = 128;
+      forged->block_cols = 128;
+      forged->words_per_group = 1;
+      forged->bits = {1, 1};
+      ow.w.fp8_plain = forged;
+      const std::vector<float> x = RandomVector(T * 128, rng);
+      std::vector<float> y(T * 8, NAN);
+      ExecContext ctx;
+      LinearOn(*KernelsFor(isa), ctx, x.data(), T, ow.w, y.data());
+      for (int64_t t = 0; t < T; ++t) {
+        EXPECT_FALSE(std::isnan(y[t * 8 + 1]))
+            << IsaName(isa) << " T=" << T << " t=" << t << ": the forged map was not read";
+      }
+      ow.w.fp8_plain.reset();
+      LinearOn(*KernelsFor(isa), ctx, x.data(), T, ow.w, y.data());
+      for (int64_t t = 0; t < T; ++t) EXPECT_TRUE(std::isnan(y[t * 8 + 1])) << IsaName(isa);
+    }
   }
   if (checked == 0) GTEST_SKIP() << "no AVX2 or AVX-512 here";
 }

@@ -367,10 +367,174 @@ void PrefillRows(const float* x, int64_t T, const MatrixWeight& w, int64_t r0, i
   }
 }
 
+// ---- Small steps (2 <= T < kLaneMinTokens): weights decoded in registers --------------------
+// The x vectors of tokens [t0, t0 + tt) in the order the tile consumes them: per scale block,
+// 8-column steps, each step's tt vectors adjacent, a block's last step zero-padded.
+// xp [steps, tt, 8]
+void PackSmall(const float* x, int64_t cols, int64_t bc, int64_t t0, int64_t tt, float* xp) {
+  for (int64_t cb = 0; cb < cols; cb += bc) {
+    const int64_t ce = std::min(cb + bc, cols);
+    for (int64_t c = cb; c < ce; c += 8) {
+      for (int64_t t = 0; t < tt; ++t, xp += 8) {
+        const float* p = x + (t0 + t) * cols + c;
+        _mm256_store_ps(xp, ce - c >= 8 ? _mm256_loadu_ps(p) : VecAvx2::LoadN(p, ce - c));
+      }
+    }
+  }
+}
+
+constexpr int kSmallRows = 3;  // 3 x 4 accumulators + 3 weights of the 16 ymm
+constexpr int kSmallTokens = 4;
+
+// y[t0 + t, r0 + i] for i < R, t < TT: each weight step decoded once in registers for all TT
+// tokens, in GemvTile's order (per block 8 lane sums, the block scale by one FMA into the
+// running total, ReduceAdd at the end), so the bits are the GEMV's.
+// FP8 plain tiles: xsp is the same packing of x x 2^112 (nullptr: none), against which a block the
+// map calls plain for these rows is decoded by LoadE4m3Plain (GemvTile's plain products).
+template <class W, int R, int TT>
+void SmallTile(const float* xp, int64_t t0, const MatrixWeight& w, int64_t r0,
+               const Fp8PlainBlocks* plain, const float* xsp, float* y) {
+  using T = typename W::T;
+  const int64_t cols = w.cols;
+  const int64_t bc = W::kBlockScaled ? w.block_cols : cols;
+  const T* row[R];
+#pragma GCC unroll 4
+  for (int i = 0; i < R; ++i) row[i] = static_cast<const T*>(w.data) + (r0 + i) * cols;
+  [[maybe_unused]] const float* scales[R];
+  cpu::ScaleRows<W, R>(w, r0, scales);
+  [[maybe_unused]] const float* const xp0 = xp;
+  __m256 total[R][TT];
+#pragma GCC unroll 4
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
+    for (int t = 0; t < TT; ++t) total[i][t] = _mm256_setzero_ps();
+  for (int64_t cb = 0, j = 0; cb < cols; cb += bc, ++j) {
+    const int64_t ce = std::min(cb + bc, cols);
+    __m256 acc[R][TT];
+#pragma GCC unroll 4
+    for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
+      for (int t = 0; t < TT; ++t) acc[i][t] = _mm256_setzero_ps();
+    auto step = [&](const __m256(&wv)[R], const float* xv_at) {
+#pragma GCC unroll 4
+      for (int t = 0; t < TT; ++t) {
+        const __m256 xv = _mm256_load_ps(xv_at + 8 * t);
+#pragma GCC unroll 4
+        for (int i = 0; i < R; ++i) acc[i][t] = _mm256_fmadd_ps(wv[i], xv, acc[i][t]);
+      }
+    };
+    int64_t c = cb;
+    if constexpr (W::kBlockScaled) {
+      if (xsp != nullptr && plain->PlainRows(r0, R, j)) {  // whole lines, no special code
+        for (; c < ce; c += 8, xp += 8 * TT) {
+          __m256 wv[R];
+#pragma GCC unroll 4
+          for (int i = 0; i < R; ++i) wv[i] = LinearAvx2::LoadE4m3Plain(row[i] + c);
+          step(wv, xsp + (xp - xp0));
+        }
+      }
+    }
+    for (; c + 8 <= ce; c += 8, xp += 8 * TT) {
+      __m256 wv[R];
+#pragma GCC unroll 4
+      for (int i = 0; i < R; ++i) wv[i] = W::Load(row[i] + c);
+      step(wv, xp);
+    }
+    if (c < ce) {
+      __m256 wv[R];
+#pragma GCC unroll 4
+      for (int i = 0; i < R; ++i) wv[i] = W::LoadN(row[i] + c, ce - c);
+      step(wv, xp);
+      xp += 8 * TT;
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < R; ++i) {
+#pragma GCC unroll 4
+      for (int t = 0; t < TT; ++t) {
+        if constexpr (W::kBlockScaled) {
+          total[i][t] = _mm256_fmadd_ps(acc[i][t], _mm256_set1_ps(scales[i][j] * W::kScaleFactor),
+                                        total[i][t]);
+        } else {
+          total[i][t] = _mm256_add_ps(total[i][t], acc[i][t]);
+        }
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
+    for (int t = 0; t < TT; ++t) y[(t0 + t) * w.rows + r0 + i] = VecAvx2::ReduceAdd(total[i][t]);
+}
+
+template <class W>
+using SmallFn = void (*)(const float*, int64_t, const MatrixWeight&, int64_t, const Fp8PlainBlocks*,
+                         const float*, float*);
+template <class W, int R, size_t... I>
+constexpr std::array<SmallFn<W>, sizeof...(I)> SmallRow(std::index_sequence<I...>) {
+  return {&SmallTile<W, R, static_cast<int>(I) + 1>...};
+}
+// [R - 1][TT - 1]
+template <class W>
+constexpr std::array<std::array<SmallFn<W>, kSmallTokens>, kSmallRows> kSmallTiles = {
+    SmallRow<W, 1>(std::make_index_sequence<kSmallTokens>()),
+    SmallRow<W, 2>(std::make_index_sequence<kSmallTokens>()),
+    SmallRow<W, 3>(std::make_index_sequence<kSmallTokens>())};
+
+template <class W>
+void SmallStepRows(const float* x, int64_t T, const MatrixWeight& w, int64_t r0, int64_t r1,
+                   float* y) {
+  const int64_t cols = w.cols;
+  const int64_t bc = W::kBlockScaled ? w.block_cols : cols;
+  int64_t steps = 0;
+  for (int64_t cb = 0; cb < cols; cb += bc) steps += (std::min(bc, cols - cb) + 7) / 8;
+  // FP8 plain tiles: x x 2^112 packed alike, unless some |x| >= 2^15.
+  const Fp8PlainBlocks* plain = nullptr;
+  if constexpr (W::kBlockScaled) plain = cpu::PlainBlocksOf<LinearAvx2>(w);
+  thread_local std::vector<float> xs;
+  thread_local std::vector<Vec8> xsp_buf;
+  if (plain != nullptr) {
+    xs.resize(T * cols);
+    if (VecAvx2::ScaleForE4m3Plain(x, T * cols, xs.data())) {
+      xsp_buf.resize(steps * T);
+    } else {
+      plain = nullptr;
+    }
+  }
+  // Token groups of at most kSmallTokens, as even as possible (T = 10: 3 + 3 + 4, not 4 + 4 + 2).
+  const int64_t groups = (T + kSmallTokens - 1) / kSmallTokens;
+  thread_local std::vector<Vec8> xp_buf;
+  xp_buf.resize(steps * T);
+  int64_t g_t0[kLaneMinTokens], g_tt[kLaneMinTokens];
+  for (int64_t g = 0, t0 = 0; g < groups; ++g) {
+    g_tt[g] = (T - t0) / (groups - g);
+    g_t0[g] = t0;
+    PackSmall(x, cols, bc, t0, g_tt[g], xp_buf[steps * t0].v);
+    if (plain != nullptr) PackSmall(xs.data(), cols, bc, t0, g_tt[g], xsp_buf[steps * t0].v);
+    t0 += g_tt[g];
+  }
+  for (int64_t r = r0; r < r1; r += kSmallRows) {
+    const int n = static_cast<int>(std::min<int64_t>(kSmallRows, r1 - r));
+    for (int64_t g = 0; g < groups; ++g) {
+      kSmallTiles<W>[n - 1][g_tt[g] - 1](xp_buf[steps * g_t0[g]].v, g_t0[g], w, r, plain,
+                                         plain ? xsp_buf[steps * g_t0[g]].v : nullptr, y);
+    }
+  }
+}
+
 template <class W>
 void LinearAvx2::BatchRows(const float* x, int64_t T, const MatrixWeight& w, int64_t r0, int64_t r1,
                            float* y) {
-  if (T < kLaneMinTokens) return cpu::DecodedMultiTokenRows<LinearAvx2, W>(x, T, w, r0, r1, y);
+  if (T < kLaneMinTokens) {
+    // FP8 rows the map does not cover take the f16 remap once per token group here; past two
+    // groups the scratch tile, which decodes each row once, is faster for them
+    // (docs/PERFORMANCE.md).
+    if constexpr (W::kBlockScaled) {
+      if (T > 2 * kSmallTokens && cpu::PlainBlocksOf<LinearAvx2>(w) == nullptr) {
+        return cpu::DecodedMultiTokenRows<LinearAvx2, W>(x, T, w, r0, r1, y);
+      }
+    }
+    return SmallStepRows<W>(x, T, w, r0, r1, y);
+  }
   PrefillRows<W>(x, T, w, r0, r1, y);
 }
 
