@@ -1,7 +1,8 @@
 // Linear (y = x W^T) for AVX2+FMA+F16C, weights F32/BF16/F16/F8E4M3/MXFP4: the width-templated
-// body of linear_tiles.h at 8 lanes (GEMV tiles for T == 1, a 4-row x 3-token register tile over
-// decoded rows for small T > 1), lane-major prompt tiles (T >= kLaneMinTokens), and this
-// width's MXFP4 decoder.
+// body of linear_tiles.h at 8 lanes (GEMV tiles for T == 1; MultiTile, a 4-row x 3-token register
+// tile over decoded rows, for MXFP4 and for FP8 rows without a plain map above 8 tokens), small
+// steps with weights decoded in registers (SmallTile, 2 <= T < kLaneMinTokens), lane-major
+// prompt tiles (T >= kLaneMinTokens), and this width's MXFP4 decoder.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -65,7 +66,7 @@ struct LinearAvx2 : VecAvx2 {
   static constexpr int64_t kPrefetchBytes = 0;  // prefetch the next tile only
   static constexpr const char* kName = "avx2";
   using Mx = Mxfp4Avx2;
-  // T > 1: prompts on lane-major tiles, small steps on the 4 x 3 register tile over decoded rows.
+  // T > 1: prompts on lane-major tiles, small steps on SmallTile (MultiTile for some FP8).
   template <class W>
   static void BatchRows(const float* x, int64_t T, const MatrixWeight& w, int64_t r0, int64_t r1,
                         float* y);

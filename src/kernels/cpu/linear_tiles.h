@@ -11,7 +11,7 @@
 // register tile over it; that tile reduces every (row, token) in exactly the order of the T == 1
 // path, so outputs are batch-invariant (docs/ARCHITECTURE.md). MXFP4 has the same two paths
 // with its own decoder. Each unit adds lane-major prompt tiles of its own (linear_avx2.cc,
-// linear_avx512.cc), AVX-512 also small-batch tiles.
+// linear_avx512.cc) and small-step tiles that decode weights in registers.
 //
 // V is a vector-op type (vec_avx2.h) extended by the unit's Linear tuning:
 //   kMultiTokens      tokens per MultiTile register tile (4 x kMultiTokens accumulators)
@@ -237,24 +237,14 @@ const Fp8PlainBlocks* PlainBlocksOf(const MatrixWeight& w) {
 
 // dst[c] = W[r, c] in raw units: exactly the vectors GemvTile's registers hold before the block
 // scale (lanes past a block's tail are left unwritten).   dst [cols]
-// FP8 blocks the plain map calls plain for row r take the three-op decode times 2^112: 2^-120 x
-// the value times a power of two is exactly the f16 route's 2^-8 x the value.
 template <class V, class W>
 void DecodeRowRaw(const MatrixWeight& w, int64_t r, float* dst) {
   const auto* row = static_cast<const typename W::T*>(w.data) + r * w.cols;
   const int64_t cols = w.cols;
   const int64_t bc = W::kBlockScaled ? w.block_cols : cols;
-  [[maybe_unused]] const Fp8PlainBlocks* plain = nullptr;
-  if constexpr (std::is_same_v<W, F8W<V>> && V::kE4m3Plain) plain = PlainBlocksOf<V>(w);
-  for (int64_t cb = 0, j = 0; cb < cols; cb += bc, ++j) {
+  for (int64_t cb = 0; cb < cols; cb += bc) {
     const int64_t ce = std::min(cb + bc, cols);
     int64_t c = cb;
-    if constexpr (std::is_same_v<W, F8W<V>> && V::kE4m3Plain) {
-      if (plain != nullptr && plain->PlainRows(r, 1, j)) {  // whole 64-column lines
-        const typename V::F k = V::Set1(0x1p112f);
-        for (; c < ce; c += V::kLanes) V::Store(dst + c, V::LoadE4m3Plain(row + c) * k);
-      }
-    }
     for (; c + V::kLanes <= ce; c += V::kLanes) V::Store(dst + c, W::Load(row + c));
     if (c < ce) V::StoreN(dst + c, W::LoadN(row + c, ce - c), ce - c);
   }
