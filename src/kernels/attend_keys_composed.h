@@ -1,6 +1,7 @@
 // KernelTable::attend_keys built from the three block primitives (dot_rows, exp_shifted,
-// axpy_rows): the scalar reference and the AVX2 level use it; the AVX-512 level has a fused
-// kernel checked against it and against float64 sums (tests/kernels/elementwise_test.cc).
+// axpy_rows): the scalar reference uses it, and the AVX2 level for shapes its fused kernel does
+// not tile; the AVX2 and AVX-512 levels have fused kernels, checked like it against float64
+// sums (tests/kernels/elementwise_test.cc).
 #pragma once
 
 #include <algorithm>
