@@ -8,6 +8,7 @@
 
 #include "core/check.h"
 #include "kernels/attend_keys_composed.h"
+#include "kernels/cpu/attend_rows.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/elementwise_ops.h"
 #include "kernels/cpu/vec_avx2.h"
@@ -102,13 +103,10 @@ void Fp8Row(const uint8_t* src, int64_t n, float scale, float* dst) {
 // (a group's rows converted to fp32 in L1, then 2-key dot products with a horizontal sum per
 // key) ran at 16-17% of the FMA peak at 32k keys, this at 41-43% (docs/PERFORMANCE.md).
 
-// Cache element types attend_keys reads in place.
-enum class Kv { kF32, kBF16, kFP8 };
-template <Kv K>
-constexpr int64_t kKvBytes = K == Kv::kF32    ? 4
-                             : K == Kv::kBF16 ? 2
-                                              : 1;
-constexpr int64_t kMaxDk = 256;  // q rows scaled for fp8 keys live on the stack
+using cpu::AheadRows;
+using cpu::kKvBytes;
+using cpu::Kv;
+constexpr int64_t kMaxDk = 256;  // q rows copied (fp8: scaled) to the stack
 
 // 8 elements of a cache row from element c as fp32 (fp8: 2^-8 x the e4m3 value).
 template <Kv K>
@@ -119,18 +117,6 @@ inline __m256 LoadKv(const void* row, int64_t c) {
     return E4M3x8ToUnits(static_cast<const uint8_t*>(row) + c);
   } else {
     return _mm256_loadu_ps(static_cast<const float*>(row) + c);
-  }
-}
-
-template <Kv K>
-inline const void* KvRow(const void* base, int64_t j, int64_t stride) {
-  return static_cast<const char*>(base) + j * stride * kKvBytes<K>;
-}
-
-// Requests the lines of `bytes` bytes at p (prefetcht0 through asm: GCC drops prefetch-only loops).
-inline void PrefetchBytes(const void* p, int64_t bytes) {
-  for (int64_t o = 0; o < bytes; o += 64) {
-    asm volatile("prefetcht0 %0" : : "m"(*(static_cast<const char*>(p) + o)));
   }
 }
 
@@ -161,9 +147,10 @@ template <int NS, int KP, Kv K>
   for (int64_t j = 0; j < kn; j += KP) {
     const void* kr[KP];
 #pragma GCC unroll 2
-    for (int i = 0; i < KP; ++i) kr[i] = KvRow<K>(k, std::min<int64_t>(j + i, nn - 1), k_stride);
+    for (int i = 0; i < KP; ++i)
+      kr[i] = cpu::KvRow<V, K>(k, std::min<int64_t>(j + i, nn - 1), k_stride);
     for (int64_t i = j; k_ahead != nullptr && i < std::min<int64_t>(j + KP, n_ahead); ++i) {
-      PrefetchBytes(KvRow<K>(k_ahead, i, k_stride), dk * kKvBytes<K>);
+      cpu::PrefetchBytes<V>(cpu::KvRow<V, K>(k_ahead, i, k_stride), dk * kKvBytes<K>);
     }
     __m256 a[NS][KP];
 #pragma GCC unroll 8
@@ -222,9 +209,9 @@ template <int NS, int CV, Kv K>
     }
     for (int64_t j = 0; j < nn; ++j) {
       if (c0 == 0 && v_ahead != nullptr && j < n_ahead) {
-        PrefetchBytes(KvRow<K>(v_ahead, j, v_stride), dv * kKvBytes<K>);
+        cpu::PrefetchBytes<V>(cpu::KvRow<V, K>(v_ahead, j, v_stride), dv * kKvBytes<K>);
       }
-      const void* vj = KvRow<K>(v, j, v_stride);
+      const void* vj = cpu::KvRow<V, K>(v, j, v_stride);
       __m256 vr[CV];
 #pragma GCC unroll 4
       for (int i = 0; i < CV; ++i) vr[i] = LoadKv<K>(vj, c0 + 8 * i);
@@ -267,17 +254,10 @@ void AttendChunk(const float* q, const AttendKeyRows& rows, bool ahead, int64_t 
   const __m256 vscale = _mm256_set1_ps(K == Kv::kFP8 ? 256.0f * rows.v_scale : 1.0f);
   for (int64_t j0 = 0; j0 < n; j0 += 16) {
     const int64_t nn = std::min<int64_t>(16, n - j0);
-    // The last group also requests whatever next rows are left.
-    const int64_t n_ahead = !ahead         ? 0
-                            : j0 + 16 >= n ? rows.n_next - j0
-                                           : std::min<int64_t>(16, rows.n_next - j0);
-    const void* k_ahead =
-        n_ahead > 0 && rows.k_next ? KvRow<K>(rows.k_next, j0, rows.k_stride) : nullptr;
-    const void* v_ahead =
-        n_ahead > 0 && rows.v_next ? KvRow<K>(rows.v_next, j0, rows.v_stride) : nullptr;
+    const AheadRows<V, K> next(rows, ahead, j0);
     __m256 sc[NS][2];
-    ScoreGroup<NS, KP, K>(q, KvRow<K>(rows.k, j0, rows.k_stride), rows.k_stride, nn, dk, scale,
-                          k_ahead, n_ahead, sc);
+    ScoreGroup<NS, KP, K>(q, cpu::KvRow<V, K>(rows.k, j0, rows.k_stride), rows.k_stride, nn, dk,
+                          scale, next.k, next.n, sc);
     alignas(32) float e[NS][16];  // the weights exp(score - m) (fp8: x 256 v_scale); 0 past nn
     for (int s = 0; s < NS; ++s) {
       const float group_max = ReduceMax(_mm256_max_ps(sc[s][0], sc[s][1]));
@@ -301,8 +281,8 @@ void AttendChunk(const float* q, const AttendKeyRows& rows, bool ahead, int64_t 
       }
       l[s] += V::ReduceAdd(sum);
     }
-    ValueSums<NS, CV, K>(e, KvRow<K>(rows.v, j0, rows.v_stride), rows.v_stride, nn, dv, v_ahead,
-                         n_ahead, acc);
+    ValueSums<NS, CV, K>(e, cpu::KvRow<V, K>(rows.v, j0, rows.v_stride), rows.v_stride, nn, dv,
+                         next.v, next.n, acc);
   }
 }
 

@@ -11,6 +11,7 @@
 #include <cmath>
 
 #include "core/check.h"
+#include "kernels/cpu/attend_rows.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/elementwise_ops.h"
 #include "kernels/cpu/vec_avx512.h"
@@ -105,12 +106,9 @@ inline __mmask16 ColumnMask(int64_t remaining) {
   return remaining >= 16 ? 0xffff : remaining > 0 ? TailMask(remaining) : 0;
 }
 
-// Cache element types attend_keys reads in place.
-enum class Kv { kF32, kBF16, kFP8 };
-template <Kv K>
-constexpr int64_t kKvBytes = K == Kv::kF32    ? 4
-                             : K == Kv::kBF16 ? 2
-                                              : 1;
+using cpu::AheadRows;
+using cpu::kKvBytes;
+using cpu::Kv;
 
 // 16 (or the first popcount(m)) elements of a cache row as fp32. fp8: decode(e4m3) * scale,
 // through the exact f16 remap (e4m3_avx512.h: 2^-8 * the e4m3 value; NaN codes -> NaN), so
@@ -130,18 +128,6 @@ inline __m512 LoadKv(const void* row, int64_t c, __mmask16 m, __m512 scale256) {
   }
 }
 
-// Requests the lines of `bytes` bytes at p (prefetcht0 through asm: GCC drops prefetch-only loops).
-inline void PrefetchBytes(const void* p, int64_t bytes) {
-  for (int64_t o = 0; o < bytes; o += 64) {
-    asm volatile("prefetcht0 %0" : : "m"(*(static_cast<const char*>(p) + o)));
-  }
-}
-
-template <Kv K>
-inline const void* KvRow(const void* base, int64_t j, int64_t stride) {
-  return static_cast<const char*>(base) + j * stride * kKvBytes<K>;
-}
-
 // NS states (q rows, stride dk) against keys [0, nn) of k (rows k_stride apart), nn <= 16:
 // scores[s] lane j = scale * q[s] . k[j], lanes >= nn are -inf.
 // k_ahead (may be null): rows to request ahead, 4 per key quad computed.
@@ -158,9 +144,10 @@ inline void ScoreGroup(const float* q, const void* k, int64_t k_stride, __m512 k
       continue;
     }
     const void* kr[4];  // keys past nn repeat the last one; their lanes are masked below
-    for (int i = 0; i < 4; ++i) kr[i] = KvRow<K>(k, std::min<int64_t>(4 * g + i, nn - 1), k_stride);
+    for (int i = 0; i < 4; ++i)
+      kr[i] = cpu::KvRow<V, K>(k, std::min<int64_t>(4 * g + i, nn - 1), k_stride);
     for (int64_t i = 4 * g; k_ahead != nullptr && i < std::min<int64_t>(4 * g + 4, n_ahead); ++i) {
-      PrefetchBytes(KvRow<K>(k_ahead, i, k_stride), dk * kKvBytes<K>);
+      cpu::PrefetchBytes<V>(cpu::KvRow<V, K>(k_ahead, i, k_stride), dk * kKvBytes<K>);
     }
     __m512 a[NS][4];
 #pragma GCC unroll 4
@@ -207,10 +194,10 @@ inline void ValueSums(const float (*e)[16], const void* v, int64_t v_stride, __m
     }
     for (int64_t j = 0; j < nn; ++j) {
       if (c0 == 0 && v_ahead != nullptr && j < n_ahead) {
-        PrefetchBytes(KvRow<K>(v_ahead, j, v_stride), dv * kKvBytes<K>);
+        cpu::PrefetchBytes<V>(cpu::KvRow<V, K>(v_ahead, j, v_stride), dv * kKvBytes<K>);
       }
       __m512 vr[4];
-      const void* vj = KvRow<K>(v, j, v_stride);
+      const void* vj = cpu::KvRow<V, K>(v, j, v_stride);
 #pragma GCC unroll 4
       for (int i = 0; i < 4; ++i) vr[i] = LoadKv<K>(vj, c0 + 16 * i, m[i], vscale);
 #pragma GCC unroll 4
@@ -238,17 +225,10 @@ void AttendQuad(const float* q, const AttendKeyRows& rows, bool ahead, int64_t d
   const __m512 vscale = _mm512_set1_ps(256.0f * rows.v_scale);
   for (int64_t j0 = 0; j0 < n; j0 += 16) {
     const int64_t nn = std::min<int64_t>(16, n - j0);
-    // The last group also requests whatever next rows are left.
-    const int64_t n_ahead = !ahead         ? 0
-                            : j0 + 16 >= n ? rows.n_next - j0
-                                           : std::min<int64_t>(16, rows.n_next - j0);
-    const void* k_ahead =
-        n_ahead > 0 && rows.k_next ? KvRow<K>(rows.k_next, j0, rows.k_stride) : nullptr;
-    const void* v_ahead =
-        n_ahead > 0 && rows.v_next ? KvRow<K>(rows.v_next, j0, rows.v_stride) : nullptr;
+    const AheadRows<V, K> next(rows, ahead, j0);
     __m512 sc[NS];
-    ScoreGroup<NS, K>(q, KvRow<K>(rows.k, j0, rows.k_stride), rows.k_stride, kscale, nn, dk, scale,
-                      k_ahead, n_ahead, sc);
+    ScoreGroup<NS, K>(q, cpu::KvRow<V, K>(rows.k, j0, rows.k_stride), rows.k_stride, kscale, nn, dk,
+                      scale, next.k, next.n, sc);
     alignas(64) float e[NS][16];  // the weights exp(score - m); 0 past nn
     const __mmask16 valid = TailMask(nn);
     for (int s = 0; s < NS; ++s) {
@@ -270,8 +250,8 @@ void AttendQuad(const float* q, const AttendKeyRows& rows, bool ahead, int64_t d
       l[s] += _mm512_reduce_add_ps(w);
       _mm512_store_ps(e[s], w);
     }
-    ValueSums<NS, K>(e, KvRow<K>(rows.v, j0, rows.v_stride), rows.v_stride, vscale, nn, dv, v_ahead,
-                     n_ahead, acc);
+    ValueSums<NS, K>(e, cpu::KvRow<V, K>(rows.v, j0, rows.v_stride), rows.v_stride, vscale, nn, dv,
+                     next.v, next.n, acc);
   }
 }
 
