@@ -286,42 +286,22 @@ void AttendChunk(const float* q, const AttendKeyRows& rows, bool ahead, int64_t 
   }
 }
 
+// AttendChunk with NS = ns for any ns in [1, kMaxNs] (the chunk sizes as template arguments).
+template <int kMaxNs, int KP, int CV, Kv K>
+void AttendChunkOf(int ns, const float* q, const AttendKeyRows& rows, bool ahead, int64_t dk,
+                   int64_t dv, float scale, float* m, float* l, float* acc) {
+  if (ns == kMaxNs) return AttendChunk<kMaxNs, KP, CV, K>(q, rows, ahead, dk, dv, scale, m, l, acc);
+  if constexpr (kMaxNs > 1) {
+    AttendChunkOf<kMaxNs - 1, KP, CV, K>(ns, q, rows, ahead, dk, dv, scale, m, l, acc);
+  }
+}
+
 template <int KP, int CV, Kv K, int kChunk>
 void AttendStates(const float* q, int num_states, const AttendKeyRows& rows, int64_t dk, int64_t dv,
                   float scale, float* m, float* l, float* acc) {
   for (int s = 0; s < num_states; s += kChunk) {
-    const float* qs = q + s * dk;
-    float* as = acc + s * dv;
-    const bool ahead = s == 0;
-    auto run = [&]<int NS>() {
-      AttendChunk<NS, KP, CV, K>(qs, rows, ahead, dk, dv, scale, m + s, l + s, as);
-    };
-    switch (std::min(kChunk, num_states - s)) {
-      case 8:
-        if constexpr (kChunk >= 8) run.template operator()<8>();
-        break;
-      case 7:
-        if constexpr (kChunk >= 7) run.template operator()<7>();
-        break;
-      case 6:
-        if constexpr (kChunk >= 6) run.template operator()<6>();
-        break;
-      case 5:
-        if constexpr (kChunk >= 5) run.template operator()<5>();
-        break;
-      case 4:
-        run.template operator()<4>();
-        break;
-      case 3:
-        run.template operator()<3>();
-        break;
-      case 2:
-        run.template operator()<2>();
-        break;
-      default:
-        run.template operator()<1>();
-        break;
-    }
+    AttendChunkOf<kChunk, KP, CV, K>(std::min(kChunk, num_states - s), q + s * dk, rows, s == 0, dk,
+                                     dv, scale, m + s, l + s, acc + s * dv);
   }
 }
 
