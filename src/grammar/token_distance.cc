@@ -226,7 +226,11 @@ void TokenDistanceBuilder::BuildText(int32_t t) {
   // Nodes from which each carry can be taken by one token.
   const size_t words = (static_cast<size_t>(tt.nodes) + 63) / 64;
   std::vector<std::vector<uint64_t>> can(tt.carries.size(), std::vector<uint64_t>(words, 0));
-  std::vector<std::vector<int32_t>> rev(tt.nodes);              // reversed inside moves
+  // The inside moves reversed, per end state: (from state, characters). A move from node (q, k)
+  // reaches (r, k + chars), the count held at count_cap when there is no maximum; the
+  // breadth-first search below enumerates a node's predecessors from these (a per-node list
+  // would cost a vector and tens of entries for every (state, count): gigabytes for long bounds).
+  std::vector<std::vector<std::pair<int32_t, int16_t>>> into(dfa.num_states());
   std::vector<std::pair<int32_t, std::vector<int16_t>>> moves;  // (end state, distinct chars)
   std::vector<const TextProfile::ExitGroup*> exits;             // groups with a carry
   for (int32_t q = 0; q < dfa.num_states(); ++q) {
@@ -238,9 +242,12 @@ void TokenDistanceBuilder::BuildText(int32_t t) {
       auto it = st.inside_chars.begin() + g.begin, last = st.inside_chars.begin() + g.end;
       for (; it != last; it = std::upper_bound(it, last, *it)) moves.back().second.push_back(*it);
     }
+    for (const auto& [r, counts] : moves)
+      for (int16_t chars : counts) into[r].emplace_back(q, chars);
     exits.clear();
     for (const TextProfile::ExitGroup& g : st.exits)
       if (tt.suffix_carry[g.suffix] >= 0) exits.push_back(&g);
+    if (exits.empty()) continue;
     for (int32_t k = 0; k <= tt.cap; ++k) {
       if (!alive(q, k)) continue;
       const int32_t from = tt.node(q, k);
@@ -252,20 +259,22 @@ void TokenDistanceBuilder::BuildText(int32_t t) {
         if (it == last || *it > hi) continue;
         can[index[tt.suffix_carry[g->suffix]]][from >> 6] |= uint64_t{1} << (from & 63);
       }
-      for (const auto& [r, counts] : moves) {
-        for (int16_t chars : counts) {
-          int32_t k2 = k + chars;
-          if (tr.max_chars < 0) k2 = std::min(k2, tr.count_cap);
-          if (k2 > tt.cap || !alive(r, k2)) continue;
-          rev[tt.node(r, k2)].push_back(from);
-        }
-      }
     }
   }
-  for (auto& r : rev) {
-    std::sort(r.begin(), r.end());
-    r.erase(std::unique(r.begin(), r.end()), r.end());
+  for (auto& v : into) {
+    std::sort(v.begin(), v.end());
+    v.erase(std::unique(v.begin(), v.end()), v.end());
   }
+  // Calls f(from node) for every node with an inside move to node (r, k2).
+  const bool clamps = tr.max_chars < 0;  // counts above count_cap are held at it
+  auto for_each_pred = [&](int32_t r, int32_t k2, auto&& f) {
+    for (const auto& [q, chars] : into[r]) {
+      int32_t k_lo = k2 - chars, k_hi = k2 - chars;
+      if (clamps && k2 == tr.count_cap) k_hi = k2;  // any k with k + chars >= count_cap
+      for (int32_t k = std::max(0, k_lo); k <= std::min(k_hi, tt.cap); ++k)
+        if (alive(q, k)) f(tt.node(q, k));
+    }
+  };
   std::map<std::vector<uint64_t>, int32_t> sigs;
   tt.sig_of.resize(tt.carries.size());
   for (size_t i = 0; i < tt.carries.size(); ++i) {
@@ -286,11 +295,11 @@ void TokenDistanceBuilder::BuildText(int32_t t) {
     while (!queue.empty()) {
       const int32_t n = queue.front();
       queue.pop_front();
-      for (int32_t p : rev[n]) {
-        if (d[p] != kNoEnd) continue;
+      for_each_pred(n / width, n % width, [&](int32_t p) {
+        if (d[p] != kNoEnd) return;
         d[p] = d[n] + 1;
         queue.push_back(p);
-      }
+      });
     }
   }
 }
