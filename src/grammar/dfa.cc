@@ -48,13 +48,16 @@ bool Dfa::has_calls() const {
   return false;
 }
 
-StatusOr<Dfa> Dfa::Determinize(const Nfa& nfa, Nfa::Frag frag, int32_t max_states) {
+StatusOr<Dfa> Dfa::Determinize(const Nfa& nfa, Nfa::Frag frag, int32_t max_states,
+                               int64_t max_work) {
   Dfa d;
+  int64_t work = 0;
   std::vector<uint8_t> seen(nfa.num_states(), 0);
   std::map<std::vector<int32_t>, int32_t> ids;
   std::vector<std::vector<int32_t>> sets;
   auto intern = [&](std::vector<int32_t> set) -> int32_t {
     Close(nfa, &set, &seen);
+    work += static_cast<int64_t>(set.size());
     auto it = ids.find(set);
     if (it != ids.end()) return it->second;
     const int32_t id = d.AddState();
@@ -73,6 +76,9 @@ StatusOr<Dfa> Dfa::Determinize(const Nfa& nfa, Nfa::Frag frag, int32_t max_state
   for (int32_t cur = 0; cur < static_cast<int32_t>(sets.size()); ++cur) {
     if (static_cast<int32_t>(sets.size()) > max_states)
       return ResourceExhausted("automaton has more than %d states", max_states);
+    if (work > max_work)
+      return ResourceExhausted("automaton construction visits more than %lld states",
+                               static_cast<long long>(max_work));
     for (auto& v : by_byte) v.clear();
     std::map<int32_t, std::vector<int32_t>> by_rule;
     for (int32_t s : sets[cur]) {

@@ -16,7 +16,10 @@ namespace mimo {
 class Dfa {
  public:
   // State 0 is the start. Fails with ResourceExhausted when more than max_states are needed.
-  static StatusOr<Dfa> Determinize(const Nfa& nfa, Nfa::Frag frag, int32_t max_states);
+  // ResourceExhausted past max_states, or past max_work automaton states visited in all (the sum
+  // of the subsets' sizes: what the construction costs in time and memory).
+  static StatusOr<Dfa> Determinize(const Nfa& nfa, Nfa::Frag frag, int32_t max_states,
+                                   int64_t max_work = int64_t{1} << 26);
   // Byte strings accepted by both (call-free Dfas only).
   static StatusOr<Dfa> Intersect(const Dfa& a, const Dfa& b, int32_t max_states);
   // Every byte string not accepted (call-free Dfas only).

@@ -25,6 +25,7 @@ struct Grammar::Parts {
 };
 
 StatusOr<std::shared_ptr<const Grammar>> Grammar::Finish(Parts parts) {
+  CompileBudget* budget = parts.builder->budget();
   auto pda = parts.builder->Build(parts.root);
   if (!pda.ok()) return pda.status();
   auto g = std::shared_ptr<Grammar>(new Grammar());
@@ -32,10 +33,12 @@ StatusOr<std::shared_ptr<const Grammar>> Grammar::Finish(Parts parts) {
   g->pda_ = std::move(pda).value();
   g->stats_.compile_ms = MsSince(parts.t0);
   const auto t1 = std::chrono::steady_clock::now();
-  g->masks_ = StateMaskTable::Build(*g->pda_, *g->vocab_);
+  g->masks_ = StateMaskTable::Build(*g->pda_, *g->vocab_, budget);
+  if (g->masks_ == nullptr) return budget->status();
   g->stats_.precompute_ms = MsSince(t1);
   const auto t2 = std::chrono::steady_clock::now();
-  g->distance_ = TokenDistance::Build(*g->pda_, *g->vocab_);
+  g->distance_ = TokenDistance::Build(*g->pda_, *g->vocab_, budget);
+  if (g->distance_ == nullptr) return budget->status();
   g->stats_.distance_ms = MsSince(t2);
   g->stats_.distance_bytes = g->distance_->bytes();
   g->stats_.num_states = g->pda_->num_states();
@@ -45,16 +48,18 @@ StatusOr<std::shared_ptr<const Grammar>> Grammar::Finish(Parts parts) {
   for (int32_t t = 0; t < g->pda_->num_text_rules(); ++t)
     profiles.insert(g->pda_->text_rule(t).profile.get());
   for (const TextProfile* p : profiles) g->stats_.text_profile_bytes += p->bytes();
+  g->stats_.automaton_bytes = g->pda_->bytes();
   return std::shared_ptr<const Grammar>(std::move(g));
 }
 
 StatusOr<std::shared_ptr<const Grammar>> Grammar::FromJsonSchema(
     std::string_view schema_json, std::shared_ptr<const TokenVocabulary> vocab,
-    const GrammarOptions& options) {
+    const GrammarOptions& options, const std::atomic<bool>* cancel) {
   const auto t0 = std::chrono::steady_clock::now();
   SchemaJson schema = SchemaJson::parse(schema_json, nullptr, /*allow_exceptions=*/false);
   if (schema.is_discarded()) return InvalidArgument("JSON schema: not valid JSON");
-  GrammarBuilder builder;
+  CompileBudget budget(options.limits, cancel);
+  GrammarBuilder builder(&budget);
   JsonSchemaCompiler compiler(&builder, vocab, options, /*tool_safe=*/false);
   compiler.SetDocument(&schema);
   const int32_t root = builder.DeclareRule("root");
@@ -65,9 +70,11 @@ StatusOr<std::shared_ptr<const Grammar>> Grammar::FromJsonSchema(
 }
 
 StatusOr<std::shared_ptr<const Grammar>> Grammar::JsonObject(
-    std::shared_ptr<const TokenVocabulary> vocab, const GrammarOptions& options) {
+    std::shared_ptr<const TokenVocabulary> vocab, const GrammarOptions& options,
+    const std::atomic<bool>* cancel) {
   const auto t0 = std::chrono::steady_clock::now();
-  GrammarBuilder builder;
+  CompileBudget budget(options.limits, cancel);
+  GrammarBuilder builder(&budget);
   JsonSchemaCompiler compiler(&builder, vocab, options, /*tool_safe=*/false);
   const int32_t root = builder.DeclareRule("root");
   builder.DefineRule(root, builder.nfa().CallRule(compiler.AnyObjectRule()));
@@ -76,9 +83,11 @@ StatusOr<std::shared_ptr<const Grammar>> Grammar::JsonObject(
 
 StatusOr<std::shared_ptr<const Grammar>> Grammar::ToolCalls(
     std::string_view tools_json, const std::string& only_function, bool parallel,
-    std::shared_ptr<const TokenVocabulary> vocab, const GrammarOptions& options) {
+    std::shared_ptr<const TokenVocabulary> vocab, const GrammarOptions& options,
+    const std::atomic<bool>* cancel) {
   const auto t0 = std::chrono::steady_clock::now();
-  GrammarBuilder builder;
+  CompileBudget budget(options.limits, cancel);
+  GrammarBuilder builder(&budget);
   auto root = ToolCallGrammar::Compile(tools_json, only_function, parallel, vocab, options,
                                        &builder);
   if (!root.ok()) return root.status();

@@ -3,6 +3,7 @@
 // cheap. GrammarMatcher runs it for one request.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -21,19 +22,23 @@ namespace mimo {
 class Grammar {
  public:
   // InvalidArgument for a malformed or unsatisfiable schema, Unimplemented naming an unsupported
-  // feature (e.g. "JSON schema: 'patternProperties' is not supported (at /properties/a)").
+  // feature (e.g. "JSON schema: 'patternProperties' is not supported (at /properties/a)"),
+  // ResourceExhausted when the compile would cross options.limits (compile_budget.h) or
+  // `cancel` was set (IsCancelledCompile).
   static StatusOr<std::shared_ptr<const Grammar>> FromJsonSchema(
       std::string_view schema_json, std::shared_ptr<const TokenVocabulary> vocab,
-      const GrammarOptions& options = {});
+      const GrammarOptions& options = {}, const std::atomic<bool>* cancel = nullptr);
   // Any JSON object (response_format json_object).
   static StatusOr<std::shared_ptr<const Grammar>> JsonObject(
-      std::shared_ptr<const TokenVocabulary> vocab, const GrammarOptions& options = {});
+      std::shared_ptr<const TokenVocabulary> vocab, const GrammarOptions& options = {},
+      const std::atomic<bool>* cancel = nullptr);
   // The `mimo` tool-call format for an OpenAI `tools` array (see tool_call_grammar.h).
   // only_function: "" = any tool (tool_choice "required"), else that one (named tool_choice).
   // parallel: one or more blocks, else exactly one.
   static StatusOr<std::shared_ptr<const Grammar>> ToolCalls(
       std::string_view tools_json, const std::string& only_function, bool parallel,
-      std::shared_ptr<const TokenVocabulary> vocab, const GrammarOptions& options = {});
+      std::shared_ptr<const TokenVocabulary> vocab, const GrammarOptions& options = {},
+      const std::atomic<bool>* cancel = nullptr);
 
   const TokenVocabulary& vocab() const { return *vocab_; }
   const std::shared_ptr<const TokenVocabulary>& vocab_ptr() const { return vocab_; }
@@ -50,7 +55,14 @@ class Grammar {
     size_t mask_table_bytes = 0;
     size_t text_profile_bytes = 0;  // profiles of this grammar's strings (shared ones included)
     size_t distance_bytes = 0;
+    size_t automaton_bytes = 0;  // the pushdown automaton (with its text rules' tables)
   };
+  // Memory this grammar holds (what a cache of grammars counts): its automaton, masks,
+  // distances and string profiles (shared ones included).
+  size_t bytes() const {
+    return stats_.automaton_bytes + stats_.mask_table_bytes + stats_.distance_bytes +
+           stats_.text_profile_bytes;
+  }
   const Stats& stats() const { return stats_; }
 
  private:

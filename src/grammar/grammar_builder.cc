@@ -15,6 +15,10 @@ constexpr int32_t kMaxBoundedLength = 4096;
 
 }  // namespace
 
+GrammarBuilder::GrammarBuilder(CompileBudget* budget) : budget_(budget) {
+  if (budget_ != nullptr) nfa_.set_max_states(budget_->limits().max_nfa_states);
+}
+
 int32_t GrammarBuilder::DeclareRule(std::string name) {
   rules_.push_back({std::move(name), {}, false, -1});
   return static_cast<int32_t>(rules_.size() - 1);
@@ -52,6 +56,10 @@ StatusOr<int32_t> GrammarBuilder::AddTextRule(std::string name, std::shared_ptr<
 }
 
 StatusOr<std::shared_ptr<const PushdownAutomaton>> GrammarBuilder::Build(int32_t root) {
+  if (budget_ != nullptr) {
+    if (nfa_.full()) MIMO_RETURN_IF_ERROR(budget_->ChargeNfaStates(nfa_.wanted()));
+    MIMO_RETURN_IF_ERROR(budget_->Check());  // a string's profile may have used it up
+  }
   auto pda = std::make_shared<PushdownAutomaton>();
   pda->root_ = root;
   std::vector<Dfa> dfas(rules_.size());
@@ -67,6 +75,7 @@ StatusOr<std::shared_ptr<const PushdownAutomaton>> GrammarBuilder::Build(int32_t
       if (!d.ok()) return Unimplemented("grammar rule %s is too large (%s)", def.name.c_str(),
                                         d.status().message().c_str());
       dfas[r] = d->Trimmed();
+      if (budget_ != nullptr) MIMO_RETURN_IF_ERROR(budget_->ChargeStates(dfas[r].num_states()));
       pr.start = pda->num_states();
       pda->states_.resize(pda->states_.size() + dfas[r].num_states());
     }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "grammar/compile_budget.h"
 #include "grammar/nfa.h"
 #include "grammar/pushdown_automaton.h"
 
@@ -17,7 +18,11 @@ namespace mimo {
 // Single-use, not thread-safe.
 class GrammarBuilder {
  public:
+  // `budget` (may be null: unlimited) bounds the automaton and is charged by Build; it must
+  // outlive the builder.
+  explicit GrammarBuilder(CompileBudget* budget = nullptr);
   Nfa& nfa() { return nfa_; }
+  CompileBudget* budget() const { return budget_; }
   // A rule id usable in calls before its body is known (recursion).
   int32_t DeclareRule(std::string name);
   void DefineRule(int32_t rule, Nfa::Frag body);
@@ -40,6 +45,7 @@ class GrammarBuilder {
   Status CheckLeftRecursion(const PushdownAutomaton& pda) const;
   static void ComputeFollow(PushdownAutomaton* pda);
 
+  CompileBudget* budget_;
   Nfa nfa_;
   std::vector<RuleDef> rules_;
   std::vector<PdaTextRule> texts_;

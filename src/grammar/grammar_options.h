@@ -1,6 +1,10 @@
 // GrammarOptions: choices that shape a compiled grammar beyond the schema itself.
 #pragma once
 
+#include <cstdint>
+
+#include "grammar/compile_budget.h"
+
 namespace mimo {
 
 struct GrammarOptions {
@@ -15,6 +19,12 @@ struct GrammarOptions {
   // pattern or format only where some string within the bound matches it): a guard for weak or
   // random-weight models, which may otherwise never close a string. -1: none.
   int32_t max_string_length = -1;
+  // The most characters a string can have in any output (the context's tokens x the longest
+  // token's characters; -1: unknown). A minLength above it can never be met (refused as
+  // unsatisfiable); a maxLength above it can never bind (dropped), so neither sizes a table.
+  int64_t max_text_chars = -1;
+  // What one compile may spend (compile_budget.h); not part of the grammar's identity.
+  GrammarLimits limits{};
 };
 
 }  // namespace mimo

@@ -21,6 +21,8 @@ namespace {
 
 constexpr int kMaxDepth = 200;
 constexpr int32_t kMaxValueStates = 20000;
+constexpr int32_t kMaxPatternStates = 100000;  // NFA states of one pattern before determinizing
+constexpr int64_t kMaxPatternWork = int64_t{1} << 24;  // NFA states visited determinizing it
 
 std::string Where(const std::string& path) {
   return path.empty() ? "at the schema root" : "at " + path;
@@ -313,6 +315,8 @@ StatusOr<Nfa::Frag> JsonSchemaCompiler::RefCall(const std::string& ref, const st
 }
 
 StatusOr<Nfa::Frag> JsonSchemaCompiler::Value(const SchemaJson& s, const std::string& path) {
+  if (CompileBudget* b = b_->budget(); b != nullptr) MIMO_RETURN_IF_ERROR(b->Check());
+  if (nfa().full() && b_->budget() != nullptr) return b_->budget()->ChargeNfaStates(nfa().wanted());
   if (s.is_boolean()) {
     if (s.get<bool>()) return nfa().CallRule(AnyValueRule());
     return InvalidArgument("JSON schema: the schema 'false' (%s) can never be satisfied",
@@ -509,6 +513,21 @@ StatusOr<std::optional<Dfa>> JsonSchemaCompiler::StringValueDfa(const SchemaJson
   }
   if (max_len >= 0 && min_len > max_len)
     return InvalidArgument("JSON schema: minLength > maxLength (%s)", Where(path).c_str());
+  if (min_out != nullptr) {
+    // A bound no output can reach is decided before anything is sized from it: a minLength
+    // above options_.max_text_chars can never be met, a maxLength above it can never bind.
+    // What is left fits an int32 counter (the tables it sizes are budgeted).
+    const int64_t fit = options_.max_text_chars;
+    if (fit >= 0 && min_len > fit)
+      return InvalidArgument("JSON schema: minLength %lld can never be met: at most %lld "
+                             "characters fit in an output of this server's context (%s)",
+                             static_cast<long long>(min_len), static_cast<long long>(fit),
+                             Where(path).c_str());
+    if (fit >= 0 && max_len > fit) max_len = -1;
+    constexpr int64_t kCounter = int64_t{1} << 30;
+    *min_out = static_cast<int32_t>(std::min(min_len, kCounter));
+    *max_out = max_len < 0 ? -1 : static_cast<int32_t>(std::min(max_len, kCounter));
+  }
   std::vector<std::string> patterns;
   if (s.contains("pattern")) {
     if (!s["pattern"].is_string())
@@ -527,13 +546,24 @@ StatusOr<std::optional<Dfa>> JsonSchemaCompiler::StringValueDfa(const SchemaJson
   std::optional<Dfa> v;
   for (const std::string& p : patterns) {
     Nfa n;
+    n.set_max_states(kMaxPatternStates);
     RegexParser::LengthBounds relaxed;
     auto frag = RegexParser::Compile(p, &n, min_out != nullptr ? &relaxed : nullptr);
     if (!frag.ok()) return Status(frag.status().code(),
                                   frag.status().message() + " (" + Where(path) + ")");
-    auto d = Dfa::Determinize(n, *frag, kMaxValueStates);
-    if (!d.ok()) return Unimplemented("JSON schema: 'pattern' is too complex (%s)",
-                                      Where(path).c_str());
+    if (n.full())
+      return ResourceExhausted("JSON schema: 'pattern' expands to more than %d automaton states "
+                               "(repetitions multiply: (x{100}){100} is 10000 copies of x); "
+                               "simplify it (%s)",
+                               kMaxPatternStates, Where(path).c_str());
+    // The value automaton has about as many states as the string's text automaton, whose
+    // profile the budget counts: bounded by the same number.
+    const int32_t max_states = static_cast<int32_t>(
+        std::min<int64_t>(kMaxValueStates, options_.limits.max_text_states));
+    auto d = Dfa::Determinize(n, *frag, max_states, kMaxPatternWork);
+    if (!d.ok())
+      return ResourceExhausted("JSON schema: 'pattern' is too complex: its %s (%s)",
+                               d.status().message().c_str(), Where(path).c_str());
     if (min_out != nullptr) {
       *min_out = std::max(*min_out, relaxed.min);
       if (relaxed.max >= 0) *max_out = *max_out < 0 ? relaxed.max : std::min(*max_out, relaxed.max);
@@ -560,7 +590,7 @@ int32_t JsonSchemaCompiler::AnyStringRule(int32_t min_chars, int32_t max_chars) 
   auto it = string_rules_.find({min_chars, max_chars});
   if (it != string_rules_.end()) return it->second;
   auto dfa = TextDfa::AnyJsonString(tool_safe_);
-  auto profile = vocab_->ProfileFor(*dfa);
+  auto profile = vocab_->ProfileFor(*dfa, b_->budget());
   auto r = b_->AddTextRule("string", dfa, profile, min_chars, max_chars);
   MIMO_CHECK(r.ok(), "%s", r.status().message().c_str());  // counts freely: cannot fail
   string_rules_[{min_chars, max_chars}] = *r;
@@ -569,20 +599,13 @@ int32_t JsonSchemaCompiler::AnyStringRule(int32_t min_chars, int32_t max_chars) 
 
 namespace {
 
-// Character bounds of a string schema (validated by StringValueDfa), clamped for counters.
-void LengthBounds(const SchemaJson& s, int32_t* min_len, int32_t* max_len) {
-  *min_len = 0;
-  *max_len = -1;
-  if (s.contains("minLength")) *min_len = static_cast<int32_t>(std::min(s["minLength"].get<double>(), 1e7));
-  if (s.contains("maxLength")) *max_len = static_cast<int32_t>(std::min(s["maxLength"].get<double>(), 1e7));
-}
-
 }  // namespace
+
 
 StatusOr<int32_t> JsonSchemaCompiler::GuardedTextRule(const std::string& name,
                                                       std::shared_ptr<const TextDfa> text,
                                                       int32_t min_len, int32_t max_len) {
-  auto profile = vocab_->ProfileFor(*text);
+  auto profile = vocab_->ProfileFor(*text, b_->budget());
   if (max_len < 0 && options_.max_string_length >= 0) {  // the guard, where it can be met
     auto rule = b_->AddTextRule(name, text, profile, min_len,
                                 std::max(options_.max_string_length, min_len));
@@ -592,8 +615,7 @@ StatusOr<int32_t> JsonSchemaCompiler::GuardedTextRule(const std::string& name,
 }
 
 StatusOr<Nfa::Frag> JsonSchemaCompiler::String(const SchemaJson& s, const std::string& path) {
-  int32_t min_len, max_len;
-  LengthBounds(s, &min_len, &max_len);
+  int32_t min_len = 0, max_len = -1;
   auto value = StringValueDfa(s, path, &min_len, &max_len);
   if (!value.ok()) return value.status();
   if (!value->has_value()) {

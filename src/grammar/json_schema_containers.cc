@@ -286,7 +286,7 @@ int32_t JsonSchemaCompiler::AnyRawRule(std::string_view terminator, int32_t min_
   if (it != raw_rules_.end()) return it->second;
   const std::string term(terminator);
   auto dfa = TextDfa::AnyRawValue(term);
-  auto r = b_->AddTextRule("raw string", dfa, vocab_->ProfileFor(*dfa), min_chars, max_chars);
+  auto r = b_->AddTextRule("raw string", dfa, vocab_->ProfileFor(*dfa, b_->budget()), min_chars, max_chars);
   MIMO_CHECK(r.ok(), "%s", r.status().message().c_str());  // counts freely: cannot fail
   raw_rules_[key] = *r;
   return *r;
@@ -296,6 +296,8 @@ int32_t JsonSchemaCompiler::AnyRawRule(std::string_view terminator, int32_t min_
 StatusOr<Nfa::Frag> JsonSchemaCompiler::RawString(const SchemaJson& s0, const std::string& path,
                                                   std::string_view terminator) {
   Nfa& n = nfa();
+  if (CompileBudget* b = b_->budget(); b != nullptr) MIMO_RETURN_IF_ERROR(b->Check());
+  if (n.full() && b_->budget() != nullptr) return b_->budget()->ChargeNfaStates(n.wanted());
   auto d = Deref(&s0, path);
   if (!d.ok()) return d.status();
   const SchemaJson& s = **d;
@@ -377,10 +379,6 @@ StatusOr<Nfa::Frag> JsonSchemaCompiler::RawString(const SchemaJson& s0, const st
     return n.Alt(alts);
   }
   int32_t min_len = 0, max_len = -1;
-  if (s.contains("minLength") && s["minLength"].is_number())
-    min_len = static_cast<int32_t>(std::min(s["minLength"].get<double>(), 1e7));
-  if (s.contains("maxLength") && s["maxLength"].is_number())
-    max_len = static_cast<int32_t>(std::min(s["maxLength"].get<double>(), 1e7));
   auto value = StringValueDfa(s, path, &min_len, &max_len);
   if (!value.ok()) return value.status();
   if (!value->has_value()) {

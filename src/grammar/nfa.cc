@@ -30,6 +30,10 @@ void EncodeUtf8(uint32_t cp, uint8_t* out) {
 }  // namespace
 
 int32_t Nfa::AddState() {
+  if (max_states_ >= 0 && static_cast<int64_t>(states_.size()) >= max_states_) {
+    full_ = true;
+    wanted_ = std::max<int64_t>(wanted_, static_cast<int64_t>(states_.size()) + 1);
+  }
   states_.emplace_back();
   return static_cast<int32_t>(states_.size() - 1);
 }
@@ -54,6 +58,7 @@ Nfa::Frag Nfa::Literal(std::string_view bytes) {
   const int32_t s = AddState();
   int32_t cur = s;
   for (char c : bytes) {
+    if (full()) break;  // the compile fails on full(); stop growing
     const int32_t n = AddState();
     AddRange(cur, static_cast<uint8_t>(c), static_cast<uint8_t>(c), n);
     cur = n;
@@ -176,12 +181,30 @@ Nfa::Frag Nfa::Opt(Frag f) {
 
 Nfa::Frag Nfa::Repeat(const std::function<Frag()>& make, int min, int max) {
   Frag out = Empty();
-  for (int i = 0; i < min; ++i) out = Seq(out, make());
-  if (max < 0) return Seq(out, Star(make()));
+  const int64_t copies = max < 0 ? int64_t{min} + 1 : std::max(min, max);
+  if (copies == 0) return out;
+  // Every copy costs what the first did (a nested repetition multiplies): checked against the
+  // limit before the others are built.
+  const int64_t before = num_states();
+  const Frag first = make();
+  const int64_t need = before + (num_states() - before) * copies;
+  if (max_states_ >= 0 && need > max_states_) {
+    full_ = true;
+    wanted_ = std::max(wanted_, need);
+    return out;
+  }
+  bool first_unused = true;
+  auto copy = [&] {
+    if (!first_unused) return make();
+    first_unused = false;
+    return first;
+  };
+  for (int i = 0; i < min; ++i) out = Seq(out, copy());
+  if (max < 0) return Seq(out, Star(copy()));
   // Optional tail (x (x (x)?)?)? built inside out.
   if (max > min) {
-    Frag tail = Opt(make());
-    for (int i = min + 1; i < max; ++i) tail = Opt(Seq(make(), tail));
+    Frag tail = Opt(copy());
+    for (int i = min + 1; i < max; ++i) tail = Opt(Seq(copy(), tail));
     out = Seq(out, tail);
   }
   return out;

@@ -44,6 +44,12 @@ class Nfa {
   State& state(int32_t s) { return states_[s]; }
   const State& state(int32_t s) const { return states_[s]; }
   int32_t num_states() const { return static_cast<int32_t>(states_.size()); }
+  // A bound on the states (-1: none). Past it the automaton is `full()`: Repeat builds no more
+  // copies (it checks copies x the first copy's size first, so nested repetitions are caught
+  // as a product before they are built), Literal stops, and the owner refuses the result.
+  void set_max_states(int64_t n) { max_states_ = n; }
+  bool full() const { return full_; }
+  int64_t wanted() const { return wanted_; }  // states the refused construction needed
 
   Frag Empty();
   Frag Bytes(uint8_t lo, uint8_t hi);
@@ -66,6 +72,9 @@ class Nfa {
   void AddUtf8Range(int32_t from, int32_t to, uint32_t lo, uint32_t hi);
 
   std::vector<State> states_;
+  int64_t max_states_ = -1;
+  bool full_ = false;
+  int64_t wanted_ = 0;
 };
 
 }  // namespace mimo

@@ -109,6 +109,14 @@ class PushdownAutomaton {
     }
     return -1;
   }
+  // Memory held: states, rules, edges, and the text rules' alive tables and automata.
+  size_t bytes() const {
+    size_t b = states_.size() * sizeof(PdaState) + rules_.size() * sizeof(PdaRule) +
+               ranges_.size() * sizeof(PdaRange) + calls_.size() * sizeof(PdaCall);
+    for (const PdaRule& r : rules_) b += r.name.size();
+    for (const PdaTextRule& t : text_rules_) b += sizeof(PdaTextRule) + t.alive.size() + t.dfa->bytes();
+    return b;
+  }
 
  private:
   friend class GrammarBuilder;

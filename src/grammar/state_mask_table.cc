@@ -75,7 +75,8 @@ void BuildEntry(const PushdownAutomaton& pda, const TokenVocabulary& vocab, int3
 }  // namespace
 
 std::unique_ptr<StateMaskTable> StateMaskTable::Build(const PushdownAutomaton& pda,
-                                                      const TokenVocabulary& vocab) {
+                                                      const TokenVocabulary& vocab,
+                                                      CompileBudget* budget) {
   auto t = std::make_unique<StateMaskTable>();
   t->index_.assign(pda.num_states(), 0);
   t->entries_.emplace_back();
@@ -88,6 +89,12 @@ std::unique_ptr<StateMaskTable> StateMaskTable::Build(const PushdownAutomaton& p
     t->index_[s] = static_cast<int32_t>(t->entries_.size());
     t->entries_.emplace_back();
     BuildEntry(pda, vocab, s, &arena, &levels, &marks, &t->entries_.back());
+    if (budget != nullptr) {
+      const Entry& e = t->entries_.back();
+      const size_t b = (e.accept_bits.size() + e.accept_ids.size() + e.uncertain.size()) * 4;
+      if (!budget->ChargeBytes(static_cast<int64_t>(b)).ok() || !budget->Check().ok())
+        return nullptr;
+    }
   }
   return t;
 }

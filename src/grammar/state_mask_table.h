@@ -10,6 +10,7 @@
 #include <memory>
 #include <vector>
 
+#include "grammar/compile_budget.h"
 #include "grammar/pushdown_automaton.h"
 #include "grammar/token_vocabulary.h"
 
@@ -18,8 +19,10 @@ namespace mimo {
 // Immutable after Build; shared by all matchers of a grammar.
 class StateMaskTable {
  public:
+  // Null when the budget ran out part-way (its status says why).
   static std::unique_ptr<StateMaskTable> Build(const PushdownAutomaton& pda,
-                                               const TokenVocabulary& vocab);
+                                               const TokenVocabulary& vocab,
+                                               CompileBudget* budget = nullptr);
 
   struct Entry {
     std::vector<uint32_t> accept_bits;  // [mask words] when the set is large, else empty

@@ -49,6 +49,9 @@ class TextDfa {
   // Fewest bytes from q to `end` (ignoring length constraints).
   int32_t bytes_to_end(int32_t q) const { return bytes_to_end_[q]; }
   int16_t max_pending() const { return max_pending_; }
+  size_t bytes() const {  // memory held
+    return next_.size() * 4 + starts_.size() + pending_.size() * 2 + bytes_to_end_.size() * 4;
+  }
   // Equal for equal languages built the same way (minimal, breadth-first numbered): the key
   // of cached profiles.
   std::string Fingerprint() const;

@@ -26,7 +26,7 @@ void SortByCount(std::vector<std::pair<int16_t, int32_t>>* v) {
 }  // namespace
 
 std::shared_ptr<const TextProfile> TextProfile::Build(const TextDfa& dfa, const TokenTrie& trie,
-                                                      int32_t vocab_size) {
+                                                      int32_t vocab_size, CompileBudget* budget) {
   auto p = std::make_shared<TextProfile>();
   p->words_ = (vocab_size + 31) / 32;
   p->suffixes_.push_back("");
@@ -47,8 +47,15 @@ std::shared_ptr<const TextProfile> TextProfile::Build(const TextDfa& dfa, const 
   std::vector<std::vector<std::pair<int16_t, int32_t>>> inside(num_states);  // by end state
   std::string path;
   std::vector<int32_t> built;
+  size_t charged = 0;  // bytes of the states built so far, charged to the budget
   for (int32_t q = 0; q < num_states; ++q) {
     if (q == dfa.end()) continue;
+    if (budget != nullptr) {
+      const size_t b = p->bytes();
+      if (!budget->ChargeBytes(static_cast<int64_t>(b - charged)).ok() || !budget->Check().ok())
+        return nullptr;
+      charged = b;
+    }
     StateTokens& st = p->states_[q];
     for (auto& v : inside) v.clear();
     std::map<int32_t, std::vector<std::pair<int16_t, int32_t>>> exits;  // suffix -> (value, id)
@@ -127,6 +134,8 @@ std::shared_ptr<const TextProfile> TextProfile::Build(const TextDfa& dfa, const 
   for (size_t i = 1; i < p->suffixes_.size(); ++i)
     entries.emplace_back(static_cast<int32_t>(i), p->suffixes_[i]);
   p->suffix_trie_ = TokenTrie::Build(std::move(entries));
+  if (budget != nullptr && !budget->ChargeBytes(static_cast<int64_t>(p->bytes() - charged)).ok())
+    return nullptr;
   return p;
 }
 

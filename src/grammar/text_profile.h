@@ -14,6 +14,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "grammar/compile_budget.h"
 #include "grammar/text_dfa.h"
 #include "grammar/token_trie.h"
 
@@ -24,8 +25,10 @@ inline void SetBit(uint32_t* mask, int32_t id) { mask[id >> 5] |= 1u << (id & 31
 // Immutable; shared between grammars and threads.
 class TextProfile {
  public:
+  // Null when the budget ran out part-way (its status says why).
   static std::shared_ptr<const TextProfile> Build(const TextDfa& dfa, const TokenTrie& trie,
-                                                  int32_t vocab_size);
+                                                  int32_t vocab_size,
+                                                  CompileBudget* budget = nullptr);
 
   // Tokens staying inside and ending in one state.
   struct InsideGroup {

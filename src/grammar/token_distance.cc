@@ -106,8 +106,8 @@ size_t TokenDistance::bytes() const {
 class TokenDistanceBuilder {
  public:
   TokenDistanceBuilder(const PushdownAutomaton& pda, const TokenVocabulary& vocab,
-                       TokenDistance* out)
-      : pda_(pda), vocab_(vocab), out_(out), arena_(&pda) {
+                       TokenDistance* out, CompileBudget* budget)
+      : pda_(pda), vocab_(vocab), out_(out), budget_(budget), arena_(&pda) {
     out_->carries_.push_back("");
     carry_ids_.emplace("", 0);
     levels_.resize(vocab.trie().max_depth() + 2);
@@ -150,6 +150,7 @@ class TokenDistanceBuilder {
   const PushdownAutomaton& pda_;
   const TokenVocabulary& vocab_;
   TokenDistance* out_;
+  CompileBudget* budget_;  // null: unlimited
   StackArena arena_;
   std::vector<StackSet> levels_;
   std::vector<size_t> marks_;
@@ -209,6 +210,10 @@ void TokenDistanceBuilder::BuildText(int32_t t) {
   TokenDistance::TextTable& tt = out_->texts_[t];
   tt.cap = tr.max_chars >= 0 ? tr.max_chars + dfa.max_pending() : tr.count_cap;
   const int32_t width = tt.cap + 1;
+  // The table has a node per (state, count): charged before anything is sized from it.
+  if (budget_ != nullptr &&
+      !budget_->ChargeTextNodes(static_cast<int64_t>(dfa.num_states()) * width).ok())
+    return;
   tt.nodes = dfa.num_states() * width;
   tt.suffix_carry.assign(prof.num_suffixes(), -1);
   tt.suffix_carry[0] = 0;
@@ -223,9 +228,13 @@ void TokenDistanceBuilder::BuildText(int32_t t) {
   std::unordered_map<int32_t, int32_t> index;  // carry id -> position in tt.carries
   for (size_t i = 0; i < tt.carries.size(); ++i) index[tt.carries[i]] = static_cast<int32_t>(i);
   auto alive = [&](int32_t q, int32_t k) { return q != dfa.end() && tr.Alive(q, k); };
-  // Nodes from which each carry can be taken by one token.
-  const size_t words = (static_cast<size_t>(tt.nodes) + 63) / 64;
-  std::vector<std::vector<uint64_t>> can(tt.carries.size(), std::vector<uint64_t>(words, 0));
+  // Nodes from which each carry can be taken by one token, as increasing disjoint ranges of
+  // node ids: from (q, k) a token of an exit group adding v characters leaves within the bounds
+  // when min_chars <= k + v <= max_chars, so per state a carry's counts are a union of intervals
+  // (a bitset per carry would cost carries x nodes bits: 250 MB for Claude Code's tools).
+  using Ranges = std::vector<std::pair<int32_t, int32_t>>;
+  std::vector<Ranges> can(tt.carries.size());
+  std::map<int32_t, Ranges> counts;  // carry position -> intervals of k, for one state
   // The inside moves reversed, per end state: (from state, characters). A move from node (q, k)
   // reaches (r, k + chars), the count held at count_cap when there is no maximum; the
   // breadth-first search below enumerates a node's predecessors from these (a per-node list
@@ -248,16 +257,42 @@ void TokenDistanceBuilder::BuildText(int32_t t) {
     for (const TextProfile::ExitGroup& g : st.exits)
       if (tt.suffix_carry[g.suffix] >= 0) exits.push_back(&g);
     if (exits.empty()) continue;
-    for (int32_t k = 0; k <= tt.cap; ++k) {
-      if (!alive(q, k)) continue;
-      const int32_t from = tt.node(q, k);
-      const int lo = tr.min_chars - k;
-      const int hi = tr.max_chars >= 0 ? tr.max_chars - k : 1 << 30;
-      for (const TextProfile::ExitGroup* g : exits) {
-        auto first = st.exit_value.begin() + g->begin, last = st.exit_value.begin() + g->end;
-        auto it = std::lower_bound(first, last, lo);
-        if (it == last || *it > hi) continue;
-        can[index[tt.suffix_carry[g->suffix]]][from >> 6] |= uint64_t{1} << (from & 63);
+    counts.clear();
+    for (const TextProfile::ExitGroup* g : exits) {
+      Ranges& ks = counts[index[tt.suffix_carry[g->suffix]]];
+      auto it = st.exit_value.begin() + g->begin, last = st.exit_value.begin() + g->end;
+      for (; it != last; it = std::upper_bound(it, last, *it)) {
+        const int64_t lo = std::max<int64_t>(0, int64_t{tr.min_chars} - *it);
+        const int64_t hi =
+            tr.max_chars >= 0 ? std::min<int64_t>(tt.cap, int64_t{tr.max_chars} - *it) : tt.cap;
+        if (lo <= hi) ks.emplace_back(static_cast<int32_t>(lo), static_cast<int32_t>(hi));
+      }
+    }
+    for (auto& [c, ks] : counts) {
+      std::sort(ks.begin(), ks.end());
+      Ranges merged;
+      for (const auto& [lo, hi] : ks) {
+        if (!merged.empty() && lo <= merged.back().second + 1) {
+          merged.back().second = std::max(merged.back().second, hi);
+        } else {
+          merged.emplace_back(lo, hi);
+        }
+      }
+      // Only the nodes that can still complete (a node not alive is in no table).
+      for (const auto& [lo, hi] : merged) {
+        if (tr.alive.empty()) {
+          const int32_t top = tr.max_chars < 0 ? hi : std::min(hi, tr.max_chars + dfa.pending(q));
+          if (lo <= top) can[c].emplace_back(tt.node(q, lo), tt.node(q, top));
+          continue;
+        }
+        for (int32_t k = lo; k <= hi; ++k) {
+          if (!alive(q, k)) continue;
+          if (!can[c].empty() && can[c].back().second == tt.node(q, k) - 1) {
+            ++can[c].back().second;
+          } else {
+            can[c].emplace_back(tt.node(q, k), tt.node(q, k));
+          }
+        }
       }
     }
   }
@@ -275,19 +310,23 @@ void TokenDistanceBuilder::BuildText(int32_t t) {
         if (alive(q, k)) f(tt.node(q, k));
     }
   };
-  std::map<std::vector<uint64_t>, int32_t> sigs;
+  std::map<Ranges, int32_t> sigs;
   tt.sig_of.resize(tt.carries.size());
   for (size_t i = 0; i < tt.carries.size(); ++i) {
     auto [it, fresh] = sigs.emplace(can[i], static_cast<int32_t>(sigs.size()));
     tt.sig_of[i] = it->second;
   }
   tt.num_sigs = static_cast<int32_t>(sigs.size());
+  if (budget_ != nullptr &&
+      !budget_->ChargeBytes(static_cast<int64_t>(tt.num_sigs) * tt.nodes * 4).ok())
+    return;
   tt.dist.assign(static_cast<size_t>(tt.num_sigs) * tt.nodes, kNoEnd);
   std::deque<int32_t> queue;
-  for (const auto& [bits, sig] : sigs) {
+  for (const auto& [ranges, sig] : sigs) {
+    if (budget_ != nullptr && !budget_->Check().ok()) return;
     int32_t* d = tt.dist.data() + static_cast<size_t>(sig) * tt.nodes;
-    for (int32_t n = 0; n < tt.nodes; ++n) {
-      if ((bits[n >> 6] >> (n & 63)) & 1) {
+    for (const auto& [lo, hi] : ranges) {
+      for (int32_t n = lo; n <= hi; ++n) {
         d[n] = 0;
         queue.push_back(n);
       }
@@ -522,10 +561,15 @@ void TokenDistanceBuilder::Run() {
   out_->group_range_.assign(n, {0, 0});
   out_->texts_.resize(pda_.num_text_rules());
   closure_.assign(n, {});
-  for (int32_t t = 0; t < pda_.num_text_rules(); ++t) BuildText(t);
+  auto stopped = [&] { return budget_ != nullptr && !budget_->Check().ok(); };
+  for (int32_t t = 0; t < pda_.num_text_rules(); ++t) {
+    BuildText(t);
+    if (stopped()) return;
+  }
   for (int32_t s = 0; s < n; ++s) {
     const PdaState& st = pda_.state(s);
     if (st.text >= 0) continue;
+    if (stopped()) return;
     arena_.Truncate(0);
     StackSet set;
     arena_.Close(arena_.Make(s, 0, -1), &set);
@@ -542,6 +586,7 @@ void TokenDistanceBuilder::Run() {
     if (st.consumes) WalkState(s);
   }
   while (Sweep() && ++out_->sweeps_ < kMaxSweeps) {
+    if (stopped()) return;
   }
   ++out_->sweeps_;
   for (size_t g = 0; g < out_->groups_.size(); ++g)
@@ -560,9 +605,15 @@ void TokenDistanceBuilder::Run() {
 }
 
 std::unique_ptr<TokenDistance> TokenDistance::Build(const PushdownAutomaton& pda,
-                                                    const TokenVocabulary& vocab) {
+                                                    const TokenVocabulary& vocab,
+                                                    CompileBudget* budget) {
   auto d = std::unique_ptr<TokenDistance>(new TokenDistance());
-  TokenDistanceBuilder(pda, vocab, d.get()).Run();
+  TokenDistanceBuilder(pda, vocab, d.get(), budget).Run();
+  if (budget == nullptr) return d;
+  size_t tables = 0;  // the text tables' distances, charged as they were sized
+  for (const TextTable& t : d->texts_) tables += t.dist.size() * sizeof(int32_t);
+  if (!budget->ok() || !budget->ChargeBytes(static_cast<int64_t>(d->bytes() - tables)).ok())
+    return nullptr;
   return d;
 }
 

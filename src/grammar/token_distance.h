@@ -36,6 +36,7 @@
 #include <string_view>
 #include <vector>
 
+#include "grammar/compile_budget.h"
 #include "grammar/pushdown_automaton.h"
 #include "grammar/token_vocabulary.h"
 
@@ -53,8 +54,10 @@ using CostMap = std::vector<CarryCost>;  // sorted by carry, one entry per carry
 // Immutable after Build; shared by all matchers of a grammar.
 class TokenDistance {
  public:
+  // Null when the budget ran out part-way (its status says why).
   static std::unique_ptr<TokenDistance> Build(const PushdownAutomaton& pda,
-                                              const TokenVocabulary& vocab);
+                                              const TokenVocabulary& vocab,
+                                              CompileBudget* budget = nullptr);
 
   // General state: the frame's exits after at least one token.
   const CostMap& Exit(int32_t state) const { return exit_[state]; }

@@ -50,22 +50,31 @@ void TokenVocabulary::BuildTrie() {
   for (size_t i = 0; i < ids.size(); ++i) rank_[ids[i]] = static_cast<int32_t>(i);
 }
 
-std::shared_ptr<const TextProfile> TokenVocabulary::ProfileFor(const TextDfa& dfa) const {
+std::shared_ptr<const TextProfile> TokenVocabulary::ProfileFor(const TextDfa& dfa,
+                                                               CompileBudget* budget) const {
   std::string key = dfa.Fingerprint();
   {
     std::lock_guard<std::mutex> lock(profiles_mu_);
     auto it = profiles_.find(key);
     if (it != profiles_.end()) return it->second;
   }
+  if (budget != nullptr && !budget->ChargeTextStates(dfa.num_states()).ok()) return nullptr;
   // Built outside the lock: compiles on other threads are not held up (two threads may build
   // the same profile once each; the first stored wins).
-  auto built = TextProfile::Build(dfa, trie_, size_);
+  auto built = TextProfile::Build(dfa, trie_, size_, budget);
+  if (built == nullptr) return nullptr;
+  const size_t bytes = built->bytes() + key.size();
   std::lock_guard<std::mutex> lock(profiles_mu_);
+  if (bytes > kMaxCachedProfileBytes) return built;  // used by this grammar only
   auto [it, fresh] = profiles_.emplace(key, built);
   if (fresh) {
     profile_order_.push_back(std::move(key));
-    if (profile_order_.size() > kMaxCachedProfiles) {
-      profiles_.erase(profile_order_.front());
+    profile_bytes_ += bytes;
+    while (profile_order_.size() > kMaxCachedProfiles ||
+           profile_bytes_ > kMaxCachedProfileBytes) {
+      auto old = profiles_.find(profile_order_.front());
+      profile_bytes_ -= old->second->bytes() + old->first.size();
+      profiles_.erase(old);
       profile_order_.pop_front();
     }
   }

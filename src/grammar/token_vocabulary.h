@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "grammar/compile_budget.h"
 #include "grammar/token_trie.h"
 
 namespace mimo {
@@ -46,9 +47,13 @@ class TokenVocabulary {
 
   // The TextProfile of a text language over this vocabulary, cached by the language's
   // fingerprint (the built-in string languages, and patterns or formats used by several
-  // schemas, are profiled once per process; the cache keeps the last kMaxCachedProfiles).
-  std::shared_ptr<const TextProfile> ProfileFor(const TextDfa& dfa) const;
+  // schemas, are profiled once per process; the cache keeps the last kMaxCachedProfiles, at
+  // most kMaxCachedProfileBytes in all). A profile not cached is charged to `budget` (its states
+  // and bytes); null when the budget ran out (nothing is cached then).
+  std::shared_ptr<const TextProfile> ProfileFor(const TextDfa& dfa,
+                                                CompileBudget* budget = nullptr) const;
   static constexpr size_t kMaxCachedProfiles = 256;
+  static constexpr size_t kMaxCachedProfileBytes = size_t{256} << 20;
   // Where a tag (`</think>`, `<tool_call>`) can be completed by a token, computed once per tag.
   std::shared_ptr<const TagTable> TagTableFor(std::string_view tag) const;
 
@@ -64,6 +69,7 @@ class TokenVocabulary {
   mutable std::mutex profiles_mu_;
   mutable std::unordered_map<std::string, std::shared_ptr<const TextProfile>> profiles_;
   mutable std::deque<std::string> profile_order_;  // insertion order, for eviction
+  mutable size_t profile_bytes_ = 0;               // of the cached profiles and their keys
   mutable std::unordered_map<std::string, std::shared_ptr<const TagTable>> tags_;  // few tags
 };
 
