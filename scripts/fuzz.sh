@@ -22,6 +22,7 @@ command -v "$CXX" >/dev/null 2>&1 || { echo "[fuzz] $CXX not found: run scripts/
 FLAGS=(-std=c++20 -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined,fuzzer-no-link
        -fno-sanitize-recover=undefined -Isrc)
 PCRE2_LIBS=$(pkg-config --libs libpcre2-8)
+CRYPTO_LIBS=$(pkg-config --libs libcrypto)  # core/sha256.cc
 
 # Harness -> the library sources it links (src/ paths; globs allowed).
 declare -A SOURCES=(
@@ -29,7 +30,7 @@ declare -A SOURCES=(
   [tokenizer_json]="src/tokenizer/*.cc src/core/status.cc src/core/log.cc"
   [jinja_template]="src/jinja/jinja_*.cc src/core/json_escape.cc src/core/status.cc src/core/log.cc"
   [tool_call_parser]="src/chat/tool_call_parser.cc src/chat/tool_schema.cc src/core/json_escape.cc src/core/status.cc src/core/log.cc"
-  [request_parsers]="src/server/request_json.cc src/server/openai_request.cc src/server/anthropic_request.cc src/server/responses_request.cc src/server/parse_context.cc src/server/response_store.cc src/server/api_error.cc src/core/json_depth.cc src/core/base64.cc src/core/sha256.cc src/engine/sampler.cc src/chat/chat_template.cc src/jinja/jinja_*.cc src/core/json_escape.cc src/core/status.cc src/core/log.cc"
+  [request_parsers]="src/server/request_json.cc src/server/openai_request.cc src/server/anthropic_request.cc src/server/responses_request.cc src/server/parse_context.cc src/server/response_store.cc src/server/api_error.cc src/core/json_depth.cc src/core/base64.cc src/core/sha256.cc src/core/secure_random.cc src/engine/sampler.cc src/chat/chat_template.cc src/jinja/jinja_*.cc src/core/json_escape.cc src/core/status.cc src/core/log.cc"
 )
 
 # Largest input libFuzzer builds (the chat-template seeds are ~8.5 KB).
@@ -54,7 +55,7 @@ printf '%s\n' "${all[@]}" | sort -u |
 for n in "${names[@]}"; do
   objs=()
   for s in ${SOURCES[$n]} "tests/fuzz/${n}_fuzz.cc"; do objs+=("$(obj_of "$s")"); done
-  "$CXX" "${FLAGS[@]}" -fsanitize=fuzzer "${objs[@]}" $PCRE2_LIBS -o "$OUT/${n}_fuzz"
+  "$CXX" "${FLAGS[@]}" -fsanitize=fuzzer "${objs[@]}" $PCRE2_LIBS $CRYPTO_LIBS -o "$OUT/${n}_fuzz"
 done
 echo "[fuzz] built ${#names[@]} harnesses in $(( $(date +%s) - start )) s"
 

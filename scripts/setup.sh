@@ -12,7 +12,7 @@ source scripts/apt_install.sh
 
 APT_PACKAGES=(
   build-essential cmake pkg-config curl xz-utils  # curl: scripts/chat.sh polls /health
-  nlohmann-json3-dev libcpp-httplib-dev libpcre2-dev libboost1.81-dev
+  nlohmann-json3-dev libcpp-httplib-dev libpcre2-dev libboost1.81-dev libssl-dev
   python3  # the demo's tool (scripts/demo/tools.py)
 )
 apt_install "${APT_PACKAGES[@]}"

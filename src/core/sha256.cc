@@ -1,97 +1,36 @@
-// SHA-256 and HMAC-SHA256 (see sha256.h), written from FIPS 180-4 section 6.2 and RFC 2104.
+// SHA-256 / HMAC-SHA256 over OpenSSL's EVP and HMAC interfaces (see sha256.h).
 #include "core/sha256.h"
 
-#include <cstring>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
+#include "core/check.h"
 
 namespace mimo {
-namespace {
 
-constexpr uint32_t kRound[64] = {
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
+struct Sha256::Ctx {
+  EVP_MD_CTX* md = EVP_MD_CTX_new();
+  ~Ctx() { EVP_MD_CTX_free(md); }
+};
 
-inline uint32_t Rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
-
-}  // namespace
-
-Sha256::Sha256()
-    : h_{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-         0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19} {}
-
-void Sha256::Block(const uint8_t* p) {
-  uint32_t w[64];
-  for (int t = 0; t < 16; ++t) {
-    w[t] = (uint32_t{p[4 * t]} << 24) | (uint32_t{p[4 * t + 1]} << 16) |
-           (uint32_t{p[4 * t + 2]} << 8) | uint32_t{p[4 * t + 3]};
-  }
-  for (int t = 16; t < 64; ++t) {
-    const uint32_t s0 = Rotr(w[t - 15], 7) ^ Rotr(w[t - 15], 18) ^ (w[t - 15] >> 3);
-    const uint32_t s1 = Rotr(w[t - 2], 17) ^ Rotr(w[t - 2], 19) ^ (w[t - 2] >> 10);
-    w[t] = w[t - 16] + s0 + w[t - 7] + s1;
-  }
-  uint32_t a = h_[0], b = h_[1], c = h_[2], d = h_[3], e = h_[4], f = h_[5], g = h_[6], h = h_[7];
-  for (int t = 0; t < 64; ++t) {
-    const uint32_t t1 =
-        h + (Rotr(e, 6) ^ Rotr(e, 11) ^ Rotr(e, 25)) + ((e & f) ^ (~e & g)) + kRound[t] + w[t];
-    const uint32_t t2 = (Rotr(a, 2) ^ Rotr(a, 13) ^ Rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
-    h = g;
-    g = f;
-    f = e;
-    e = d + t1;
-    d = c;
-    c = b;
-    b = a;
-    a = t1 + t2;
-  }
-  h_[0] += a;
-  h_[1] += b;
-  h_[2] += c;
-  h_[3] += d;
-  h_[4] += e;
-  h_[5] += f;
-  h_[6] += g;
-  h_[7] += h;
+Sha256::Sha256() : ctx_(std::make_unique<Ctx>()) {
+  MIMO_CHECK(ctx_->md != nullptr && EVP_DigestInit_ex(ctx_->md, EVP_sha256(), nullptr) == 1,
+             "OpenSSL: cannot start a SHA-256 digest");
 }
 
+Sha256::~Sha256() = default;
+
 void Sha256::Update(std::string_view bytes) {
-  const auto* p = reinterpret_cast<const uint8_t*>(bytes.data());
-  size_t n = bytes.size();
-  total_ += n;
-  if (buf_len_ > 0) {
-    const size_t take = std::min(n, buf_.size() - buf_len_);
-    std::memcpy(buf_.data() + buf_len_, p, take);
-    buf_len_ += take;
-    p += take;
-    n -= take;
-    if (buf_len_ < buf_.size()) return;
-    Block(buf_.data());
-    buf_len_ = 0;
-  }
-  for (; n >= 64; p += 64, n -= 64) Block(p);
-  std::memcpy(buf_.data(), p, n);
-  buf_len_ = n;
+  MIMO_CHECK(EVP_DigestUpdate(ctx_->md, bytes.data(), bytes.size()) == 1, "OpenSSL: SHA-256 update");
 }
 
 Sha256Digest Sha256::Finish() {
-  const uint64_t bits = total_ * 8;
-  const uint8_t pad = 0x80;
-  Update(std::string_view(reinterpret_cast<const char*>(&pad), 1));
-  const uint8_t zero = 0;
-  while (buf_len_ != 56) Update(std::string_view(reinterpret_cast<const char*>(&zero), 1));
-  uint8_t len[8];
-  for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(bits >> (56 - 8 * i));
-  Update(std::string_view(reinterpret_cast<const char*>(len), 8));
-  Sha256Digest out;
-  for (int i = 0; i < 8; ++i) {
-    for (int k = 0; k < 4; ++k) out[4 * i + k] = static_cast<uint8_t>(h_[i] >> (24 - 8 * k));
-  }
-  return out;
+  Sha256Digest d{};
+  unsigned int n = 0;
+  MIMO_CHECK(EVP_DigestFinal_ex(ctx_->md, d.data(), &n) == 1 && n == d.size(),
+             "OpenSSL: SHA-256 final");
+  return d;
 }
 
 Sha256Digest Sha256::Of(std::string_view bytes) {
@@ -101,26 +40,16 @@ Sha256Digest Sha256::Of(std::string_view bytes) {
 }
 
 Sha256Digest HmacSha256(std::string_view key, std::string_view message) {
-  std::array<uint8_t, 64> k{};
-  if (key.size() > k.size()) {
-    const Sha256Digest d = Sha256::Of(key);
-    std::memcpy(k.data(), d.data(), d.size());
-  } else {
-    std::memcpy(k.data(), key.data(), key.size());
-  }
-  std::string ipad(64, '\0'), opad(64, '\0');
-  for (int i = 0; i < 64; ++i) {
-    ipad[i] = static_cast<char>(k[i] ^ 0x36);
-    opad[i] = static_cast<char>(k[i] ^ 0x5c);
-  }
-  Sha256 inner;
-  inner.Update(ipad);
-  inner.Update(message);
-  const Sha256Digest ih = inner.Finish();
-  Sha256 outer;
-  outer.Update(opad);
-  outer.Update(std::string_view(reinterpret_cast<const char*>(ih.data()), ih.size()));
-  return outer.Finish();
+  Sha256Digest d{};
+  unsigned int n = 0;
+  // HMAC() with an empty key needs a non-null pointer.
+  static const unsigned char kEmpty = 0;
+  const void* k = key.empty() ? &kEmpty : static_cast<const void*>(key.data());
+  const unsigned char* out =
+      HMAC(EVP_sha256(), k, static_cast<int>(key.size()),
+           reinterpret_cast<const unsigned char*>(message.data()), message.size(), d.data(), &n);
+  MIMO_CHECK(out != nullptr && n == d.size(), "OpenSSL: HMAC-SHA256");
+  return d;
 }
 
 std::string HexDigest(const Sha256Digest& d) {
@@ -136,9 +65,7 @@ std::string HexDigest(const Sha256Digest& d) {
 
 bool ConstantTimeEquals(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
+  return a.empty() || CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
 }  // namespace mimo

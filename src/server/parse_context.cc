@@ -1,7 +1,7 @@
 // The request parsers' shared helpers (see parse_context.h).
 #include "server/parse_context.h"
 
-#include <random>
+#include "core/secure_random.h"
 
 namespace mimo {
 
@@ -18,12 +18,6 @@ OJson MergeLeadingSystemMessages(OJson messages) {
   return messages;
 }
 
-std::string RandomId(const char* prefix) {
-  static thread_local std::mt19937_64 rng(std::random_device{}());
-  static const char kAlnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-  std::string s = prefix;
-  for (int i = 0; i < 24; ++i) s += kAlnum[rng() % 62];
-  return s;
-}
+std::string RandomId(const char* prefix) { return SecureRandomId(prefix); }
 
 }  // namespace mimo
