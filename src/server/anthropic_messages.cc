@@ -236,9 +236,9 @@ void ApiServer::HandleCountTokens(const HttpRequest& req, HttpResponse& res) {
   if (!Admit(req, res, P, &body)) return;
   AnthropicRequest ar;
   if (auto e = ParseAnthropicRequest(ParseCtx(), body, true, &ar)) return SendError(res, *e, P);
-  std::string prompt;
+  ChatPrompt prompt;
   if (auto e = RenderTurn(&ar.turn, &prompt)) return SendError(res, *e, P);
-  const int n = static_cast<int>(model_.tokenizer->Encode(prompt).size());
+  const int n = static_cast<int>(EncodeChatPrompt(*model_.tokenizer, prompt).size());
   NoteRequestTokens(n, 0);
   SendJson(res, {{"input_tokens", n}});
 }

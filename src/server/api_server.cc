@@ -5,9 +5,9 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
-#include <random>
 
 #include "core/log.h"
+#include "core/secure_random.h"
 #include "core/sha256.h"
 #include "core/utf8.h"
 #include "server/http_server.h"
@@ -73,8 +73,8 @@ ApiServer::ApiServer(ServerOptions options)
                                                  opts_.responses_store_bytes)) {
   signing_key_ = opts_.signing_key;
   if (signing_key_.empty()) {
-    std::random_device rd;
-    for (int i = 0; i < 32; ++i) signing_key_ += static_cast<char>(rd() & 0xff);
+    signing_key_.resize(32);
+    SecureRandomBytes(signing_key_.data(), signing_key_.size());
   }
 }
 
@@ -183,21 +183,21 @@ void ApiServer::HandleTokenize(const HttpRequest& req, HttpResponse& res) {
                        Protocol::kOpenAi);
     }
   }
-  std::string text;
+  ChatPrompt prompt;  // a raw prompt is the model's input as it is: no literal ranges
   if (body.contains("messages")) {
     ChatRequest cr;
     if (auto e = ParseChatRequest(body, model_.defaults, &cr))
       return SendError(res, *e, Protocol::kOpenAi);
     ChatTurn turn = std::move(cr.turn);
     turn.add_generation_prompt = body.value("add_generation_prompt", true);
-    if (auto e = RenderTurn(&turn, &text)) return SendError(res, *e, Protocol::kOpenAi);
+    if (auto e = RenderTurn(&turn, &prompt)) return SendError(res, *e, Protocol::kOpenAi);
   } else if (body.contains("prompt") && body["prompt"].is_string()) {
-    text = body["prompt"];
+    prompt.text = body["prompt"];
   } else {
     return SendError(res, BadRequest("'prompt' (a string) or 'messages' is required", "prompt"),
                      Protocol::kOpenAi);
   }
-  const std::vector<int32_t> ids = model_.tokenizer->Encode(text);
+  const std::vector<int32_t> ids = EncodeChatPrompt(*model_.tokenizer, prompt);
   OJson strs = OJson::array();
   if (body.value("return_token_strs", false)) {
     for (int32_t id : ids) strs.push_back(model_.tokenizer->IdToToken(id));

@@ -48,6 +48,9 @@ struct ServerOptions {
   // A max_tokens larger than the room the prompt leaves in the context is a 400 (else it is
   // lowered to that room, and the output ends with finish reason "length" there).
   bool strict_max_tokens = false;
+  // Added-token text in request content (messages, tools) becomes those tokens, as the template's
+  // own do; off: it is encoded as text (chat/chat_prompt.h).
+  bool parse_special_in_content = false;
   bool log_requests = true;  // one access-log line per request on stderr
   // Key of the signatures on thinking blocks and reasoning items (HMAC-SHA256); empty: a random
   // one per process, so a signature from before a restart no longer verifies.
@@ -128,8 +131,9 @@ class ApiServer {
                StreamWriters writers, std::function<void(const RequestOutput&)> accumulate,
                TailWriter whole);
 
-  // Renders the turn's prompt (thinking resolved against the template's default) into *prompt.
-  std::optional<ApiError> RenderTurn(ChatTurn* turn, std::string* prompt) const;
+  // Renders the turn's prompt (thinking resolved against the template's default) into *prompt,
+  // with the request's text marked literal (encode it with EncodeChatPrompt).
+  std::optional<ApiError> RenderTurn(ChatTurn* turn, ChatPrompt* prompt) const;
   // RenderTurn, then tokenize into turn->gen.prompt_ids, fit max_tokens into the context, build
   // the output constraint and the parser options.
   std::optional<ApiError> PrepareTurn(ChatTurn* turn, PreparedTurn* out) const;

@@ -40,29 +40,33 @@ ChatDelta ParseEvent(ChatOutputParser* parser, const RequestOutput& ev) {
   return d;
 }
 
-std::optional<ApiError> ApiServer::RenderTurn(ChatTurn* t, std::string* prompt) const {
+std::optional<ApiError> ApiServer::RenderTurn(ChatTurn* t, ChatPrompt* prompt) const {
   // Thinking unset: the template's own default, made explicit so that template and parser agree.
   if (!t->template_kwargs.contains("enable_thinking") && !t->template_kwargs.contains("thinking")) {
     t->template_kwargs["enable_thinking"] = model_.thinks_by_default;
   }
-  StatusOr<std::string> r = Internal("unrendered");
-  if (t->continue_final_message) {
-    if (t->messages.empty() || t->messages.back().value("role", "") != "assistant") {
-      return BadRequest("continuing the final message needs an assistant message last", "messages");
-    }
-    r = model_.chat_template->RenderContinuing(t->messages, t->tools, t->template_kwargs);
-  } else {
-    r = model_.chat_template->Render(t->messages, t->tools, t->add_generation_prompt,
-                                     t->template_kwargs);
+  if (t->continue_final_message &&
+      (t->messages.empty() || t->messages.back().value("role", "") != "assistant")) {
+    return BadRequest("continuing the final message needs an assistant message last", "messages");
   }
-  if (!r.ok()) return BadRequest(r.status().message(), "messages");
-  *prompt = std::move(r).value();
+  ChatRenderRequest r;
+  r.messages = &t->messages;
+  r.tools = &t->tools;
+  r.kwargs = &t->template_kwargs;
+  r.add_generation_prompt = t->add_generation_prompt;
+  r.continue_final_message = t->continue_final_message;
+  // Request text stays text unless the server was told otherwise (chat/chat_prompt.h).
+  auto p = RenderChatPrompt(*model_.chat_template, r,
+                            opts_.parse_special_in_content ? nullptr : model_.tokenizer);
+  if (!p.ok()) return BadRequest(p.status().message(), "messages");
+  *prompt = std::move(p).value();
   return std::nullopt;
 }
 
 std::optional<ApiError> ApiServer::PrepareTurn(ChatTurn* t, PreparedTurn* out) const {
-  std::string prompt;
-  if (auto e = RenderTurn(t, &prompt)) return e;
+  ChatPrompt rendered;
+  if (auto e = RenderTurn(t, &rendered)) return e;
+  const std::string& prompt = rendered.text;
   auto reasoning = ReasoningOptionsFromKwargs(t->template_kwargs);
   if (!reasoning.ok()) return BadRequest(reasoning.status().message(), "chat_template_kwargs");
   out->parser = ChatParserOptions{};
@@ -81,7 +85,7 @@ std::optional<ApiError> ApiServer::PrepareTurn(ChatTurn* t, PreparedTurn* out) c
     if (!s.ok()) return BadRequest(s.status().message(), "tools");
     out->schema = std::move(s).value();
   }
-  t->gen.prompt_ids = model_.tokenizer->Encode(prompt);
+  t->gen.prompt_ids = EncodeChatPrompt(*model_.tokenizer, rendered);
   out->prompt_tokens = static_cast<int>(t->gen.prompt_ids.size());
   // max_tokens beyond the room the prompt leaves: lowered to the room (llama-server's way, so
   // agents that always ask for 32k tokens work with a smaller context), unless strict. A prompt

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "chat/chat_output_parser.h"
+#include "chat/chat_prompt.h"
 #include "chat/tool_schema.h"
 #include "engine/request.h"
 #include "server/api_error.h"

@@ -346,18 +346,31 @@ Status Tokenizer::LoadPipeline(const void* json) {
   return Status::Ok();
 }
 
-bool Tokenizer::FindAddedToken(std::string_view text, size_t from, size_t* start, size_t* end,
-                               int32_t* id) const {
+bool Tokenizer::FindAddedToken(std::string_view text, size_t from,
+                               std::span<const TextRange> literal, size_t* next, size_t* start,
+                               size_t* end, int32_t* id) const {
   for (size_t i = from; i < text.size(); ++i) {
+    while (*next < literal.size() && literal[*next].end <= i) ++*next;
+    size_t limit = text.size();  // a match ends by here: the next range's start
+    if (*next < literal.size()) {
+      if (literal[*next].begin <= i) {  // inside a range: go on after it
+        i = literal[*next].end - 1;
+        continue;
+      }
+      limit = literal[*next].begin;
+    }
+    const size_t floor = std::max(from, *next > 0 ? literal[*next - 1].end : size_t{0});
     const auto& cands = added_by_first_byte_[static_cast<uint8_t>(text[i])];
     for (int32_t c : cands) {
       const AddedToken& t = added_[c];
-      if (text.compare(i, t.content.size(), t.content) != 0) continue;
+      if (t.content.size() > limit - i || text.compare(i, t.content.size(), t.content) != 0) {
+        continue;
+      }
       size_t s = i, e = i + t.content.size();
       if (t.lstrip)
-        while (s > from && IsAsciiSpace(text[s - 1])) --s;
+        while (s > floor && IsAsciiSpace(text[s - 1])) --s;
       if (t.rstrip)
-        while (e < text.size() && IsAsciiSpace(text[e])) ++e;
+        while (e < limit && IsAsciiSpace(text[e])) ++e;
       *start = s;
       *end = e;
       *id = t.id;
@@ -368,18 +381,48 @@ bool Tokenizer::FindAddedToken(std::string_view text, size_t from, size_t* start
 }
 
 std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool parse_special) const {
+  return Encode(text, parse_special, {});
+}
+
+std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool parse_special,
+                                       std::span<const TextRange> literal) const {
+  // The ranges clamped to the text, sorted and merged.
+  std::vector<TextRange> ranges;
+  for (const TextRange& r : literal) {
+    const size_t b = std::min(r.begin, text.size()), e = std::min(r.end, text.size());
+    if (b < e) ranges.push_back({b, e});
+  }
+  std::sort(ranges.begin(), ranges.end(),
+            [](const TextRange& x, const TextRange& y) { return x.begin < y.begin; });
+  size_t kept = 0;
+  for (const TextRange& r : ranges) {
+    if (kept > 0 && r.begin <= ranges[kept - 1].end) {
+      ranges[kept - 1].end = std::max(ranges[kept - 1].end, r.end);
+    } else {
+      ranges[kept++] = r;
+    }
+  }
+  ranges.resize(kept);
   std::string repaired;
-  if (!utf8::IsValid(text)) {
-    repaired = utf8::Repair(text);
+  if (!utf8::IsValid(text)) {  // repaired stretch by stretch, so the ranges stay in place
+    size_t pos = 0;
+    for (TextRange& r : ranges) {
+      repaired += utf8::Repair(text.substr(pos, r.begin - pos));
+      const size_t b = repaired.size();
+      repaired += utf8::Repair(text.substr(r.begin, r.end - r.begin));
+      pos = r.end;
+      r = {b, repaired.size()};
+    }
+    repaired += utf8::Repair(text.substr(pos));
     text = repaired;
   }
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 4);
   size_t pos = 0;
   if (parse_special && !added_.empty()) {
-    size_t s, e;
+    size_t s, e, next = 0;
     int32_t id;
-    while (FindAddedToken(text, pos, &s, &e, &id)) {
+    while (FindAddedToken(text, pos, ranges, &next, &s, &e, &id)) {
       EncodeText(text.substr(pos, s - pos), &out);
       out.push_back(id);
       pos = e;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -26,6 +27,12 @@ struct AddedToken {
   bool rstrip = false;   // absorbs whitespace after it
 };
 
+// A byte range [begin, end) of a text.
+struct TextRange {
+  size_t begin = 0;
+  size_t end = 0;
+};
+
 // Immutable after loading; Encode/Decode are thread-safe (the BPE cache is locked per shard).
 class Tokenizer {
  public:
@@ -39,6 +46,16 @@ class Tokenizer {
   // parse_special=false, added tokens ("<|im_start|>", "<think>", ...) are NOT recognised and are
   // encoded as the plain text they spell (use it for untrusted content). Never adds BOS/EOS.
   std::vector<int32_t> Encode(std::string_view text, bool parse_special = true) const;
+  // Encode(text, parse_special), except that no added token is recognised where its match would
+  // overlap one of `literal` (byte ranges of `text`; any order, overlaps allowed), and whitespace
+  // an lstrip/rstrip token absorbs stops at them. The bytes of a range are thus encoded as the
+  // text they spell, together with the text around them: between two recognised added tokens the
+  // ids are exactly Encode(that stretch, false); pre-tokenization and BPE never cut at a range's
+  // edge. The server encodes a rendered chat prompt so, the request's text as `literal`
+  // (chat/chat_prompt.h).
+  // Invalid UTF-8 is repaired inside each stretch between range edges.
+  std::vector<int32_t> Encode(std::string_view text, bool parse_special,
+                              std::span<const TextRange> literal) const;
 
   // Text of `ids` (lossy: bytes that do not form valid UTF-8 become U+FFFD). Unknown ids are
   // skipped. skip_special drops added tokens marked "special" (<|im_end|>, not <think>).
@@ -76,9 +93,11 @@ class Tokenizer {
   void BpeUncached(std::string_view piece, std::vector<int32_t>* out) const;  // appends
   void BpeLong(std::vector<int32_t>* sym) const;
   const Merge* FindMerge(int32_t a, int32_t b) const;
-  // Leftmost-longest added token in text[from:], with lstrip/rstrip applied. False if none.
-  bool FindAddedToken(std::string_view text, size_t from, size_t* start, size_t* end,
-                      int32_t* id) const;
+  // Leftmost-longest added token in text[from:] that overlaps none of `literal` (sorted,
+  // disjoint; *next: the first range that may still matter, advanced as the scan goes), with
+  // lstrip/rstrip applied up to the ranges' edges. False if none.
+  bool FindAddedToken(std::string_view text, size_t from, std::span<const TextRange> literal,
+                      size_t* next, size_t* start, size_t* end, int32_t* id) const;
 
   std::vector<std::string> id_to_token_;  // [vocab_size] spelling in tokenizer.json
   std::vector<std::string> id_to_bytes_;  // [vocab_size] decoded bytes

@@ -118,6 +118,48 @@ TEST(BpeTest, InvalidUtf8IsRepairedAsReplacementCharacter) {
   EXPECT_EQ(t->Decode({'a', 99999, -1, 'b'}), "ab");  // unknown ids are skipped
 }
 
+// Literal ranges (a rendered chat prompt's request text): no added token is recognised where it
+// would overlap one; the bytes are encoded as text together with the text around them.
+TEST(BpeTest, LiteralRangesKeepAddedTokenTextAsText) {
+  TinySpec s = HelloSpec(false);
+  s.added_tokens = {Added(300, "<a>", true), Added(301, "<a><b>", true), Added(302, "<b>", false)};
+  auto t = Make(s);
+  ASSERT_TRUE(t);
+  using R = std::vector<TextRange>;
+  const std::string text = "hello<a>hello<a>";
+  // No ranges: Encode(text, true); everything literal: Encode(text, false).
+  EXPECT_EQ(t->Encode(text, true, R{}), t->Encode(text));
+  EXPECT_EQ(t->Encode(text, true, R{{0, text.size()}}), t->Encode(text, false));
+  EXPECT_EQ(t->Encode(text, false, R{{5, 8}}), t->Encode(text, false));
+  // The first <a> literal, the second a token: "hello<a>hello" is one stretch of text.
+  EXPECT_EQ(t->Encode(text, true, R{{5, 8}}), (Ids{259, '<', 'a', '>', 259, 300}));
+  // A range touching one byte of a token is enough; one beside it is not.
+  EXPECT_EQ(t->Encode(text, true, R{{7, 8}}), (Ids{259, '<', 'a', '>', 259, 300}));
+  EXPECT_EQ(t->Encode(text, true, R{{0, 5}, {8, 13}}), (Ids{259, 300, 259, 300}));
+  // Ranges in any order, overlapping, empty or past the end.
+  EXPECT_EQ(t->Encode(text, true, R{{14, 99}, {6, 7}, {5, 7}, {3, 3}}),
+            (Ids{259, '<', 'a', '>', 259, '<', 'a', '>'}));
+  // Leftmost-longest among the matches that overlap no range: <a><b> is out, <a> is not.
+  EXPECT_EQ(t->Encode("<a><b>", true, R{{4, 5}}), (Ids{300, '<', 'b', '>'}));
+  EXPECT_EQ(t->Encode("<a><b>", true, R{{1, 2}}), (Ids{'<', 'a', '>', 302}));
+  // Invalid UTF-8 is repaired stretch by stretch; the range stays on its bytes.
+  EXPECT_EQ(t->Encode("\xFF<a>\xFF", true, R{{1, 4}}),
+            (Ids{0xEF, 0xBF, 0xBD, '<', 'a', '>', 0xEF, 0xBF, 0xBD}));
+  EXPECT_EQ(t->Encode("\xFF<a>\xFF", true, R{{0, 1}}),
+            (Ids{0xEF, 0xBF, 0xBD, 300, 0xEF, 0xBF, 0xBD}));
+}
+
+TEST(BpeTest, LiteralRangesStopStripFlags) {
+  TinySpec s;
+  s.added_tokens = {Added(300, "<L>", true, /*lstrip=*/true), Added(301, "<R>", true, false, true)};
+  auto t = Make(s);
+  ASSERT_TRUE(t);
+  using R = std::vector<TextRange>;
+  // The literal space stays; only the whitespace outside ranges is absorbed.
+  EXPECT_EQ(t->Encode("x  <L>y", true, R{{1, 2}}), (Ids{'x', ' ', 300, 'y'}));
+  EXPECT_EQ(t->Encode("x<R>  y", true, R{{5, 6}}), (Ids{'x', 301, ' ', 'y'}));
+}
+
 TEST(BpeTest, NfcAppliedOnlyWhenAsked) {
   TinySpec s;
   auto with = Make(s);

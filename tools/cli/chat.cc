@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "chat/chat_output_parser.h"
+#include "chat/chat_prompt.h"
 #include "chat/chat_template.h"
 #include "cli/command.h"
 #include "cli/engine_setup.h"
@@ -87,12 +88,14 @@ int RunChat(int argc, char** argv) {
   std::vector<std::string> flags = EngineFlags();
   flags.push_back("enable-thinking");
   flags.push_back("json");
+  flags.push_back("parse-special-in-content");
   if (!a.Parse(argc, argv, keys, flags, &err) || !a.Has("model") ||
       (!a.Has("message") && !a.Has("messages"))) {
     std::fprintf(stderr,
                  "mimo chat: %s\nusage: mimo chat --model DIR (--message TEXT | --messages M.json) "
                  "[--system TEXT] [--tools T.json] [--tool-exec CMD] [--enable-thinking] "
-                 "[--max-tokens N] [--temperature T] [--seed S] [--json]\n",
+                 "[--max-tokens N] [--temperature T] [--seed S] [--json] "
+                 "[--parse-special-in-content]\n",
                  err.empty() ? "missing --model or --message" : err.c_str());
     return 2;
   }
@@ -156,13 +159,19 @@ int RunChat(int argc, char** argv) {
   }
   Json transcript = Json::array();
   for (int round = 0; round < max_rounds; ++round) {
-    Json render_messages = messages;
-    auto prompt = tmpl->Render(render_messages, tools, true, kwargs);
-    if (!prompt.ok()) {
-      std::fprintf(stderr, "mimo chat: error: %s\n", prompt.status().message().c_str());
+    // Messages and tool results are text: a "<|im_end|>" in them is not the token (as in serve).
+    ChatRenderRequest req;
+    req.messages = &messages;
+    req.tools = &tools;
+    req.kwargs = &kwargs;
+    auto rendered =
+        RenderChatPrompt(*tmpl, req, a.Has("parse-special-in-content") ? nullptr : rt.tok.get());
+    if (!rendered.ok()) {
+      std::fprintf(stderr, "mimo chat: error: %s\n", rendered.status().message().c_str());
       return 1;
     }
-    const std::vector<int32_t> ids = rt.tok->Encode(*prompt);
+    const std::string* prompt = &rendered->text;
+    const std::vector<int32_t> ids = EncodeChatPrompt(*rt.tok, *rendered);
     double tps = 0;
     const std::vector<int32_t> out = GenerateTurn(rt, ids, sp, max_tokens, &tps);
     const std::string text = rt.tok->Decode(out);

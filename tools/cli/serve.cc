@@ -69,6 +69,7 @@ int RunServe(int argc, char** argv) {
   flags.push_back("no-warmup");
   flags.push_back("no-webui");
   flags.push_back("strict-max-tokens");
+  flags.push_back("parse-special-in-content");
   flags.push_back("disable-log-requests");
   flags.push_back("public-metrics");
   const char* usage =
@@ -77,7 +78,7 @@ int RunServe(int argc, char** argv) {
       "[--max-waiting N] [--max-num-batched-tokens N] [--kv-cache-dtype f32|bf16|fp8] "
       "[--kv-cache-memory B] [--chat-template FILE] [--threads N] "
       "[--precision exact|bf16] [--weights-memory auto|copy|mmap] [--no-warmup] "
-      "[--no-webui] [--strict-max-tokens] "
+      "[--no-webui] [--strict-max-tokens] [--parse-special-in-content] "
       "[--disable-log-requests] [--signature-key KEY] [--responses-store-size N] "
       "[--sse-ping-interval S] [--http-threads N] [--max-connections N] "
       "[--allowed-hosts H1,H2] [--allowed-origins O1,O2|*] [--public-metrics]\n";
@@ -162,6 +163,7 @@ int RunServe(int argc, char** argv) {
   so.served_model_name = a.Get("served-model-name", BaseName(dir));
   so.web_ui = !a.Has("no-webui");
   so.strict_max_tokens = a.Has("strict-max-tokens");
+  so.parse_special_in_content = a.Has("parse-special-in-content");
   so.log_requests = !a.Has("disable-log-requests");
   so.signing_key = a.Get("signature-key");
   so.sse_ping_seconds = a.GetDouble("sse-ping-interval", 5.0);
