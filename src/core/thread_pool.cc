@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "core/check.h"
 #include "core/denormals.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -38,8 +39,14 @@ void ChunkOf(int64_t n, int parts, int i, int64_t* b, int64_t* e) {
 
 }  // namespace
 
+int ThreadPool::MaxThreads() {
+  return std::max(kMaxThreads, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
 ThreadPool::ThreadPool(int num_threads) {
   if (num_threads <= 0) num_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  MIMO_CHECK(num_threads <= MaxThreads(), "a pool of %d threads: at most %d", num_threads,
+             MaxThreads());
   done_ = std::make_unique<DoneSlot[]>(static_cast<size_t>(num_threads));
   for (int i = 1; i < num_threads; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
 }

@@ -26,7 +26,9 @@ namespace mimo {
 
 class ThreadPool {
  public:
-  explicit ThreadPool(int num_threads);  // total threads including the caller; <= 0 -> hardware
+  // Total threads including the caller; <= 0 -> hardware. At most MaxThreads() (checked: callers
+  // validate what users ask for against it first, e.g. --threads in tools/cli/model_loading.h).
+  explicit ThreadPool(int num_threads);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -43,6 +45,13 @@ class ThreadPool {
   uint64_t regions() const { return regions_; }
 
   static constexpr int kSpinMicros = 100;
+
+  // The largest pool: kMaxThreads, or the machine's hardware threads where it has more. The
+  // biggest two-socket x86 servers have 768 (2 x 192 cores x 2 SMT); a pool beyond the hardware
+  // only adds fork-join cost to every region (4096 threads on 2 cores decode at 0.1 tok/s), and
+  // tens of thousands exhaust the process's thread limit (std::thread throws, the process aborts).
+  static constexpr int kMaxThreads = 1024;
+  static int MaxThreads();
 
  private:
   void WorkerLoop(int index);

@@ -1,6 +1,7 @@
 // generation_config.json -> GenerationConfig.
 #include "io/generation_config.h"
 
+#include <cstdint>
 #include <fstream>
 #include <sstream>
 
@@ -15,19 +16,31 @@ StatusOr<GenerationConfig> ParseGenerationConfig(const std::string& text) {
     return InvalidArgument("generation_config.json is not a JSON object");
   }
   GenerationConfig g;
+  // A token id: an integer in [0, 2^31) (get<int>() would wrap 2^32 to 0 and take -5 as is; the
+  // vocabulary bound comes later, from config.json: LoadGenerationConfig).
+  auto token_id = [](const json& x, int* out) {
+    if (!x.is_number_integer()) return false;
+    if (x.is_number_unsigned()) {
+      if (x.get<uint64_t>() > static_cast<uint64_t>(INT32_MAX)) return false;
+    } else if (x.get<int64_t>() < 0 || x.get<int64_t>() > INT32_MAX) {
+      return false;
+    }
+    *out = static_cast<int>(x.get<int64_t>());
+    return true;
+  };
   if (j.contains("eos_token_id") && !j["eos_token_id"].is_null()) {
     const json& e = j["eos_token_id"];
-    if (e.is_number_integer()) {
-      g.eos_token_ids.push_back(e.get<int>());
-    } else if (e.is_array()) {
-      for (const json& x : e) {
-        if (!x.is_number_integer()) {
-          return InvalidArgument("generation_config.json: eos_token_id entries must be integers");
-        }
-        g.eos_token_ids.push_back(x.get<int>());
-      }
-    } else {
+    if (!e.is_number_integer() && !e.is_array()) {
       return InvalidArgument("generation_config.json: eos_token_id must be an integer or a list");
+    }
+    for (const json& x : e.is_array() ? e : json::array({e})) {
+      int id = 0;
+      if (!token_id(x, &id)) {
+        return InvalidArgument(
+            "generation_config.json: eos_token_id %s is not a token id (an integer in [0, 2^31))",
+            x.dump().substr(0, 40).c_str());
+      }
+      g.eos_token_ids.push_back(id);
     }
   }
   auto num = [&](const char* key, std::optional<float>* out) -> Status {
@@ -41,22 +54,36 @@ StatusOr<GenerationConfig> ParseGenerationConfig(const std::string& text) {
   MIMO_RETURN_IF_ERROR(num("min_p", &g.min_p));
   MIMO_RETURN_IF_ERROR(num("repetition_penalty", &g.repetition_penalty));
   if (j.contains("top_k") && !j["top_k"].is_null()) {
-    if (!j["top_k"].is_number_integer()) {
-      return InvalidArgument("generation_config.json: top_k must be an integer");
+    const json& k = j["top_k"];
+    const bool fits = k.is_number_unsigned()
+                          ? k.get<uint64_t>() <= INT32_MAX
+                          : k.is_number_integer() && k.get<int64_t>() >= INT32_MIN &&
+                                k.get<int64_t>() <= INT32_MAX;
+    if (!fits) {
+      return InvalidArgument("generation_config.json: top_k must be a 32-bit integer, got %s",
+                             k.dump().substr(0, 40).c_str());
     }
-    g.top_k = j["top_k"].get<int>();
+    g.top_k = static_cast<int>(k.get<int64_t>());
   }
   if (j.contains("do_sample") && j["do_sample"].is_boolean()) g.do_sample = j["do_sample"].get<bool>();
   return g;
 }
 
-StatusOr<GenerationConfig> LoadGenerationConfig(const std::string& dir) {
+StatusOr<GenerationConfig> LoadGenerationConfig(const std::string& dir, int vocab_size) {
   std::ifstream f(dir + "/generation_config.json", std::ios::binary);
   if (!f) return GenerationConfig{};
   std::stringstream ss;
   ss << f.rdbuf();
   auto g = ParseGenerationConfig(ss.str());
   if (!g.ok()) return InvalidArgument("%s/%s", dir.c_str(), g.status().message().c_str());
+  for (const int id : g->eos_token_ids) {
+    if (vocab_size > 0 && id >= vocab_size) {
+      return InvalidArgument(
+          "%s/generation_config.json: eos_token_id %d is not a token id: it must be in "
+          "[0, vocab_size) and config.json's vocab_size is %d",
+          dir.c_str(), id, vocab_size);
+    }
+  }
   return g;
 }
 

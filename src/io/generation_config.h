@@ -19,7 +19,8 @@ struct GenerationConfig {
 };
 
 StatusOr<GenerationConfig> ParseGenerationConfig(const std::string& json_text);
-// dir/generation_config.json; a checkpoint without one gives an empty config.
-StatusOr<GenerationConfig> LoadGenerationConfig(const std::string& dir);
+// dir/generation_config.json; a checkpoint without one gives an empty config. vocab_size > 0
+// (config.json's): an eos_token_id at or above it is refused, naming the file.
+StatusOr<GenerationConfig> LoadGenerationConfig(const std::string& dir, int vocab_size = 0);
 
 }  // namespace mimo

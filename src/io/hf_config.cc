@@ -161,6 +161,49 @@ Status Positive(const char* field, int v) {
   return InvalidArgument("config.json: '%s' must be positive, got %d", field, v);
 }
 
+Status AtMost(const char* field, int v, int max) {
+  if (v <= max) return Status::Ok();
+  return InvalidArgument("config.json: '%s' = %d is out of range: at most %d", field, v, max);
+}
+
+// The bounds of hf_config.h (kMaxContextTokens and the rest), checked before anything is derived
+// from the sizes: a value past them is a broken or hostile config, not a model.
+Status ValidateRanges(const ModelConfig& c) {
+  MIMO_RETURN_IF_ERROR(AtMost("vocab_size", c.vocab_size, kMaxVocabSize));
+  for (const auto& [field, v] : {std::pair{"hidden_size", c.hidden_size},
+                                 {"intermediate_size", c.intermediate_size},
+                                 {"moe_intermediate_size", c.moe_intermediate_size}}) {
+    MIMO_RETURN_IF_ERROR(AtMost(field, v, kMaxWidth));
+  }
+  for (const auto& [field, v] :
+       {std::pair{"num_attention_heads", c.num_attention_heads},
+        {"num_key_value_heads", c.num_key_value_heads}, {"head_dim", c.head_dim},
+        {"v_head_dim", c.v_head_dim}, {"swa_num_attention_heads", c.swa_num_attention_heads},
+        {"swa_num_key_value_heads", c.swa_num_key_value_heads},
+        {"swa_head_dim", c.swa_head_dim}, {"swa_v_head_dim", c.swa_v_head_dim}}) {
+    MIMO_RETURN_IF_ERROR(AtMost(field, v, kMaxHeads));
+  }
+  MIMO_RETURN_IF_ERROR(AtMost("n_routed_experts", c.n_routed_experts, kMaxExperts));
+  MIMO_RETURN_IF_ERROR(AtMost("sliding_window", c.sliding_window, kMaxContextTokens));
+  MIMO_RETURN_IF_ERROR(
+      AtMost("max_position_embeddings", c.max_position_embeddings, kMaxContextTokens));
+  if (c.max_position_embeddings < 0) {
+    return InvalidArgument("config.json: 'max_position_embeddings' must be >= 0, got %d",
+                           c.max_position_embeddings);
+  }
+  // An end-of-sequence id is compared with sampled tokens and indexes logits rows (min_tokens
+  // masks it): one outside the vocabulary is a broken config, never a token the model can write.
+  for (const int id : c.eos_token_ids) {
+    if (id < 0 || id >= c.vocab_size) {
+      return InvalidArgument(
+          "config.json: 'eos_token_id' %d is not a token id: it must be in [0, vocab_size) and "
+          "vocab_size is %d",
+          id, c.vocab_size);
+    }
+  }
+  return Status::Ok();
+}
+
 // Sizes, attention geometry, norms, rope.
 Status ReadAttention(const FieldReader& r, ModelConfig* c) {
   MIMO_RETURN_IF_ERROR(r.Int("num_attention_heads", &c->num_attention_heads));
@@ -462,6 +505,7 @@ Status Validate(const ModelConfig& c, double prf) {
   MIMO_RETURN_IF_ERROR(Positive("vocab_size", c.vocab_size));
   MIMO_RETURN_IF_ERROR(Positive("hidden_size", c.hidden_size));
   MIMO_RETURN_IF_ERROR(Positive("num_hidden_layers", c.num_hidden_layers));
+  MIMO_RETURN_IF_ERROR(ValidateRanges(c));
   if (!(prf > 0.0 && prf <= 1.0)) {
     return InvalidArgument("config.json: 'partial_rotary_factor' must be in (0, 1], got %g", prf);
   }

@@ -10,6 +10,18 @@
 
 namespace mimo {
 
+// Upper bounds on config.json values (ParseModelConfig refuses larger ones, naming the field), far
+// above any released checkpoint, so that everything derived from them (token counts, KV bytes per
+// sequence, a head count times a head dimension) fits its int32 / int64 without overflow checks
+// at every use. A sequence, whether trained (max_position_embeddings, sliding_window) or served
+// (--max-model-len), is at most kMaxContextTokens long: 64 Mi tokens, six times the longest
+// context any released model claims, with room to add a few of them in an int32.
+inline constexpr int kMaxContextTokens = 1 << 26;
+inline constexpr int kMaxVocabSize = 1 << 24;  // released models: up to ~256 Ki
+inline constexpr int kMaxWidth = 1 << 20;      // hidden_size, intermediate sizes: up to ~32 Ki
+inline constexpr int kMaxHeads = 1 << 12;      // attention heads and their dimension: <= 256
+inline constexpr int kMaxExperts = 1 << 16;    // n_routed_experts: up to 384
+
 enum class AttentionKind { kFull, kSlidingWindow, kCount };
 enum class FfnKind { kDense, kMoe, kCount };
 

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 namespace mimo {
@@ -84,6 +85,58 @@ Status ParseEntry(const std::string& name, const json& v, const std::string& lab
   return Status::Ok();
 }
 
+// The tensors' byte ranges must tile the data area: no two overlap (one tensor's bytes read as
+// another's), and no byte belongs to none, before, between or after them. The format requires
+// the latter too ("the byte buffer needs to be entirely indexed, and cannot contain holes": a
+// hole could carry a second file, a polyglot), and Hugging Face's reader refuses such files
+// (InvalidOffset, MetadataIncompleteBuffer), so no checkpoint that transformers or vLLM load has
+// one; every writer here (make_tiny_model.py, nano_io.py, `mimo quantize`) writes the tensors
+// back to back. Zero-byte tensors hold no bytes and may sit at any offset within the area.
+Status CheckDataAreaTiling(const std::vector<SafetensorsEntry>& entries, uint64_t data_base,
+                           uint64_t data_size, const std::string& label) {
+  const char* f = label.c_str();
+  std::vector<const SafetensorsEntry*> by_off;
+  for (const auto& e : entries) {
+    if (e.nbytes) by_off.push_back(&e);
+  }
+  std::sort(by_off.begin(), by_off.end(), [](const SafetensorsEntry* a, const SafetensorsEntry* b) {
+    return a->offset < b->offset;
+  });
+  auto range = [&](const SafetensorsEntry* e) {
+    return StrFormat("[%llu, %llu)", static_cast<unsigned long long>(e->offset - data_base),
+                     static_cast<unsigned long long>(e->offset - data_base + e->nbytes));
+  };
+  uint64_t covered = data_base;  // absolute offset up to which the area is accounted for
+  const SafetensorsEntry* prev = nullptr;
+  for (const SafetensorsEntry* e : by_off) {
+    if (prev && e->offset < covered) {
+      // Sorted by start, so any overlap shows between neighbours.
+      return DataLoss("%s: tensors '%s' %s and '%s' %s overlap in the data area", f,
+                      prev->name.c_str(), range(prev).c_str(), e->name.c_str(), range(e).c_str());
+    }
+    if (e->offset > covered) {
+      return DataLoss(
+          "%s: %llu bytes of the data area %s tensor '%s' %s belong to no tensor (safetensors "
+          "requires the data area to be indexed entirely, without holes)",
+          f, static_cast<unsigned long long>(e->offset - covered),
+          prev ? ("between tensor '" + prev->name + "' " + range(prev) + " and").c_str()
+               : "before",
+          e->name.c_str(), range(e).c_str());
+    }
+    covered = e->offset + e->nbytes;
+    prev = e;
+  }
+  if (covered < data_base + data_size) {
+    return DataLoss(
+        "%s: %llu bytes of the data area %s belong to no tensor (safetensors requires the data "
+        "area to be indexed entirely, without trailing bytes)",
+        f, static_cast<unsigned long long>(data_base + data_size - covered),
+        prev ? ("after tensor '" + prev->name + "' " + range(prev)).c_str()
+             : "(the header lists no tensor data)");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 StatusOr<std::vector<SafetensorsEntry>> ParseSafetensorsHeader(const uint8_t* data, size_t size,
@@ -104,9 +157,25 @@ StatusOr<std::vector<SafetensorsEntry>> ParseSafetensorsHeader(const uint8_t* da
                     static_cast<unsigned long long>(header_len));
   }
   const char* text = reinterpret_cast<const char*>(data + 8);
-  json h = json::parse(text, text + header_len, nullptr, /*allow_exceptions=*/false);
+  // The format disallows duplicate keys; a JSON object keeps only the last, which would hide a
+  // tensor (and its bytes) the file's writer meant. The first duplicate name is kept here.
+  std::set<std::string> keys;
+  std::string duplicate;
+  const json::parser_callback_t note_keys = [&](int depth, json::parse_event_t event,
+                                                json& parsed) {
+    if (event == json::parse_event_t::key && depth == 1 && parsed.is_string() &&
+        !keys.insert(parsed.get<std::string>()).second && duplicate.empty()) {
+      duplicate = parsed.get<std::string>();
+    }
+    return true;
+  };
+  json h = json::parse(text, text + header_len, note_keys, /*allow_exceptions=*/false);
   if (h.is_discarded()) return DataLoss("%s: header is not valid JSON", f);
   if (!h.is_object()) return DataLoss("%s: header is not a JSON object", f);
+  if (!duplicate.empty()) {
+    return DataLoss("%s: header names '%s' twice (safetensors disallows duplicate keys)", f,
+                    duplicate.substr(0, 200).c_str());
+  }
 
   const uint64_t data_base = 8 + header_len;
   const uint64_t data_size = size - data_base;
@@ -122,22 +191,7 @@ StatusOr<std::vector<SafetensorsEntry>> ParseSafetensorsHeader(const uint8_t* da
   } catch (const json::exception& e) {
     return DataLoss("%s: malformed header: %s", f, e.what());
   }
-  // Sorted by offset, no overlap. Zero-byte tensors may share an offset with anything.
-  std::vector<const SafetensorsEntry*> by_off;
-  for (const auto& e : entries) {
-    if (e.nbytes) by_off.push_back(&e);
-  }
-  std::sort(by_off.begin(), by_off.end(), [](const SafetensorsEntry* a, const SafetensorsEntry* b) {
-    return a->offset < b->offset;
-  });
-  for (size_t i = 1; i < by_off.size(); ++i) {
-    const SafetensorsEntry* a = by_off[i - 1];
-    const SafetensorsEntry* b = by_off[i];
-    if (b->offset < a->offset + a->nbytes) {
-      return DataLoss("%s: tensors '%s' and '%s' overlap in the data area", f, a->name.c_str(),
-                      b->name.c_str());
-    }
-  }
+  MIMO_RETURN_IF_ERROR(CheckDataAreaTiling(entries, data_base, data_size, label));
   return entries;
 }
 

@@ -28,8 +28,10 @@ struct SafetensorsEntry {
 // Parses and validates the header of a safetensors image of `size` bytes (only the first
 // 8 + header_len bytes are read; data offsets are checked against `size`). Checks: 8-byte length
 // present and within the file, JSON object, every entry has a known dtype, integer shape and
-// data_offsets, offsets within the data area, byte count == numel * dtype size, entries sorted
-// by offset without overlap. `label` (the file path) prefixes every error. Used by the fuzzer.
+// data_offsets, offsets within the data area, byte count == numel * dtype size, no tensor named
+// twice, and the tensors' bytes tiling the data area: no overlap, no hole, no trailing byte (as
+// the format and Hugging Face's reader require). `label` (the file path) prefixes every error.
+// Used by the fuzzer.
 StatusOr<std::vector<SafetensorsEntry>> ParseSafetensorsHeader(const uint8_t* data, size_t size,
                                                                const std::string& label);
 

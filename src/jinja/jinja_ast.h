@@ -11,6 +11,16 @@
 
 namespace mimo::jinja {
 
+// Nesting limits, enforced by the parser so that every recursive walk over a parsed template
+// (parsing itself, validation, rendering, destruction) has a bounded depth and a hostile or broken
+// template is a syntax error rather than a stack overflow. jinja2 itself stops earlier (Python's
+// recursion limit: about 90 nested brackets, 100 nested blocks, a 1000-term `a + b + ...`).
+// Brackets, unary operators, `else`-chained inline ifs and nested statement blocks, each a level:
+inline constexpr int kMaxSyntaxNesting = 256;
+// Height of one expression's tree (left-associative chains such as `a ~ b ~ ...` or `x|f|g|...`
+// deepen the tree without deepening the parser's own recursion).
+inline constexpr int kMaxExprHeight = 1024;
+
 enum class ExprKind {
   kLiteral,    // literal
   kName,       // name
@@ -41,6 +51,7 @@ using ExprPtr = std::unique_ptr<Expr>;
 struct Expr {
   ExprKind kind = ExprKind::kLiteral;
   int line = 0;
+  int height = 1;  // of this subtree: 1 for a leaf; at most kMaxExprHeight
   JinjaValue literal;
   std::string name;  // variable / attribute / filter / test name, or binary operator
   std::vector<ExprPtr> children;

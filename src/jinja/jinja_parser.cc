@@ -2,6 +2,7 @@
 // < not < compare < +,- < ~ < *,/,//,% < ** < unary < primary/postfix/filter/test).
 #include "jinja/jinja_parser.h"
 
+#include <algorithm>
 #include <initializer_list>
 
 namespace mimo::jinja {
@@ -82,6 +83,43 @@ class Parser {
     return e;
   }
 
+  // Every child goes through here, so a node's height is known when it is built and a tree
+  // taller than kMaxExprHeight is refused before it exists (a loop such as `a + b + ...` grows it
+  // without recursing here). `child` may be null (a slice's missing part, an `if` with no else).
+  void Adopt(Expr* parent, ExprPtr child) {
+    if (child) Raise(parent, child->height);
+    parent->children.push_back(std::move(child));
+  }
+  void AdoptKeyword(Expr* parent, std::string key, ExprPtr value) {
+    Raise(parent, value->height);
+    parent->kwargs.emplace_back(std::move(key), std::move(value));
+  }
+  void Raise(Expr* parent, int child_height) {
+    parent->height = std::max(parent->height, child_height + 1);
+    if (parent->height > kMaxExprHeight) {
+      Fail("expression nested deeper than " + std::to_string(kMaxExprHeight) + " levels");
+    }
+  }
+
+  // One level of the parser's own recursion (a bracket, a unary operator, an `else` branch of an
+  // inline if, a nested block): beyond kMaxSyntaxNesting it is a syntax error, not a stack
+  // overflow.
+  class NestingGuard {
+   public:
+    explicit NestingGuard(Parser* p) : p_(p) {
+      if (++p_->nesting_ > kMaxSyntaxNesting) {
+        p_->Fail("template nested deeper than " + std::to_string(kMaxSyntaxNesting) +
+                 " levels (brackets, operators and blocks)");
+      }
+    }
+    ~NestingGuard() { --p_->nesting_; }
+    NestingGuard(const NestingGuard&) = delete;
+    NestingGuard& operator=(const NestingGuard&) = delete;
+
+   private:
+    Parser* p_;
+  };
+
   // ---- statements ------------------------------------------------------------------------
 
   Body Subparse(const std::vector<std::string>& end_tokens) {
@@ -134,6 +172,7 @@ class Parser {
   }
 
   StmtPtr ParseStatement() {
+    NestingGuard guard(this);
     if (Cur().type != TokenType::kName) Fail("tag name expected");
     std::string tag = Cur().value;
     tag_stack_.push_back(tag);
@@ -268,7 +307,7 @@ class Parser {
     auto tuple = Make(ExprKind::kConcat, s->line);
     while (Cur().type != TokenType::kBlockEnd) {
       if (!tuple->children.empty()) ExpectOp(",");
-      tuple->children.push_back(ParseExpression(true));
+      Adopt(tuple.get(), ParseExpression(true));
     }
     s->expr = std::move(tuple);
     return s;
@@ -337,11 +376,12 @@ class Parser {
       if (!explicit_parens) Fail("expected an expression, got '" + Describe(Cur()) + "'");
     }
     auto e = Make(ExprKind::kTuple, line);
-    e->children = std::move(args);
+    for (auto& a : args) Adopt(e.get(), std::move(a));
     return e;
   }
 
   ExprPtr ParseExpression(bool with_condexpr) {
+    NestingGuard guard(this);
     return with_condexpr ? ParseCondExpr() : ParseOr();
   }
 
@@ -350,11 +390,15 @@ class Parser {
     ExprPtr expr1 = ParseOr();
     while (SkipName("if")) {
       ExprPtr expr2 = ParseOr();
-      ExprPtr expr3 = SkipName("else") ? ParseCondExpr() : nullptr;
+      ExprPtr expr3;
+      if (SkipName("else")) {
+        NestingGuard guard(this);
+        expr3 = ParseCondExpr();
+      }
       auto e = Make(ExprKind::kCondExpr, line);
-      e->children.push_back(std::move(expr2));
-      e->children.push_back(std::move(expr1));
-      e->children.push_back(std::move(expr3));
+      Adopt(e.get(), std::move(expr2));
+      Adopt(e.get(), std::move(expr1));
+      Adopt(e.get(), std::move(expr3));
       expr1 = std::move(e);
       line = Cur().line;
     }
@@ -364,8 +408,8 @@ class Parser {
   ExprPtr Binary(ExprKind k, ExprPtr a, ExprPtr b, int line, const std::string& op = "") {
     auto e = Make(k, line);
     e->name = op;
-    e->children.push_back(std::move(a));
-    e->children.push_back(std::move(b));
+    Adopt(e.get(), std::move(a));
+    Adopt(e.get(), std::move(b));
     return e;
   }
 
@@ -387,7 +431,8 @@ class Parser {
     if (IsName("not")) {
       int line = Next().line;
       auto e = Make(ExprKind::kNot, line);
-      e->children.push_back(ParseNot());
+      NestingGuard guard(this);
+      Adopt(e.get(), ParseNot());
       return e;
     }
     return ParseCompare();
@@ -414,10 +459,10 @@ class Parser {
       }
       if (!cmp) {
         cmp = Make(ExprKind::kCompare, line);
-        cmp->children.push_back(std::move(expr));
+        Adopt(cmp.get(), std::move(expr));
       }
       cmp->ops.push_back(op);
-      cmp->children.push_back(ParseMath1());
+      Adopt(cmp.get(), ParseMath1());
     }
     return cmp ? std::move(cmp) : std::move(expr);
   }
@@ -437,8 +482,8 @@ class Parser {
     ExprPtr first = ParseMath2();
     if (!IsOp("~")) return first;
     auto e = Make(ExprKind::kConcat, line);
-    e->children.push_back(std::move(first));
-    while (SkipOp("~")) e->children.push_back(ParseMath2());
+    Adopt(e.get(), std::move(first));
+    while (SkipOp("~")) Adopt(e.get(), ParseMath2());
     return e;
   }
 
@@ -465,7 +510,8 @@ class Parser {
     if (IsOp("-") || IsOp("+")) {
       bool neg = Next().value == "-";
       node = Make(neg ? ExprKind::kNeg : ExprKind::kPos, line);
-      node->children.push_back(ParseUnary(false));
+      NestingGuard guard(this);
+      Adopt(node.get(), ParseUnary(false));
     } else {
       node = ParsePrimary();
     }
@@ -523,7 +569,7 @@ class Parser {
       while (!IsOp("]")) {
         if (!e->children.empty()) ExpectOp(",");
         if (IsOp("]")) break;
-        e->children.push_back(ParseExpression(true));
+        Adopt(e.get(), ParseExpression(true));
       }
       ExpectOp("]");
       return e;
@@ -533,9 +579,9 @@ class Parser {
       while (!IsOp("}")) {
         if (!e->children.empty()) ExpectOp(",");
         if (IsOp("}")) break;
-        e->children.push_back(ParseExpression(true));
+        Adopt(e.get(), ParseExpression(true));
         ExpectOp(":");
-        e->children.push_back(ParseExpression(true));
+        Adopt(e.get(), ParseExpression(true));
       }
       ExpectOp("}");
       return e;
@@ -577,15 +623,15 @@ class Parser {
       if (a.type == TokenType::kName) {
         auto e = Make(ExprKind::kGetAttr, line);
         e->name = Next().value;
-        e->children.push_back(std::move(node));
+        Adopt(e.get(), std::move(node));
         return e;
       }
       if (a.type != TokenType::kInt) Fail("expected name or number");
       auto idx = Make(ExprKind::kLiteral, line);
       idx->literal = JinjaValue::Int(Next().int_value);
       auto e = Make(ExprKind::kGetItem, line);
-      e->children.push_back(std::move(node));
-      e->children.push_back(std::move(idx));
+      Adopt(e.get(), std::move(node));
+      Adopt(e.get(), std::move(idx));
       return e;
     }
     std::vector<ExprPtr> args;
@@ -595,13 +641,13 @@ class Parser {
     }
     ExpectOp("]");
     auto e = Make(ExprKind::kGetItem, line);
-    e->children.push_back(std::move(node));
+    Adopt(e.get(), std::move(node));
     if (args.size() == 1) {
-      e->children.push_back(std::move(args[0]));
+      Adopt(e.get(), std::move(args[0]));
     } else {
       auto tup = Make(ExprKind::kTuple, line);
-      tup->children = std::move(args);
-      e->children.push_back(std::move(tup));
+      for (auto& a : args) Adopt(tup.get(), std::move(a));
+      Adopt(e.get(), std::move(tup));
     }
     return e;
   }
@@ -627,7 +673,7 @@ class Parser {
       args.push_back(nullptr);
     }
     auto e = Make(ExprKind::kSlice, line);
-    e->children = std::move(args);
+    for (auto& a : args) Adopt(e.get(), std::move(a));
     return e;
   }
 
@@ -645,10 +691,10 @@ class Parser {
           Look().value == "=") {
         std::string key = Next().value;
         Next();
-        e->kwargs.emplace_back(key, ParseExpression(true));
+        AdoptKeyword(e, key, ParseExpression(true));
       } else {
         if (!e->kwargs.empty()) Fail("invalid syntax for function call expression");
-        e->children.push_back(ParseExpression(true));
+        Adopt(e, ParseExpression(true));
       }
       require_comma = true;
     }
@@ -657,7 +703,7 @@ class Parser {
 
   ExprPtr ParseCall(ExprPtr node) {
     auto e = Make(ExprKind::kCall, Cur().line);
-    e->children.push_back(std::move(node));
+    Adopt(e.get(), std::move(node));
     ParseCallArgs(e.get());
     return e;
   }
@@ -670,7 +716,7 @@ class Parser {
       while (SkipOp(".")) name += "." + ExpectAnyName();
       auto e = Make(ExprKind::kFilter, line);
       e->name = name;
-      e->children.push_back(std::move(node));
+      Adopt(e.get(), std::move(node));
       if (IsOp("(")) ParseCallArgs(e.get());
       node = std::move(e);
       start_inline = false;
@@ -685,7 +731,7 @@ class Parser {
     while (SkipOp(".")) name += "." + ExpectAnyName();
     auto e = Make(ExprKind::kTest, line);
     e->name = name;
-    e->children.push_back(std::move(node));
+    Adopt(e.get(), std::move(node));
     const Token& c = Cur();
     if (IsOp("(")) {
       ParseCallArgs(e.get());
@@ -694,11 +740,11 @@ class Parser {
                 IsOp("{")) &&
                !(IsName("else") || IsName("or") || IsName("and"))) {
       if (IsName("is")) Fail("You cannot chain multiple tests with is");
-      e->children.push_back(ParsePostfix(ParsePrimary()));
+      Adopt(e.get(), ParsePostfix(ParsePrimary()));
     }
     if (!negated) return e;
     auto n = Make(ExprKind::kNot, line);
-    n->children.push_back(std::move(e));
+    Adopt(n.get(), std::move(e));
     return n;
   }
 
@@ -707,6 +753,7 @@ class Parser {
   std::set<std::string> names_;
   std::vector<std::string> tag_stack_;
   std::vector<MacroDef*> macro_stack_;
+  int nesting_ = 0;  // NestingGuard levels open now
 };
 
 }  // namespace

@@ -40,6 +40,17 @@ ScopePtr ChildScope(const ScopePtr& parent) {
 
 enum class Flow { kNormal, kBreak, kContinue };
 
+// Every value bound to a name (set, for, with, macro arguments) passes here. One expression adds
+// at most kMaxExprHeight levels to what it reads, so refusing to bind values deeper than
+// kMaxValueDepth bounds how deep any value of a render can nest, and so how deep its destruction
+// recurses; `{% set ns.x = [ns.x] %}` in a loop ends here rather than in a stack overflow.
+void CheckBindable(const JinjaValue& v) {
+  if (v.depth() > kMaxValueDepth) {
+    throw JinjaError("value nested deeper than the limit of " + std::to_string(kMaxValueDepth) +
+                     " levels");
+  }
+}
+
 class Interpreter;
 
 // A macro (or a call block's `caller`) bound to the scope it was defined in. The scope is held
@@ -65,6 +76,31 @@ class Interpreter {
     return out;
   }
   int line() const { return line_; }
+
+  // One level of Eval/ExecStmt recursion (or of macro calls, with `macro` set); throws past the
+  // limits in jinja_template.h rather than overflowing the stack. A throw leaves the count
+  // raised: a render ends at its first error.
+  class DepthGuard {
+   public:
+    explicit DepthGuard(Interpreter* in, const std::string* macro = nullptr)
+        : in_(in), macro_(macro) {
+      if (macro_ && ++in_->macro_depth_ > kMaxMacroCallDepth) {
+        throw JinjaError("macro '" + *macro_ + "' called recursively: macro calls nested deeper " +
+                         "than the limit of " + std::to_string(kMaxMacroCallDepth));
+      }
+      if (!macro_ && ++in_->depth_ > kMaxRenderDepth) {
+        throw JinjaError("template rendering nested deeper than the limit of " +
+                         std::to_string(kMaxRenderDepth) + " levels");
+      }
+    }
+    ~DepthGuard() { --(macro_ ? in_->macro_depth_ : in_->depth_); }
+    DepthGuard(const DepthGuard&) = delete;
+    DepthGuard& operator=(const DepthGuard&) = delete;
+
+   private:
+    Interpreter* in_;
+    const std::string* macro_;
+  };
 
   // Namespaces are the only mutable values, so every reference cycle (`{% set ns.self = ns %}`,
   // two namespaces holding each other) runs through one that was assigned to. Emptying those
@@ -92,13 +128,18 @@ class Interpreter {
   JinjaValue EvalCompare(const Expr& e, const ScopePtr& scope);
 
   int line_ = 0;
+  int depth_ = 0;        // open Eval/ExecStmt levels
+  int macro_depth_ = 0;  // open macro calls
   std::vector<JinjaValue> assigned_namespaces_;        // each once
   std::unordered_set<const ValueMap*> assigned_maps_;  // their maps
 };
 
 JinjaValue MacroFunction::Call(const CallArgs& args) {
+  Interpreter::DepthGuard guard(interp_, &def_->name);
   ScopePtr closure = closure_.lock();
   if (!closure) throw JinjaError("macro '" + def_->name + "' called outside the scope it was defined in");
+  for (const JinjaValue& v : args.positional) CheckBindable(v);
+  for (const auto& kv : args.keyword) CheckBindable(kv.second);
   auto scope = ChildScope(closure);
   const auto& params = def_->params;
   if (args.positional.size() > params.size() && !def_->uses_varargs) {
@@ -150,6 +191,7 @@ JinjaValue MacroFunction::Call(const CallArgs& args) {
 }
 
 Flow Interpreter::ExecStmt(const Stmt& s, const ScopePtr& scope, std::string* out) {
+  DepthGuard guard(this);
   line_ = s.line;
   switch (s.kind) {
     case StmtKind::kData:
@@ -212,6 +254,7 @@ Flow Interpreter::ExecStmt(const Stmt& s, const ScopePtr& scope, std::string* ou
 }
 
 void Interpreter::Assign(const Target& t, const JinjaValue& v, const ScopePtr& scope) {
+  CheckBindable(v);
   if (!t.ns_attr.empty()) {
     const JinjaValue* ns = scope->Lookup(t.names[0]);
     if (!ns || !ns->is_namespace()) {
@@ -333,6 +376,7 @@ JinjaValue Interpreter::EvalCompare(const Expr& e, const ScopePtr& scope) {
 }
 
 JinjaValue Interpreter::Eval(const Expr& e, const ScopePtr& scope) {
+  DepthGuard guard(this);
   line_ = e.line;
   switch (e.kind) {
     case ExprKind::kLiteral:

@@ -16,6 +16,15 @@
 
 namespace mimo::jinja {
 
+// Render-time recursion limits (the parser bounds one template's nesting; these bound what calls
+// add on top of it). Macro calls nested deeper than kMaxMacroCallDepth (a macro calling itself,
+// or two calling each other, without end) fail naming the macro; jinja2 manages about 250 before
+// Python's recursion limit, so no template jinja2 renders is refused. kMaxRenderDepth bounds
+// statements, expressions and calls together, each level about 1 KiB of stack in a release build
+// (more under sanitizers), so a render stays well inside a thread's default 8 MiB stack.
+inline constexpr int kMaxMacroCallDepth = 256;
+inline constexpr int kMaxRenderDepth = 2048;
+
 // Immutable after Parse; Render is const and safe to call from many threads at once.
 class JinjaTemplate {
  public:

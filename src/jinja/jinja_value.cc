@@ -32,6 +32,43 @@ void ValueMap::Set(const std::string& key, JinjaValue value) {
   items_.emplace_back(key, std::move(value));
 }
 
+int JinjaValue::MaxDepth(const ValueList& items) {
+  int d = 0;
+  for (const JinjaValue& x : items) d = std::max(d, x.depth_);
+  return d;
+}
+
+int JinjaValue::MaxDepth(const ValueMap& m) {
+  int d = 0;
+  for (const auto& kv : m.items()) d = std::max(d, kv.second.depth_);
+  return d;
+}
+
+namespace {
+
+// One level of a recursive walk over a value (str/repr, ==, <, json.dumps). Past kMaxValueDepth
+// it throws instead of recursing on: a namespace may hold itself, and a value may have grown
+// deeper than its recorded depth() through a namespace assigned after it was built.
+class WalkDepthGuard {
+ public:
+  WalkDepthGuard() {
+    if (++depth_ > kMaxValueDepth) {
+      --depth_;  // no destructor runs for a guard whose constructor throws
+      throw JinjaError("value nested deeper than the limit of " + std::to_string(kMaxValueDepth) +
+                       " levels (a namespace that holds itself?)");
+    }
+  }
+  ~WalkDepthGuard() { --depth_; }
+  WalkDepthGuard(const WalkDepthGuard&) = delete;
+  WalkDepthGuard& operator=(const WalkDepthGuard&) = delete;
+
+ private:
+  static thread_local int depth_;
+};
+thread_local int WalkDepthGuard::depth_ = 0;
+
+}  // namespace
+
 const JinjaValue* CallArgs::Keyword(const std::string& name) const {
   for (const auto& [k, v] : keyword) {
     if (k == name) return &v;
@@ -230,6 +267,7 @@ bool JinjaValue::Truthy() const {
 }
 
 static std::string MapRepr(const ValueMap& m) {
+  WalkDepthGuard guard;
   std::string out = "{";
   bool first = true;
   for (const auto& [k, v] : m.items()) {
@@ -255,6 +293,7 @@ std::string JinjaValue::Str() const {
     case ValueKind::kString:
       return *str_;
     case ValueKind::kList: {
+      WalkDepthGuard guard;
       std::string out = tuple_ ? "(" : "[";
       for (size_t i = 0; i < list_->size(); ++i) {
         if (i) out += ", ";
@@ -328,6 +367,7 @@ bool ValuesEqual(const JinjaValue& a, const JinjaValue& b) {
       return a.str() == b.str();
     case ValueKind::kList: {
       if (a.is_tuple() != b.is_tuple() || a.list().size() != b.list().size()) return false;
+      WalkDepthGuard guard;
       for (size_t i = 0; i < a.list().size(); ++i) {
         if (!ValuesEqual(a.list()[i], b.list()[i])) return false;
       }
@@ -335,6 +375,7 @@ bool ValuesEqual(const JinjaValue& a, const JinjaValue& b) {
     }
     case ValueKind::kMap: {
       if (a.map().size() != b.map().size()) return false;
+      WalkDepthGuard guard;
       for (const auto& [k, v] : a.map().items()) {
         const JinjaValue* o = b.map().Find(k);
         if (!o || !ValuesEqual(v, *o)) return false;
@@ -363,6 +404,7 @@ int CompareValues(const JinjaValue& a, const JinjaValue& b, const std::string& o
     return c < 0 ? -1 : c > 0 ? 1 : 0;
   }
   if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
+    WalkDepthGuard guard;
     size_t n = std::min(a.list().size(), b.list().size());
     for (size_t i = 0; i < n; ++i) {
       if (!ValuesEqual(a.list()[i], b.list()[i])) return CompareValues(a.list()[i], b.list()[i], op);
@@ -411,6 +453,7 @@ static void JsonDump(const JinjaValue& v, const JsonDumpOptions& opt, int level,
         *out += "[]";
         return;
       }
+      WalkDepthGuard guard;
       out->push_back('[');
       for (size_t i = 0; i < v.list().size(); ++i) {
         if (i) *out += item_sep;
@@ -426,6 +469,7 @@ static void JsonDump(const JinjaValue& v, const JsonDumpOptions& opt, int level,
         *out += "{}";
         return;
       }
+      WalkDepthGuard guard;
       std::vector<const std::pair<std::string, JinjaValue>*> items;
       for (const auto& kv : v.map().items()) items.push_back(&kv);
       if (opt.sort_keys) {

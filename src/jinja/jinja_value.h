@@ -25,6 +25,13 @@ class JinjaError : public std::runtime_error {
 class JinjaValue;
 using ValueList = std::vector<JinjaValue>;
 
+// How deeply values may nest (lists, dicts, namespaces inside one another). A request's JSON is
+// at most 128 levels deep, so this only stops values a template builds without end
+// (`{% set ns.x = [ns.x] %}` in a loop) or a namespace that holds itself: printing, comparing,
+// dumping or destroying them would otherwise recurse until the stack overflows. The interpreter
+// refuses to bind a deeper value; printing, comparing and tojson refuse to walk deeper.
+inline constexpr int kMaxValueDepth = 512;
+
 // Insertion-ordered map with string keys (Python dicts keep insertion order).
 class ValueMap {
  public:
@@ -103,17 +110,20 @@ class JinjaValue {
   }
   static JinjaValue List(ValueList items, bool tuple = false) {
     JinjaValue v = Make(ValueKind::kList);
+    v.depth_ = 1 + MaxDepth(items);
     v.list_ = std::make_shared<const ValueList>(std::move(items));
     v.tuple_ = tuple;
     return v;
   }
   static JinjaValue Map(std::shared_ptr<ValueMap> m) {
     JinjaValue v = Make(ValueKind::kMap);
+    v.depth_ = 1 + MaxDepth(*m);
     v.map_ = std::move(m);
     return v;
   }
   static JinjaValue Namespace(std::shared_ptr<ValueMap> m) {
     JinjaValue v = Make(ValueKind::kNamespace);
+    v.depth_ = 1 + MaxDepth(*m);
     v.map_ = std::move(m);
     return v;
   }
@@ -147,6 +157,9 @@ class JinjaValue {
   const ValueMap& map() const { return *map_; }
   ValueMap& mutable_namespace() const { return *map_; }
   Callable& callable() const { return *fn_; }
+  // Nesting levels of a container as built (0 for scalars, 1 for a flat list or dict). A
+  // namespace's is taken when it is created; `set ns.x = ...` later does not raise it.
+  int depth() const { return depth_; }
 
   // Python bool(x).
   bool Truthy() const;
@@ -170,11 +183,14 @@ class JinjaValue {
     v.kind_ = k;
     return v;
   }
+  static int MaxDepth(const ValueList& items);
+  static int MaxDepth(const ValueMap& m);
   ValueKind kind_ = ValueKind::kUndefined;
   int64_t i_ = 0;
   double f_ = 0;
   bool safe_ = false;
   bool tuple_ = false;
+  int depth_ = 0;
   std::shared_ptr<const std::string> str_;
   std::shared_ptr<const ValueList> list_;
   std::shared_ptr<ValueMap> map_;

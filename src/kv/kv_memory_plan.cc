@@ -1,6 +1,7 @@
 // KV memory planning from the per-layer geometry.
 #include "kv/kv_memory_plan.h"
 
+#include <sys/sysinfo.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +13,12 @@ namespace mimo {
 int64_t PhysicalMemoryBytes() {
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   return pages > 0 && page > 0 ? int64_t{pages} * page : 0;
+}
+
+int64_t PhysicalMemoryAndSwapBytes() {
+  struct sysinfo si;
+  if (sysinfo(&si) != 0) return PhysicalMemoryBytes();
+  return static_cast<int64_t>(si.totalram + si.totalswap) * si.mem_unit;
 }
 
 StatusOr<KvMemoryPlan> PlanKvMemory(const ModelConfig& config, const KvMemoryPlanOptions& o) {
@@ -51,9 +58,17 @@ StatusOr<KvMemoryPlan> PlanKvMemory(const ModelConfig& config, const KvMemoryPla
   }
   p.full_bytes_per_block = p.full_bytes_per_token * o.block_size;
   p.swa_bytes_per_block = p.swa_bytes_per_token * o.block_size;
+  // Windows and chunks are below 2^31 each, their sum is not: blocks are counted in 64 bits.
+  auto window_blocks = [&](int window, int chunk) {
+    return (int64_t{window} - 1 + chunk + o.block_size - 1) / o.block_size + 1;
+  };
   if (p.num_swa_layers > 0) {
-    p.swa_blocks_per_sequence =
-        (p.sliding_window - 1 + o.max_chunk_tokens + o.block_size - 1) / o.block_size + 1;
+    const int64_t blocks = window_blocks(p.sliding_window, o.max_chunk_tokens);
+    if (blocks > INT32_MAX) {
+      return InvalidArgument("sliding window %d + chunk %d tokens: too many KV blocks per sequence",
+                             p.sliding_window, o.max_chunk_tokens);
+    }
+    p.swa_blocks_per_sequence = static_cast<int>(blocks);
   }
   p.swa_bytes_per_sequence = p.swa_blocks_per_sequence * p.swa_bytes_per_block;
   const int64_t ctx_blocks = (o.max_context + o.block_size - 1) / o.block_size;
@@ -65,7 +80,12 @@ StatusOr<KvMemoryPlan> PlanKvMemory(const ModelConfig& config, const KvMemoryPla
   if (p.num_mtp_layers > 0) {
     p.mtp_bytes_per_block = p.mtp_bytes_per_token * o.block_size;
     const int chunk = o.mtp_chunk_tokens > 0 ? o.mtp_chunk_tokens : o.max_chunk_tokens;
-    p.mtp_blocks_per_sequence = (mtp_window - 1 + chunk + o.block_size - 1) / o.block_size + 1;
+    const int64_t blocks = window_blocks(mtp_window, chunk);
+    if (blocks > INT32_MAX) {
+      return InvalidArgument("MTP sliding window %d + chunk %d tokens: too many KV blocks per "
+                             "sequence", mtp_window, chunk);
+    }
+    p.mtp_blocks_per_sequence = static_cast<int>(blocks);
     p.num_mtp_blocks =
         o.mtp_sequences_per_sequence > 0
             ? int64_t{o.max_sequences} * o.mtp_sequences_per_sequence * p.mtp_blocks_per_sequence + 1

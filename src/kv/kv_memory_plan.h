@@ -68,5 +68,7 @@ struct KvMemoryPlan {
 StatusOr<KvMemoryPlan> PlanKvMemory(const ModelConfig& config, const KvMemoryPlanOptions& opts);
 std::string FormatKvMemoryPlan(const KvMemoryPlan& plan);  // human-readable, multi-line
 int64_t PhysicalMemoryBytes();
+// RAM + swap (sysinfo): no KV cache larger than this can ever be backed, whatever the budget.
+int64_t PhysicalMemoryAndSwapBytes();
 
 }  // namespace mimo

@@ -65,7 +65,21 @@ StatusOr<KvMemoryPlan> PlanKvCacheMemory(const ModelConfig& config, const PagedK
   po.num_full_blocks_override = o.num_full_blocks_override;
   po.mtp_sequences_per_sequence = o.mtp_sequences_per_sequence;
   po.mtp_chunk_tokens = o.mtp_chunk_tokens;
-  return PlanKvMemory(config, po);
+  MIMO_ASSIGN_OR_RETURN(KvMemoryPlan plan, PlanKvMemory(config, po));
+  // A cache that no memory could back is refused here, by its size, rather than by the mmap that
+  // would fail (an abort) or the OOM killer once it fills.
+  const int64_t memory = PhysicalMemoryAndSwapBytes();
+  if (memory > 0 && plan.total_bytes > memory) {
+    constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+    return ResourceExhausted(
+        "the KV cache would take %.2f GiB (%lld full-attention blocks of %d tokens for %d "
+        "sequences), more than the %.2f GiB of RAM and swap here: lower --kv-cache-memory, "
+        "--num-kv-blocks, --max-model-len or --max-num-seqs",
+        static_cast<double>(plan.total_bytes) / kGiB,
+        static_cast<long long>(plan.num_full_blocks), plan.block_size, plan.max_sequences,
+        static_cast<double>(memory) / kGiB);
+  }
+  return plan;
 }
 
 KvGroupLayout MakeKvGroupLayout(const ModelConfig& config, const KvMemoryPlan& plan) {

@@ -285,7 +285,11 @@ std::optional<ApiError> ParseThinking(const OJson& body, AnthropicRequest* r) {
     return BadRequest("'thinking.budget_tokens' (an integer) is required with type enabled",
                       "thinking.budget_tokens");
   }
-  const int64_t budget = th["budget_tokens"].get<int64_t>();
+  int64_t budget = 0;
+  if (auto e = IntegerInRange(th["budget_tokens"], "thinking.budget_tokens", INT64_MIN, INT64_MAX,
+                              &budget)) {
+    return e;
+  }
   const int max_tokens = r->turn.gen.stop.max_tokens;
   if (budget < 1 || (max_tokens > 0 && budget >= max_tokens)) {
     return BadRequest("'thinking.budget_tokens' must be at least 1 and less than max_tokens (" +

@@ -1,6 +1,7 @@
 // Request validation for /v1/chat/completions and /v1/completions (see openai_request.h).
 #include "server/openai_request.h"
 
+#include <cstdint>
 #include <cstdlib>
 
 #include "chat/chat_template.h"
@@ -45,14 +46,13 @@ class Fields {
     *out = v->get<float>();
     return std::nullopt;
   }
+  // An int: within [INT32_MIN, INT32_MAX] (the fields' own ranges are checked by their users).
   std::optional<ApiError> Int(const char* key, int* out) const {
     const OJson* v = Get(key);
     if (!v) return std::nullopt;
     if (!v->is_number_integer()) return WrongType(key, "an integer", *v);
-    const int64_t x = v->get<int64_t>();
-    if (x < -(int64_t{1} << 31) || x >= (int64_t{1} << 31)) {
-      return BadRequest(std::string("'") + key + "' is out of range", key);
-    }
+    int64_t x = 0;
+    if (auto e = IntegerInRange(*v, key, INT32_MIN, INT32_MAX, &x)) return e;
     *out = static_cast<int>(x);
     return std::nullopt;
   }
@@ -138,8 +138,11 @@ std::optional<ApiError> ParseGenerationFields(const OJson& body, const ServerDef
   MIMO_TRY(f.Number("frequency_penalty", &s.frequency_penalty));
   MIMO_TRY(f.Number("repetition_penalty", &s.repetition_penalty));
   if (const OJson* v = f.Get("seed")) {
+    // A 64-bit signed integer, as in vLLM (negative seeds map onto the upper half of uint64).
     if (!v->is_number_integer()) return WrongType("seed", "an integer", *v);
-    s.seed = static_cast<uint64_t>(v->get<int64_t>());
+    int64_t seed = 0;
+    MIMO_TRY(IntegerInRange(*v, "seed", INT64_MIN, INT64_MAX, &seed));
+    s.seed = static_cast<uint64_t>(seed);
   }
   MIMO_TRY(f.Int("n", &g->n));
   if (g->n < 1 || g->n > kMaxN) {
@@ -242,11 +245,8 @@ std::optional<ApiError> ParseGenerationFields(const OJson& body, const ServerDef
     s.logprobs = lp ? top : -1;
   } else if (const OJson* v = f.Get("logprobs")) {
     if (!v->is_number_integer()) return WrongType("logprobs", "an integer", *v);
-    const int64_t lp = v->get<int64_t>();
-    if (lp < 0 || lp > kMaxLogprobs) {
-      return BadRequest("'logprobs' must be in [0, " + std::to_string(kMaxLogprobs) + "]",
-                        "logprobs");
-    }
+    int64_t lp = 0;
+    MIMO_TRY(IntegerInRange(*v, "logprobs", 0, kMaxLogprobs, &lp));
     s.logprobs = static_cast<int>(lp);
   }
   // Range checks with the engine's own messages, which name the field.

@@ -51,4 +51,26 @@ std::optional<ApiError> CheckChoiceCount(int64_t n, int64_t prompts) {
   return std::nullopt;
 }
 
+std::optional<ApiError> IntegerInRange(const OJson& v, const std::string& field, int64_t lo,
+                                       int64_t hi, int64_t* out) {
+  const auto range = [&] {
+    return "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  };
+  if (!v.is_number_integer()) {
+    return BadRequest("'" + field + "' must be an integer in " + range(), field);
+  }
+  // Unsigned: only above INT64_MAX does it differ from its int64 reading, and then it is above
+  // any hi an int64_t can state.
+  const bool above_int64 =
+      v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX);
+  const int64_t x = above_int64 ? INT64_MAX : v.get<int64_t>();
+  if (above_int64 || x < lo || x > hi) {
+    std::string got = v.dump();
+    if (got.size() > 32) got = got.substr(0, 32) + "...";
+    return BadRequest("'" + field + "' must be an integer in " + range() + ", got " + got, field);
+  }
+  *out = x;
+  return std::nullopt;
+}
+
 }  // namespace mimo

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "server/api_error.h"
@@ -45,5 +46,13 @@ OJson ParseNestedJson(std::string_view text);
 
 // `n` samples of each of `prompts` prompts within the limits above, or a 400 naming the field.
 std::optional<ApiError> CheckChoiceCount(int64_t n, int64_t prompts);
+
+// --- Integers ---------------------------------------------------------------------------------
+// Every integer a request gives is read through here, as a value in [lo, hi]. nlohmann keeps a
+// JSON integer above INT64_MAX as unsigned, which get<int64_t>() wraps (2^64 - 1 became -1,
+// "no top-k"), and a value past 2^31 read into an int wraps too: both are refused instead. Not an
+// integer, or outside [lo, hi] -> a 400 naming `field` and the range.
+std::optional<ApiError> IntegerInRange(const OJson& v, const std::string& field, int64_t lo,
+                                       int64_t hi, int64_t* out);
 
 }  // namespace mimo

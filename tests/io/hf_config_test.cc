@@ -187,6 +187,7 @@ TEST(HfConfig, MoeLayerFreqInt) {
 
 TEST(HfConfig, EosListAndMtpCount) {
   json j = TinyConfig();
+  j["vocab_size"] = 151680;  // the ids below must be in the vocabulary (OutOfVocabularyEos...)
   j["eos_token_id"] = {151645, 151643};
   j["num_nextn_predict_layers"] = 3;
   auto c = Parse(j);
@@ -237,6 +238,56 @@ TEST(HfConfig, ValidationErrorsNameTheField) {
     EXPECT_NE(err.find(tc.expect), std::string::npos)
         << tc.field << "=" << tc.value.dump() << " -> " << err;
   }
+}
+
+// Issue 44: an end-of-sequence id outside [0, vocab_size) is refused, naming the field and
+// vocab_size (it was accepted, and min_tokens indexes logits rows by it).
+TEST(HfConfig, OutOfVocabularyEosTokenIdIsRefused) {
+  for (const json& eos : {json(64), json(-1), json::array({1, 64}), json::array({-7}),
+                          json(2147483647)}) {
+    json j = TinyConfig();  // vocab_size 64
+    j["eos_token_id"] = eos;
+    const std::string err = ErrorOf(j);
+    EXPECT_NE(err.find("'eos_token_id'"), std::string::npos) << eos.dump() << " -> " << err;
+    EXPECT_NE(err.find("vocab_size is 64"), std::string::npos) << eos.dump() << " -> " << err;
+  }
+  json j = TinyConfig();
+  j["eos_token_id"] = json::array({0, 63});
+  EXPECT_TRUE(Parse(j).ok());
+}
+
+// Issue 44: sizes far beyond any checkpoint (2^31 - 1 positions overflowed the sliding-window
+// KV plan into a negative mmap, an abort) are refused at parse, naming the field and the bound.
+TEST(HfConfig, ValuesBeyondSaneRangesAreRefused) {
+  struct Case {
+    const char* field;
+    int64_t value;
+    const char* expect;
+  };
+  const std::vector<Case> cases = {
+      {"max_position_embeddings", 2147483647, "'max_position_embeddings' = 2147483647 is out of "
+                                              "range: at most 67108864"},
+      {"max_position_embeddings", -1, "'max_position_embeddings' must be >= 0"},
+      {"sliding_window", 2147483647, "'sliding_window' = 2147483647 is out of range"},
+      {"vocab_size", 2147483647, "'vocab_size' = 2147483647 is out of range: at most 16777216"},
+      {"hidden_size", 1 << 30, "'hidden_size' = 1073741824 is out of range"},
+      {"intermediate_size", 1 << 30, "'intermediate_size'"},
+      {"head_dim", 1 << 20, "'head_dim' = 1048576 is out of range: at most 4096"},
+      {"n_routed_experts", 1 << 20, "'n_routed_experts'"},
+      {"max_position_embeddings", int64_t{1} << 32, "'max_position_embeddings' is out of range"},
+  };
+  for (const auto& tc : cases) {
+    json j = TinyConfig();
+    j[tc.field] = tc.value;
+    if (std::string(tc.field) == "sliding_window") j.erase("sliding_window_size");
+    const std::string err = ErrorOf(j);
+    EXPECT_NE(err.find(tc.expect), std::string::npos) << tc.field << "=" << tc.value << " -> "
+                                                      << err;
+  }
+  // The bounds themselves are accepted.
+  json j = TinyConfig();
+  j["max_position_embeddings"] = 1 << 26;
+  EXPECT_TRUE(Parse(j).ok());
 }
 
 // V2.6 (spec section 1 sibling table, section 4 MXFP4): store_dtype mxfp4 with block 32, a

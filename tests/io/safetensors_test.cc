@@ -91,6 +91,51 @@ TEST(Safetensors, OverlappingOffsets) {
   EXPECT_NE(err.find("overlap"), std::string::npos) << err;
 }
 
+// Issue 44: byte ranges must tile the data area exactly, as the format and Hugging Face's reader
+// require. Overlap (here one tensor inside another, not its neighbour in name order) names both
+// tensors with their ranges; a hole before, between or after them names where it is.
+TEST(Safetensors, DataAreaMustBeTiledExactly) {
+  std::string err = OpenError(WithHeader(
+      R"({"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]},
+          "b": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]},
+          "c": {"dtype": "F32", "shape": [1], "data_offsets": [16, 20]}})",
+      std::string(20, '\0')));
+  EXPECT_NE(err.find("tensors 'a' [0, 16) and 'b' [4, 8) overlap"), std::string::npos) << err;
+  err = OpenError(WithHeader(
+      R"({"x": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},
+          "y": {"dtype": "F32", "shape": [1], "data_offsets": [8, 12]}})",
+      std::string(12, '\0')));
+  EXPECT_NE(err.find("4 bytes of the data area between tensor 'x' [0, 4) and tensor 'y' [8, 12) "
+                     "belong to no tensor"),
+            std::string::npos)
+      << err;
+  err = OpenError(WithHeader(R"({"y": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}})",
+                             std::string(8, '\0')));
+  EXPECT_NE(err.find("4 bytes of the data area before tensor 'y' [4, 8)"), std::string::npos)
+      << err;
+  err = OpenError(WithHeader(R"({"x": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}})",
+                             std::string(7, '\0')));
+  EXPECT_NE(err.find("3 bytes of the data area after tensor 'x' [0, 4) belong to no tensor"),
+            std::string::npos)
+      << err;
+  // Zero-byte tensors hold nothing: they may sit anywhere in the area, even inside another.
+  const std::string path = MakeTempDir() + "/model.safetensors";
+  WriteFile(path, WithHeader(R"({"x": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+                                 "e": {"dtype": "F32", "shape": [0], "data_offsets": [4, 4]}})",
+                             std::string(8, '\0')));
+  auto f = SafetensorsFile::Open(path);
+  EXPECT_TRUE(f.ok()) << f.status().message();
+}
+
+// The format disallows duplicate keys; JSON parsing keeps the last, hiding the first tensor.
+TEST(Safetensors, DuplicateTensorNamesAreRefused) {
+  const std::string err = OpenError(WithHeader(
+      R"({"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},
+          "w": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}})",
+      std::string(8, '\0')));
+  EXPECT_NE(err.find("names 'w' twice"), std::string::npos) << err;
+}
+
 TEST(Safetensors, MalformedEntries) {
   for (
       const char* h :

@@ -192,6 +192,91 @@ TEST(JinjaTemplate, ErrorsAreStatusWithLine) {
   EXPECT_FALSE(JinjaTemplate::Parse("{% include 'x' %}").ok());
 }
 
+// Issue 44: a template that recurses without end, or nests deeper than a thread's stack can
+// walk, is an error naming what went wrong, never a stack overflow (each of these crashed the
+// process before the limits in jinja_ast.h, jinja_template.h and jinja_value.h).
+TEST(JinjaTemplate, RecursiveMacrosFailNamingTheMacroAndTheLimit) {
+  std::string e = Error("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}");
+  EXPECT_NE(e.find("macro 'f' called recursively"), std::string::npos) << e;
+  EXPECT_NE(e.find("limit of 256"), std::string::npos) << e;
+  e = Error("{% macro f() %}{{ g() }}{% endmacro %}{% macro g() %}{{ f() }}{% endmacro %}"
+            "{{ f() }}");
+  EXPECT_NE(e.find("called recursively"), std::string::npos) << e;
+  EXPECT_NE(e.find("limit of 256"), std::string::npos) << e;
+  // Through a call block: w's body calls w again.
+  e = Error("{% macro w() %}{{ caller is defined }}{% call w() %}x{% endcall %}{% endmacro %}"
+            "{{ w() }}");
+  EXPECT_NE(e.find("macro 'w' called recursively"), std::string::npos) << e;
+  // Recursion that ends renders, as deep as jinja2 goes (it manages 200, not 300).
+  EXPECT_EQ(Render("{% macro f(n) %}{% if n > 0 %}{% for i in [1] %}{{ f(n - 1) }}{% endfor %}"
+                   "{% endif %}x{% endmacro %}{{ f(200) }}"),
+            std::string(201, 'x'));
+}
+
+TEST(JinjaTemplate, DeeplyNestedSourceIsASyntaxError) {
+  auto repeat = [](const std::string& s, int n) {
+    std::string out;
+    for (int i = 0; i < n; ++i) out += s;
+    return out;
+  };
+  const int n = 100000;
+  // The parser's own recursion: brackets, unary operators, else-chained ifs, nested blocks.
+  for (const std::string& tpl :
+       {"{{ " + repeat("(", n) + "1" + repeat(")", n) + " }}",
+        "{{ " + repeat("[", n) + repeat("]", n) + " }}",
+        "{{ " + repeat("not ", n) + "x }}", "{{ " + repeat("-", n) + "1 }}",
+        "{{ " + repeat("1 if x else ", n) + "2 }}",
+        "{{ f" + repeat("(f", n) + repeat(")", n) + " }}",
+        repeat("{% if x %}", n) + repeat("{% endif %}", n),
+        repeat("{% for x in y %}", n) + repeat("{% endfor %}", n)}) {
+    auto t = JinjaTemplate::Parse(tpl);
+    ASSERT_FALSE(t.ok()) << tpl.substr(0, 40);
+    EXPECT_NE(t.status().message().find("syntax error at line 1: template nested deeper than 256 "
+                                        "levels"),
+              std::string::npos)
+        << t.status().message();
+  }
+  // Trees that grow by iteration, not recursion, in the parser: `a + a + ...`, filter and
+  // attribute chains.
+  for (const std::string& tpl :
+       {"{{ 1" + repeat(" + 1", n) + " }}", "{{ x" + repeat(" or x", n) + " }}",
+        "{{ 1" + repeat(" * 1", n) + " }}",
+        "{{ x" + repeat("|trim", n) + " }}", "{{ x" + repeat(".a", n) + " }}",
+        "{{ x" + repeat("[0]", n) + " }}", "{{ x" + repeat("()", n) + " }}"}) {
+    auto t = JinjaTemplate::Parse(tpl);
+    ASSERT_FALSE(t.ok()) << tpl.substr(0, 40);
+    EXPECT_NE(t.status().message().find("expression nested deeper than 1024 levels"),
+              std::string::npos)
+        << t.status().message();
+  }
+  // Within the limits all of these parse and render.
+  EXPECT_EQ(Render("{{ " + repeat("(", 200) + "1" + repeat(")", 200) + " }}"), "1");
+  EXPECT_EQ(Render("{{ 0" + repeat(" + 1", 1000) + " }}"), "1000");
+  EXPECT_EQ(Render(repeat("{% if true %}", 200) + "x" + repeat("{% endif %}", 200)), "x");
+}
+
+TEST(JinjaTemplate, ValuesNestedWithoutEndFailInsteadOfOverflowing) {
+  // A list wrapped in itself 3 x 100000 times: refused once it passes 512 levels.
+  std::string e = Error("{% set ns = namespace(x=[]) %}{% for j in range(3) %}"
+                        "{% for i in range(100000) %}{% set ns.x = [ns.x] %}{% endfor %}"
+                        "{% endfor %}{{ ns.x | length }}");
+  EXPECT_NE(e.find("value nested deeper than the limit of 512 levels"), std::string::npos) << e;
+  // Through macro arguments instead of a namespace.
+  e = Error("{% macro f(x, n) %}{% if n > 0 %}{{ f([[[[x]]]], n - 1) }}{% endif %}{% endmacro %}"
+            "{{ f([], 250) }}");
+  EXPECT_NE(e.find("value nested deeper than the limit of 512 levels"), std::string::npos) << e;
+  // A namespace holding itself prints as deep as it is allowed to, then stops.
+  e = Error("{% set ns = namespace() %}{% set ns.self = ns %}{{ ns }}");
+  EXPECT_NE(e.find("value nested deeper than the limit of 512 levels"), std::string::npos) << e;
+  e = Error("{% set ns = namespace() %}{% set ns.l = [ns] %}{{ ns.l | tojson }}");
+  EXPECT_NE(e.find("not JSON serializable"), std::string::npos) << e;
+  // Request-sized nesting is untouched.
+  std::string deep = "1";
+  for (int i = 0; i < 128; ++i) deep = "[" + deep + "]";
+  EXPECT_EQ(Render("{{ v | tojson }}|{{ v == w }}", R"({"v": )" + deep + R"(, "w": )" + deep + "}"),
+            deep + "|True");
+}
+
 TEST(JinjaTemplate, ReferencedNames) {
   auto t = JinjaTemplate::Parse("{% if enable_thinking %}{{ messages[0].x }}{% endif %}"
                                 "{% set local = 1 %}");

@@ -103,5 +103,28 @@ TEST(KvMemoryPlan, BadOptions) {
   EXPECT_FALSE(PlanKvMemory(FlashConfig(), o).ok());
 }
 
+// Issue 44: a window near 2^31 plus the chunk overflowed int into a negative block count (then
+// a negative mmap size and an abort). The sum is taken in 64 bits and refused when the blocks do
+// not fit an int; just below, the plan is positive and exact.
+TEST(KvMemoryPlan, HugeSlidingWindowIsRefusedNotWrapped) {
+  ModelConfig c = FlashConfig();
+  for (LayerConfig& l : c.layers) {
+    if (l.attention == AttentionKind::kSlidingWindow) l.sliding_window = INT32_MAX;
+  }
+  KvMemoryPlanOptions o;
+  o.block_size = 1;
+  o.max_chunk_tokens = 512;
+  auto p = PlanKvMemory(c, o);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("sliding window 2147483647 + chunk 512 tokens"),
+            std::string::npos)
+      << p.status().message();
+  o.block_size = 16;
+  p = PlanKvMemory(c, o);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(p->swa_blocks_per_sequence, (int64_t{INT32_MAX} - 1 + 512 + 15) / 16 + 1);
+  EXPECT_GT(p->swa_bytes_per_sequence, 0);
+}
+
 }  // namespace
 }  // namespace mimo

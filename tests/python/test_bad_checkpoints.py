@@ -178,3 +178,68 @@ def test_breakages_really_break_the_checkpoint(checkpoint, tmp_path):
         breakage(d)
         with pytest.raises((ValueError, KeyError, OSError, json.JSONDecodeError, UnicodeDecodeError)):
             R.load_reference(d).forward([1, 2, 3])
+
+
+# Issue 44: config values and engine flags past what a machine or the engine's ints can hold.
+# The reference forward reads none of these (it ignores eos ids and the context limit), so they
+# are kept out of CASES and checked through `mimo generate`, which reads generation_config.json
+# and sizes the KV cache. Each exited 0 (a wrapped or out-of-vocabulary value silently used) or
+# died (MIMO_CHECK on a negative mmap size, std::system_error, the OOM killer) before.
+def _edit_json(d, name, **fields):
+    p = os.path.join(d, name)
+    cfg = json.load(open(p)) if os.path.exists(p) else {}
+    cfg.update(fields)
+    json.dump(cfg, open(p, "w"))
+
+
+CONFIG_CASES = [  # (file, fields, words the error line must contain)
+    ("config.json", {"eos_token_id": 640}, ["config.json", "'eos_token_id' 640", "vocab_size is 640"]),
+    ("config.json", {"eos_token_id": [2, -1]}, ["config.json", "'eos_token_id' -1"]),
+    ("generation_config.json", {"eos_token_id": [2, 100000]},
+     ["generation_config.json", "eos_token_id 100000", "vocab_size is 640"]),
+    ("generation_config.json", {"eos_token_id": -5}, ["generation_config.json", "eos_token_id -5"]),
+    ("generation_config.json", {"eos_token_id": 2 ** 32 + 2},
+     ["generation_config.json", "eos_token_id 4294967298"]),
+    ("config.json", {"max_position_embeddings": 2 ** 31 - 1},
+     ["config.json", "'max_position_embeddings' = 2147483647 is out of range: at most 67108864"]),
+    ("config.json", {"sliding_window": 2 ** 31 - 1, "sliding_window_size": 2 ** 31 - 1},
+     ["config.json", "'sliding_window' = 2147483647 is out of range"]),
+]
+
+
+@pytest.mark.parametrize("name,fields,needles", CONFIG_CASES,
+                         ids=[f"{c[0]}:{next(iter(c[1]))}={list(c[1].values())[0]}"
+                              for c in CONFIG_CASES])
+def test_config_values_out_of_range_give_one_clear_error(mimo_bin, checkpoint, tmp_path, name,
+                                                         fields, needles):
+    d = _copy(checkpoint, "tied", tmp_path / "ckpt")
+    assert json.load(open(os.path.join(d, "config.json")))["vocab_size"] == 640
+    _edit_json(d, name, **fields)
+    _check_one_clear_error([mimo_bin, "generate", "--model", d, "--ids", "1,2", "--max-tokens",
+                            "1", "--threads", "2"], needles)
+
+
+FLAG_CASES = [  # (flags, words the error line must contain)
+    (["--threads", "4096"], ["--threads 4096 is out of range [0, "]),
+    (["--threads", "100000"], ["--threads 100000 is out of range"]),
+    (["--threads", "-5"], ["--threads -5 is out of range"]),
+    (["--threads", str(2 ** 32 + 1)], ["--threads 4294967297 is out of range"]),
+    (["--max-model-len", str(2 ** 32)], ["--max-model-len 4294967296 is out of range [0, 67108864]"]),
+    (["--max-model-len", "99999999999"], ["--max-model-len 99999999999 is out of range"]),
+    (["--max-model-len", "1e9"], ["--max-model-len", "not an integer"]),
+    (["--max-num-batched-tokens", "3000000000"], ["--max-num-batched-tokens 3000000000"]),
+    (["--max-num-seqs", str(2 ** 32 + 1)], ["--max-num-seqs 4294967297 is out of range"]),
+    (["--kv-cache-memory", "1e14"], ["--kv-cache-memory 1e14 bytes", "RAM and swap"]),
+    (["--kv-cache-memory", "100000000000000"], ["--kv-cache-memory 100000000000000 bytes",
+                                                "more than this machine's memory"]),
+    (["--kv-cache-memory", "1.5"], ["--kv-cache-memory '1.5'"]),
+    (["--num-kv-blocks", "99999999999"], ["--num-kv-blocks 99999999999 is out of range"]),
+    (["--num-kv-blocks", "2000000000"], ["the KV cache would take", "RAM and swap",
+                                         "--num-kv-blocks"]),
+]
+
+
+@pytest.mark.parametrize("flags,needles", FLAG_CASES, ids=[" ".join(c[0]) for c in FLAG_CASES])
+def test_engine_flags_out_of_range_give_one_clear_error(mimo_bin, checkpoint, flags, needles):
+    _check_one_clear_error([mimo_bin, "generate", "--model", checkpoint("tied"), "--ids", "1,2",
+                            "--max-tokens", "1", *flags], needles)

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/json_depth.h"
+#include "server/anthropic_request.h"
 #include "server/openai_request.h"
 
 namespace mimo {
@@ -190,6 +191,58 @@ TEST(RequestLimits, TokenIdsAreCheckedAs64BitValues) {
   body = OJson::parse(R"({"tokens": [1, 2]})");
   EXPECT_FALSE(ParseDetokenizeRequest(body, Defaults(), nullptr, &ids));
   EXPECT_EQ(ids, (std::vector<int32_t>{1, 2}));
+}
+
+// Issue 44: integers above INT64_MAX arrive as unsigned JSON numbers; read as int64 they wrapped
+// (top_k 2^64 - 1 became -1, "no top-k", and the request was served). Every integer field is a
+// 400 naming itself when it does not fit its range, whichever API carries it.
+TEST(RequestLimits, IntegersAboveInt64MaxAreRefusedNotWrapped) {
+  const std::string huge = "18446744073709551615";  // 2^64 - 1
+  for (const char* field : {"top_k", "n", "best_of", "max_tokens", "max_completion_tokens",
+                            "min_tokens", "seed"}) {
+    auto e = Chat(std::string(", \"") + field + "\": " + huge);
+    ASSERT_TRUE(e) << field;
+    EXPECT_EQ(e->param, field);
+    EXPECT_NE(e->message.find(huge), std::string::npos) << e->message;
+  }
+  auto e = Chat(", \"top_k\": " + huge);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->message, "'top_k' must be an integer in [-2147483648, 2147483647], got " + huge);
+  e = Chat(", \"logprobs\": true, \"top_logprobs\": " + huge);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->param, "top_logprobs");
+  e = Completion(R"({"prompt": "p", "logprobs": )" + huge + "}");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->param, "logprobs");
+  EXPECT_NE(e->message.find("[0, 20]"), std::string::npos) << e->message;
+  // 2^63 (the first value int64 cannot hold) and values past 2^31 read into an int.
+  e = Chat(R"(, "seed": 9223372036854775808)");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->param, "seed");
+  e = Chat(R"(, "top_k": 4294967296)");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->param, "top_k");
+  // In range they pass: a negative seed (vLLM takes int64 seeds), top_k -1 (off), INT64_MAX seed.
+  EXPECT_FALSE(Chat(R"(, "seed": -5, "top_k": -1)"));
+  EXPECT_FALSE(Chat(R"(, "seed": 9223372036854775807, "top_k": 40)"));
+}
+
+TEST(RequestLimits, AnthropicIntegersAreRefusedNotWrapped) {
+  const ServerDefaults d = Defaults();
+  const ParseContext ctx{d, nullptr, nullptr};
+  const std::string huge = "18446744073709551615";
+  for (const std::string& extra :
+       {R"("top_k": )" + huge, R"("max_tokens": )" + huge,
+        R"("thinking": {"type": "enabled", "budget_tokens": )" + huge + "}"}) {
+    OJson body;
+    const std::string text =
+        R"({"max_tokens": 16, "messages": [{"role": "user", "content": "hi"}], )" + extra + "}";
+    ASSERT_FALSE(ParseRequestBody(text, &body)) << text;
+    AnthropicRequest r;
+    auto e = ParseAnthropicRequest(ctx, body, false, &r);
+    ASSERT_TRUE(e) << extra;
+    EXPECT_NE(e->message.find(huge), std::string::npos) << extra << " -> " << e->message;
+  }
 }
 
 TEST(RequestLimits, ListsAreBounded) {

@@ -114,6 +114,10 @@ inline bool MakeDFlashOrReport(const char* cmd, const Args& a, MimoV2Model& mode
   return true;
 }
 
+// --max-num-seqs at most: vLLM's default is 256; each resident sequence holds its own
+// sliding-window blocks, so far more than this cannot fit any machine's memory anyway.
+inline constexpr int64_t kMaxNumSeqs = 1 << 16;
+
 struct EngineRuntime {
   LoadedModel lm;
   std::unique_ptr<Tokenizer> tok;  // null when the model directory has none and none is needed
@@ -141,26 +145,36 @@ inline bool MakeEngineOrReport(const char* cmd, const Args& a, bool need_tokeniz
     }
     rt->tok = std::move(t).value();
   }
-  auto gen = LoadGenerationConfig(dir);
-  if (!gen.ok()) {
-    std::fprintf(stderr, "mimo %s: error: %s\n", cmd, gen.status().message().c_str());
-    return false;
-  }
-  rt->gen = *gen;
   if (a.GetInt("tensor-parallel-size", 1) > 1 && a.Has("speculative")) {
     std::fprintf(stderr, "mimo %s: error: --speculative is not supported with "
                  "--tensor-parallel-size yet\n", cmd);
     return false;
   }
+  // Sizes and counts, each within what the engine's int fields hold and a sequence may be
+  // (kMaxContextTokens); whether the KV cache they ask for fits is Engine::Create's to say.
+  int64_t seqs = 0, batched = 0, model_len = 0, waiting = 0;
+  if (!IntFlagOrReport(cmd, a, "max-num-seqs", default_max_num_seqs, 1, kMaxNumSeqs, &seqs) ||
+      !IntFlagOrReport(cmd, a, "max-num-batched-tokens", 512, 1, kMaxContextTokens, &batched) ||
+      !IntFlagOrReport(cmd, a, "max-model-len", 0, 0, kMaxContextTokens, &model_len) ||
+      !IntFlagOrReport(cmd, a, "max-waiting", 1024, 0, INT32_MAX, &waiting)) {
+    return false;
+  }
   if (!LoadModelOrReport(cmd, dir, static_cast<int>(a.GetInt("threads", 0)), &rt->lm, &a)) {
     return false;
   }
+  // After the model: its eos_token_id ids are checked against config.json's vocab_size.
+  auto gen = LoadGenerationConfig(dir, rt->lm.model->config().vocab_size);
+  if (!gen.ok()) {
+    std::fprintf(stderr, "mimo %s: error: %s\n", cmd, gen.status().message().c_str());
+    return false;
+  }
+  rt->gen = *gen;
   EngineOptions o;
   if (!KvOptionsFromArgs(cmd, a, &o.kv)) return false;
   o.kv.enable_prefix_caching = !a.Has("no-enable-prefix-caching");
-  o.scheduler.max_num_seqs = static_cast<int>(a.GetInt("max-num-seqs", default_max_num_seqs));
-  o.scheduler.max_num_batched_tokens = static_cast<int>(a.GetInt("max-num-batched-tokens", 512));
-  o.max_model_len = static_cast<int>(a.GetInt("max-model-len", 0));
+  o.scheduler.max_num_seqs = static_cast<int>(seqs);
+  o.scheduler.max_num_batched_tokens = static_cast<int>(batched);
+  o.max_model_len = static_cast<int>(model_len);
   const int max_pos = rt->lm.model->config().max_position_embeddings;
   if (max_pos > 0 && o.max_model_len > max_pos) {
     std::fprintf(stderr,
@@ -168,7 +182,7 @@ inline bool MakeEngineOrReport(const char* cmd, const Args& a, bool need_tokeniz
                  "max_position_embeddings %d: positions past it were never trained\n",
                  cmd, o.max_model_len, max_pos);
   }
-  o.max_waiting = static_cast<int>(a.GetInt("max-waiting", 1024));
+  o.max_waiting = static_cast<int>(waiting);
   o.eos_token_ids = ModelEosIds(rt->lm.model->config(), rt->gen, rt->tok.get());
   if (a.Get("speculative") == "dflash") {
     std::unique_ptr<DFlashSpeculator> spec;

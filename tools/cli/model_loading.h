@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -16,6 +17,7 @@
 #include "engine/model_runner.h"
 #include "kernels/dispatch.h"
 #include "kv/kv_cache.h"
+#include "kv/kv_memory_plan.h"
 #include "model/mimo_v2.h"
 #include "parallel/communicator.h"
 
@@ -113,10 +115,38 @@ inline bool PrecisionFromArgs(const char* cmd, const Args& a, ExecContext* ctx) 
   return true;
 }
 
+// An integer flag that must lie in [lo, hi] (absent: def), read in 64 bits so that no value
+// wraps on its way to an int. False: an error naming the flag and its range was printed.
+inline bool IntFlagOrReport(const char* cmd, const Args& a, const char* key, int64_t def,
+                            int64_t lo, int64_t hi, int64_t* out) {
+  const int64_t v = a.GetInt(key, def);
+  if (v < lo || v > hi) {
+    std::fprintf(stderr, "mimo %s: error: --%s %lld is out of range [%lld, %lld]\n", cmd, key,
+                 static_cast<long long>(v), static_cast<long long>(lo),
+                 static_cast<long long>(hi));
+    return false;
+  }
+  *out = v;
+  return true;
+}
+
 // Loads the model (this rank's slices under tensor parallelism). A follower rank (1..N-1) does
-// not return: it follows rank 0's steps and exits when rank 0 is done.
+// not return: it follows rank 0's steps and exits when rank 0 is done. `threads` (0: one per
+// hardware thread) is what the caller read from --threads, which is read again from `a` when
+// given, unwrapped, to check it against ThreadPool::MaxThreads().
 inline bool LoadModelOrReport(const char* cmd, const std::string& dir, int threads,
                               LoadedModel* out, const Args* a = nullptr) {
+  int64_t num_threads = threads;
+  if (a && a->Has("threads") &&
+      !IntFlagOrReport(cmd, *a, "threads", 0, 0, ThreadPool::MaxThreads(), &num_threads)) {
+    return false;
+  }
+  if (num_threads < 0 || num_threads > ThreadPool::MaxThreads()) {
+    std::fprintf(stderr, "mimo %s: error: --threads %lld is out of range [0, %d]\n", cmd,
+                 static_cast<long long>(num_threads), ThreadPool::MaxThreads());
+    return false;
+  }
+  threads = static_cast<int>(num_threads);
   if (a && !PrecisionFromArgs(cmd, *a, &out->ctx)) return false;
   TensorParallelOptions tp;
   if (!TensorParallelOrReport(cmd, a, &tp)) return false;
@@ -193,21 +223,45 @@ inline std::vector<std::string> KvCacheFlags() {
 inline bool KvOptionsFromArgs(const char* cmd, const Args& a, PagedKvOptions* o) {
   o->attention_backend = a.Get("attention-backend");
   o->strict_backend = a.Has("strict-attention-backend");
-  o->block_size = static_cast<int>(a.GetInt("block-size", 16));
+  int64_t block_size = 16, blocks = 0;
+  if (!IntFlagOrReport(cmd, a, "block-size", 16, 1, 4096, &block_size) ||
+      !IntFlagOrReport(cmd, a, "num-kv-blocks", 0, 0, INT32_MAX - 1, &blocks)) {
+    return false;
+  }
+  o->block_size = static_cast<int>(block_size);
+  o->num_full_blocks_override = blocks;
   auto dt = ParseKvCacheDType(a.Get("kv-cache-dtype", "f32"));
   if (!dt.ok()) {
     std::fprintf(stderr, "mimo %s: error: %s\n", cmd, dt.status().message().c_str());
     return false;
   }
   o->kv_dtype = *dt;
-  // --kv-cache-memory: bytes, or a fraction of physical RAM when given as 0 < x <= 1 ("0.5").
+  // --kv-cache-memory: bytes ("8000000000", "8e9"), or a fraction of physical RAM when given as
+  // 0 < x <= 1 with a point ("0.5"). More bytes than RAM + swap could never be backed: refused
+  // here, naming the flag (the cache's mmap would fail, or the OOM killer end the process).
+  const std::string mem_text = a.Get("kv-cache-memory");
   const double mem = a.GetDouble("kv-cache-memory", 0.0);
-  if (mem > 0 && mem <= 1.0 && a.Get("kv-cache-memory").find('.') != std::string::npos) {
+  if (mem > 0 && mem <= 1.0 && mem_text.find('.') != std::string::npos) {
     o->kv_cache_memory_fraction = mem;
-  } else {
-    o->kv_cache_memory_bytes = a.GetInt("kv-cache-memory", 0);
+  } else if (!mem_text.empty()) {
+    const int64_t memory = PhysicalMemoryAndSwapBytes();
+    constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+    if (mem < 0 || mem != std::floor(mem)) {
+      std::fprintf(stderr,
+                   "mimo %s: error: --kv-cache-memory '%s' is neither a byte count nor a "
+                   "fraction in (0, 1]\n",
+                   cmd, mem_text.c_str());
+      return false;
+    }
+    if (memory > 0 && mem > static_cast<double>(memory)) {
+      std::fprintf(stderr,
+                   "mimo %s: error: --kv-cache-memory %s bytes (%.2f GiB) is more than this "
+                   "machine's memory: %.2f GiB of RAM and swap\n",
+                   cmd, mem_text.c_str(), mem / kGiB, static_cast<double>(memory) / kGiB);
+      return false;
+    }
+    o->kv_cache_memory_bytes = static_cast<int64_t>(mem);
   }
-  o->num_full_blocks_override = a.GetInt("num-kv-blocks", 0);
   return true;
 }
 
