@@ -4,7 +4,11 @@
 namespace mimo {
 
 int64_t JsonNestingDepth(std::string_view text, int64_t stop_above) {
-  int64_t depth = 0, deepest = 0;
+  return MeasureJson(text, stop_above, INT64_MAX - 1).depth;
+}
+
+JsonShape MeasureJson(std::string_view text, int64_t stop_depth, int64_t stop_values) {
+  int64_t depth = 0, deepest = 0, values = 1;
   bool in_string = false, escaped = false;
   for (const char c : text) {
     if (in_string) {
@@ -23,10 +27,14 @@ int64_t JsonNestingDepth(std::string_view text, int64_t stop_above) {
         break;
       case '[':
       case '{':
+        if (++values > stop_values) return {deepest, values};
         if (++depth > deepest) {
           deepest = depth;
-          if (deepest > stop_above) return deepest;
+          if (deepest > stop_depth) return {deepest, values};
         }
+        break;
+      case ',':
+        if (++values > stop_values) return {deepest, values};
         break;
       case ']':
       case '}':
@@ -36,7 +44,7 @@ int64_t JsonNestingDepth(std::string_view text, int64_t stop_above) {
         break;
     }
   }
-  return deepest;
+  return {deepest, values};
 }
 
 }  // namespace mimo

@@ -20,4 +20,14 @@ inline bool JsonNestsDeeperThan(std::string_view text, int64_t max_depth) {
   return JsonNestingDepth(text, max_depth) > max_depth;
 }
 
+// The deepest nesting and an upper bound on the number of values (every value is the document,
+// the first in its container, or follows a comma: 1 + '[' + '{' + ','), found in the same one
+// pass; the scan stops as soon as either passes its bound (the result then says by how much
+// it passed: depth stop_depth + 1, or values stop_values + 1).
+struct JsonShape {
+  int64_t depth = 0;
+  int64_t values = 0;
+};
+JsonShape MeasureJson(std::string_view text, int64_t stop_depth, int64_t stop_values);
+
 }  // namespace mimo

@@ -7,7 +7,69 @@
 
 namespace mimo {
 
-std::optional<ApiError> ParseRequestBody(std::string_view body, OJson* out) {
+namespace {
+
+// Generation fields every chat-shaped endpoint reads (ParseGenerationFields), with vLLM's
+// sampling extensions.
+constexpr std::string_view kSamplingFields[] = {
+    "model", "stream", "stream_options", "temperature", "top_p", "top_k", "min_p", "seed", "n",
+    "best_of", "stop", "stop_token_ids", "max_tokens", "max_completion_tokens", "min_tokens",
+    "frequency_penalty", "presence_penalty", "repetition_penalty", "logit_bias", "logprobs",
+    "top_logprobs", "ignore_eos", "skip_special_tokens", "include_stop_str_in_output",
+    "spaces_between_special_tokens", "response_format", "user", "metadata", "store",
+    "service_tier", "safety_identifier", "prompt_cache_key", "prompt_cache_retention",
+    "priority", "request_id", "length_penalty", "use_beam_search", "prompt_logprobs",
+    "truncate_prompt_tokens", "add_special_tokens", "guided_json", "guided_regex",
+    "guided_choice", "guided_grammar", "guided_decoding_backend", "guided_whitespace_pattern",
+    "structural_tag", "return_tokens_as_token_ids", "allowed_token_ids", "bad_words",
+    "cache_salt", "logits_processors", "vllm_xargs", "kv_transfer_params"};
+// OpenAI chat completions (and /tokenize with messages), with vLLM's chat extensions.
+constexpr std::string_view kChatFields[] = {
+    "messages", "tools", "tool_choice", "parallel_tool_calls", "functions", "function_call",
+    "audio", "modalities", "prediction", "reasoning_effort", "verbosity", "web_search_options",
+    "add_generation_prompt", "continue_final_message", "chat_template", "chat_template_kwargs",
+    "documents", "mm_processor_kwargs", "echo", "thinking", "enable_thinking", "reasoning",
+    "prompt", "return_token_strs"};
+constexpr std::string_view kCompletionFields[] = {"prompt", "suffix", "echo"};
+constexpr std::string_view kResponsesFields[] = {
+    "input", "instructions", "previous_response_id", "conversation", "include", "reasoning",
+    "text", "tools", "tool_choice", "parallel_tool_calls", "max_output_tokens", "max_tool_calls",
+    "truncation", "background", "prompt", "chat_template_kwargs"};
+constexpr std::string_view kMessagesFields[] = {
+    "model", "messages", "system", "max_tokens", "stop_sequences", "stream", "temperature",
+    "top_p", "top_k", "metadata", "thinking", "tools", "tool_choice", "output_config",
+    "output_format", "context_management", "container", "mcp_servers", "service_tier",
+    "inference_geo"};
+constexpr std::string_view kDetokenizeFields[] = {"model", "tokens"};
+
+template <size_t N>
+bool In(const std::string_view (&list)[N], std::string_view name) {
+  for (std::string_view f : list)
+    if (f == name) return true;
+  return false;
+}
+
+}  // namespace
+
+bool IsKnownField(RequestKind kind, std::string_view name) {
+  switch (kind) {
+    case RequestKind::kAny:
+      return true;
+    case RequestKind::kChatCompletions:
+      return In(kSamplingFields, name) || In(kChatFields, name);
+    case RequestKind::kCompletions:
+      return In(kSamplingFields, name) || In(kCompletionFields, name);
+    case RequestKind::kResponses:
+      return In(kSamplingFields, name) || In(kResponsesFields, name);
+    case RequestKind::kMessages:
+      return In(kMessagesFields, name);
+    case RequestKind::kDetokenize:
+      return In(kDetokenizeFields, name);
+  }
+  return true;
+}
+
+std::optional<ApiError> ParseRequestBody(std::string_view body, OJson* out, RequestKind kind) {
   if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) {
     return BadRequest("the request body is empty: send a JSON object");
   }
@@ -17,11 +79,24 @@ std::optional<ApiError> ParseRequestBody(std::string_view body, OJson* out) {
     e.status = 413;
     return e;
   }
-  if (JsonNestsDeeperThan(body, kMaxJsonDepth)) {
+  const JsonShape shape = MeasureJson(body, kMaxJsonDepth, kMaxJsonValues);
+  if (shape.depth > kMaxJsonDepth) {
     return BadRequest("the request body is nested deeper than " + std::to_string(kMaxJsonDepth) +
                       " levels");
   }
-  *out = OJson::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (shape.values > kMaxJsonValues) {
+    return BadRequest("the request body holds more than " + std::to_string(kMaxJsonValues) +
+                      " JSON values");
+  }
+  // Fields of the document's top-level object the endpoint does not know: the key and its value
+  // are dropped by the parser as it reads them (their nested values are never stored).
+  const OJson::parser_callback_t skip_unknown = [kind](int depth, OJson::parse_event_t event,
+                                                       OJson& parsed) {
+    if (depth != 1 || event != OJson::parse_event_t::key || !parsed.is_string()) return true;
+    return IsKnownField(kind, parsed.get_ref<const std::string&>());
+  };
+  *out = OJson::parse(body, kind == RequestKind::kAny ? nullptr : skip_unknown,
+                      /*allow_exceptions=*/false);
   if (out->is_discarded()) return BadRequest("the request body is not valid JSON");
   if (!out->is_object()) return BadRequest("the request body must be a JSON object");
   return std::nullopt;

@@ -21,6 +21,10 @@ namespace mimo {
 inline constexpr int kMaxJsonDepth = 128;
 // Largest request body (the HTTP layer's payload limit should be the same).
 inline constexpr size_t kMaxRequestBodyBytes = size_t{64} << 20;
+// Most JSON values in one body (counted by the same scan as the depth, before anything is
+// built): ~100 bytes each once parsed, so a body costs at most ~200 MB of documents however it
+// is shaped (60 MiB of "{}," used to become 22M values: 1.45 GB and 10 s).
+inline constexpr int64_t kMaxJsonValues = int64_t{1} << 21;
 
 // --- Counts (each names its field in the 400) --------------------------------------------------
 inline constexpr int kMaxN = 128;                    // n, best_of: samples per prompt
@@ -34,11 +38,27 @@ inline constexpr int kMaxLogprobs = 20;              // logprobs (completions), 
 inline constexpr int kMaxTools = 512;                // tools (functions, after flattening)
 inline constexpr int kMaxMessages = 16384;           // messages; Responses API input items
 
-// Parses a request body: empty, too large, nested deeper than kMaxJsonDepth, not JSON, or not an
-// object -> a 400 (413 for the size) saying which. The depth is checked by a scan of the text
-// (no recursion) before nlohmann builds anything, so the document that comes out is at most
-// kMaxJsonDepth deep.
-std::optional<ApiError> ParseRequestBody(std::string_view body, OJson* out);
+// Which endpoint a body is for: its top-level fields are those of its API as documented (read or
+// refused by this server) and this server's extensions; any other top-level field is skipped
+// while parsing, never built (kAny keeps every field).
+enum class RequestKind {
+  kAny,
+  kChatCompletions,  // also /tokenize, which reads a chat request's fields
+  kCompletions,
+  kResponses,
+  kMessages,  // and /v1/messages/count_tokens
+  kDetokenize,
+};
+// Whether `kind` keeps the top-level field `name`.
+bool IsKnownField(RequestKind kind, std::string_view name);
+
+// Parses a request body: empty, too large, nested deeper than kMaxJsonDepth, holding more than
+// kMaxJsonValues values, not JSON, or not an object -> a 400 (413 for the size) saying which.
+// Depth and values are checked by a scan of the text (no recursion) before nlohmann builds
+// anything, so the document that comes out is at most kMaxJsonDepth deep; the top-level fields
+// `kind` does not know are skipped, not built.
+std::optional<ApiError> ParseRequestBody(std::string_view body, OJson* out,
+                                         RequestKind kind = RequestKind::kAny);
 
 // JSON text that arrives inside a request (tool-call arguments as a string): the same depth
 // limit; nested too deep or not JSON -> a discarded value (is_discarded()).

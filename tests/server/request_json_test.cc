@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "core/json_depth.h"
@@ -101,6 +104,93 @@ TEST(ParseRequestBody, KeepsTheExistingMessages) {
   e = ParseRequestBody("[1, 2]", &body);
   ASSERT_TRUE(e);
   EXPECT_EQ(e->message, "the request body must be a JSON object");
+}
+
+TEST(MeasureJson, ValuesAreBoundedFromAbove) {
+  // Every value is the document, the first in a container or after a comma.
+  EXPECT_EQ(MeasureJson("1", 128, 100).values, 1);
+  EXPECT_EQ(MeasureJson("[1,2,3]", 128, 100).values, 4);
+  EXPECT_EQ(MeasureJson(R"({"a":1,"b":[2,"x,y"]})", 128, 100).values, 5);  // commas in strings: no
+  std::string many = "[";
+  for (int i = 0; i < 1000; ++i) many += "{},";
+  many += "{}]";
+  EXPECT_GE(MeasureJson(many, 128, 1 << 20).values, 1002);
+  EXPECT_EQ(MeasureJson(many, 128, 100).values, 101);  // the scan stops past the bound
+}
+
+// 60 MiB of "{}," in an ignored field used to become 22M values (1.45 GB, 10 s): refused by
+// the scan, before anything is built.
+TEST(ParseRequestBody, MoreValuesThanTheBudgetAreRefusedUnbuilt) {
+  std::string body = R"({"messages": [], "junk": [)";
+  body.reserve(body.size() + 3 * (kMaxJsonValues + 1));
+  for (int64_t i = 0; i <= kMaxJsonValues; ++i) body += "{},";
+  body += "{}]}";
+  OJson out;
+  auto e = ParseRequestBody(body, &out, RequestKind::kChatCompletions);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->status, 400);
+  EXPECT_NE(e->message.find("more than 2097152 JSON values"), std::string::npos) << e->message;
+  EXPECT_TRUE(out.is_null());  // nothing was parsed
+}
+
+TEST(ParseRequestBody, UnknownTopLevelFieldsAreSkipped) {
+  const std::string body =
+      R"({"messages": [{"role": "user", "content": "hi"}], "junk": {"a": [1, {"b": "c"}]},
+          "temperature": 0.5, "metadata": {"k": "v"}, "x-extra": "y"})";
+  OJson out;
+  ASSERT_FALSE(ParseRequestBody(body, &out, RequestKind::kChatCompletions));
+  EXPECT_FALSE(out.contains("junk"));
+  EXPECT_FALSE(out.contains("x-extra"));
+  EXPECT_EQ(out["temperature"], 0.5);
+  EXPECT_EQ(out["metadata"]["k"], "v");
+  EXPECT_EQ(out["messages"][0]["content"], "hi");
+  // Nested objects keep all their fields; only the top level is filtered.
+  ASSERT_FALSE(ParseRequestBody(R"({"tools": [{"type": "function", "junk": 1}]})", &out,
+                                RequestKind::kChatCompletions));
+  EXPECT_EQ(out["tools"][0]["junk"], 1);
+  // kAny keeps everything; each API keeps its own fields.
+  ASSERT_FALSE(ParseRequestBody(body, &out));
+  EXPECT_TRUE(out.contains("junk"));
+  ASSERT_FALSE(ParseRequestBody(R"({"system": "s", "max_tokens": 5, "stop_sequences": [],
+                                    "messages": [], "temperature": 1})",
+                                &out, RequestKind::kMessages));
+  EXPECT_EQ(out.size(), 5u);
+  ASSERT_FALSE(ParseRequestBody(R"({"tokens": [1], "prompt": "p"})", &out, RequestKind::kDetokenize));
+  EXPECT_EQ(out.size(), 1u);
+}
+
+// What real agents send reaches the parsers: every top-level field of the recorded Claude Code,
+// Codex and opencode requests that an API documents is kept (Codex's client_metadata, which no
+// API has, is the one dropped).
+TEST(ParseRequestBody, RecordedAgentRequestsKeepTheirFields) {
+  namespace fs = std::filesystem;
+  int checked = 0;
+  for (const auto& e : fs::directory_iterator(fs::path(MIMO_SOURCE_DIR) / "tests/data/agents")) {
+    if (e.path().extension() != ".json") continue;
+    std::ifstream f(e.path());
+    std::stringstream ss;
+    ss << f.rdbuf();
+    const OJson rec = OJson::parse(ss.str());
+    const std::string path = rec["path"];
+    const OJson& b = rec["body"];
+    const std::string text = b.is_string() ? b.get<std::string>() : b.dump();
+    const RequestKind kind = path.rfind("/v1/messages", 0) == 0 ? RequestKind::kMessages
+                             : path == "/v1/responses"          ? RequestKind::kResponses
+                                                                : RequestKind::kChatCompletions;
+    OJson out;
+    ASSERT_FALSE(ParseRequestBody(text, &out, kind)) << e.path();
+    const OJson whole = OJson::parse(text);
+    for (auto it = whole.begin(); it != whole.end(); ++it) {
+      if (it.key() == "client_metadata") {
+        EXPECT_FALSE(out.contains(it.key()));
+        continue;
+      }
+      EXPECT_TRUE(out.contains(it.key())) << e.path() << ": " << it.key();
+      EXPECT_EQ(out[it.key()], it.value()) << e.path() << ": " << it.key();
+    }
+    ++checked;
+  }
+  EXPECT_GE(checked, 8);
 }
 
 TEST(ParseNestedJson, DiscardsTextNestedTooDeep) {
