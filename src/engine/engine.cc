@@ -562,7 +562,7 @@ void Engine::Start() {
   thread_ = std::thread([this] { Loop(); });
 }
 
-void Engine::Shutdown() {
+void Engine::Shutdown(FinishReason reason, const std::string& error) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     stop_ = true;
@@ -570,9 +570,9 @@ void Engine::Shutdown() {
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
   if (!scheduler_) return;
-  // Everything still queued or in flight ends with kAbort.
+  // Everything still queued or in flight ends with `reason`.
   DrainInputs();
-  AbortAll(FinishReason::kAbort, "");
+  AbortAll(reason, error);
   PublishAndFlush();
 }
 

@@ -100,8 +100,9 @@ class Engine {
   bool Step();
   void RunUntilIdle();
   void Start();
-  // Stops the engine thread (if started); requests still in flight end with kAbort.
-  void Shutdown();
+  // Stops the engine thread (if started); requests still in flight end with `reason` (kAbort, or
+  // kError with `error`, e.g. kShutdownError when a server's drain timed out).
+  void Shutdown(FinishReason reason = FinishReason::kAbort, const std::string& error = "");
 
  private:
   Engine(MimoV2Model& model, ExecContext ctx, const Tokenizer* tokenizer);

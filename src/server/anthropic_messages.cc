@@ -149,7 +149,8 @@ struct MessageState {
       }
       if (!c.arguments.empty()) out += Delta({{"type", "input_json_delta"}, {"partial_json", c.arguments}});
     }
-    if (ev.finished) {
+    // An engine error ends the stream with an error event instead (StreamWriters::error_tail).
+    if (ev.finished && ev.finish_reason != FinishReason::kError) {
       out += Close();
       out += SseEvent(
           "message_delta",
@@ -157,6 +158,8 @@ struct MessageState {
                     {"delta", {{"stop_reason", StopReason()}, {"stop_sequence", StopSequence()}}},
                     {"usage", Usage()}}));
       out += SseEvent("message_stop", DumpJson({{"type", "message_stop"}}));
+    } else if (ev.finished) {
+      out += Close();
     }
     return out;
   }
@@ -223,6 +226,7 @@ void ApiServer::HandleMessages(const HttpRequest& req, HttpResponse& res) {
   w.on_event = [st](const RequestOutput& ev) { return st->StreamEvent(ev); };
   w.tail = [] { return std::string(); };
   w.keepalive = SseEvent("ping", DumpJson({{"type", "ping"}}));
+  w.error_tail = ErrorTail(P, ar.stream);
   Respond(
       res, session, ar.stream, std::move(w),
       [st](const RequestOutput& ev) { AccumulateChatDelta(st->Apply(ev), &st->result); },

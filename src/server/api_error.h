@@ -20,6 +20,9 @@ struct ApiError {
   // OpenAI's machine-readable code (model_not_found, context_length_exceeded, invalid_api_key,
   // ...); empty: one derived from the status (CodeOrDefault).
   std::string code;
+  // Not an error: the request needs a grammar compiled first, which the request workers leave
+  // to the slow pool (HttpResponse::rerun_slow); ApiServer::SendError passes it on.
+  bool rerun_slow = false;
 
   std::string CodeOrDefault() const;
 

@@ -25,11 +25,49 @@ std::string Lower(std::string s) {
   return s;
 }
 
-// The host part of a Host header value ("[::1]:8000" -> "[::1]", "a.b:80" -> "a.b").
-std::string HostName(const std::string& host) {
-  std::string h = Lower(host);
-  if (!h.empty() && h[0] == '[') return h.substr(0, h.find(']') + 1);
-  return h.substr(0, h.find(':'));
+bool AllDigits(std::string_view s) {
+  return !s.empty() && s.find_first_not_of("0123456789") == std::string_view::npos;
+}
+
+// The name of a Host header value, lower-cased ("[::1]:8000" -> "[::1]", "a.b:80" -> "a.b"), or
+// "" when the value is malformed (an empty name, an unclosed bracket, a port that is not digits).
+std::string HostName(const std::string& value) {
+  const std::string h = Lower(value);
+  size_t end = 0;
+  if (!h.empty() && h[0] == '[') {
+    end = h.find(']');
+    if (end == std::string::npos) return "";
+    ++end;
+  } else {
+    end = std::min(h.find(':'), h.size());
+  }
+  if (end == 0) return "";
+  if (end < h.size() && (h[end] != ':' || !AllDigits(std::string_view(h).substr(end + 1))))
+    return "";
+  return h.substr(0, end);
+}
+
+// An IPv4 address in 127.0.0.0/8 written as a browser sends it: four decimal octets 0-255,
+// without leading zeros. ("127.attacker.example", "127.0.0.1.nip.io" are DNS names.)
+bool IsLoopbackIpv4(std::string_view s) {
+  std::vector<std::string_view> octets;
+  for (size_t pos = 0;;) {
+    const size_t dot = std::min(s.find('.', pos), s.size());
+    octets.push_back(s.substr(pos, dot - pos));
+    if (dot == s.size()) break;
+    pos = dot + 1;
+  }
+  if (octets.size() != 4 || octets[0] != "127") return false;
+  for (std::string_view o : octets) {
+    if (!AllDigits(o) || o.size() > 3 || (o.size() > 1 && o[0] == '0')) return false;
+    if (std::stoi(std::string(o)) > 255) return false;
+  }
+  return true;
+}
+
+// The names a page can only reach when it is served from this host itself.
+bool IsLoopbackName(const std::string& name) {
+  return name == "localhost" || name == "[::1]" || IsLoopbackIpv4(name);
 }
 
 bool IsLoopbackAddress(const std::string& host) {
@@ -37,6 +75,16 @@ bool IsLoopbackAddress(const std::string& host) {
 }
 
 bool StartsWith(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+
+// Whose fields a body on this path has (request_json.h: others are not even parsed).
+RequestKind KindOf(const std::string& path) {
+  if (StartsWith(path, "/v1/messages")) return RequestKind::kMessages;
+  if (path == "/v1/chat/completions" || path == "/tokenize") return RequestKind::kChatCompletions;
+  if (path == "/v1/completions") return RequestKind::kCompletions;
+  if (path == "/v1/responses") return RequestKind::kResponses;
+  if (path == "/detokenize") return RequestKind::kDetokenize;
+  return RequestKind::kAny;
+}
 
 // "Bearer KEY" with the scheme in any case (RFC 7235: schemes are case-insensitive).
 std::string BearerToken(const std::string& header) {
@@ -64,7 +112,9 @@ ApiServer::ApiServer(ServerOptions options)
         h.host = opts_.host;
         h.port = opts_.port;
         h.worker_threads = opts_.http_threads;
+        h.slow_threads = opts_.grammar_threads;
         h.max_connections = opts_.max_connections;
+        h.max_inflight_body_bytes = opts_.max_inflight_body_bytes;
         h.max_body_bytes = kMaxRequestBodyBytes;
         return h;
       }())),
@@ -99,10 +149,23 @@ void ApiServer::Respond(HttpResponse& res, std::shared_ptr<GenerationSession> se
         accumulate(ev);
         return std::string();
       },
-      std::move(whole), &in_flight_);
+      std::move(whole), std::move(writers.error_tail), &in_flight_);
+}
+
+std::function<std::string(const ApiError&)> ApiServer::ErrorTail(Protocol p, bool stream) {
+  return [p, stream](const ApiError& e) {
+    const std::string json = DumpJson(p == Protocol::kAnthropic ? e.AnthropicJson() : e.OpenAiJson());
+    if (!stream) return json;
+    return p == Protocol::kAnthropic ? SseEvent("error", json) : SseData(json) + "data: [DONE]\n\n";
+  };
 }
 
 void ApiServer::SendError(HttpResponse& res, const ApiError& e, Protocol p) {
+  if (e.rerun_slow) {
+    res = HttpResponse();
+    res.rerun_slow = true;
+    return;
+  }
   SendJson(res, p == Protocol::kAnthropic ? e.AnthropicJson() : e.OpenAiJson(), e.status);
 }
 
@@ -118,7 +181,7 @@ bool ApiServer::Admit(const HttpRequest& req, HttpResponse& res, Protocol p, OJs
     return false;
   }
   if (body) {
-    if (auto bad = ParseRequestBody(req.body, body)) {
+    if (auto bad = ParseRequestBody(req.body, body, KindOf(req.path))) {
       SendError(res, *bad, p);
       return false;
     }
@@ -236,10 +299,11 @@ std::optional<HttpResponse> ApiServer::Precheck(const HttpRequest& req,
   // a DNS name rebound to 127.0.0.1 (refused by Host) or with a "simple" cross-site POST (no
   // preflight: refused unless the body is declared application/json, which needs one).
   const bool guard = opts_.api_key.empty() && IsLoopbackAddress(opts_.host);
+  // (One Host field, present on HTTP/1.1: the HTTP layer checked that.)
   if (guard && req.has_header("Host")) {
     const std::string host = HostName(req.get_header_value("Host"));
-    bool ok = host == "localhost" || host == "[::1]" || host.rfind("127.", 0) == 0;
-    for (const std::string& h : opts_.allowed_hosts) ok = ok || Lower(h) == host;
+    bool ok = IsLoopbackName(host);
+    for (const std::string& h : opts_.allowed_hosts) ok = ok || (!host.empty() && Lower(h) == host);
     if (!ok) {
       return refuse(403, "permission_error",
                     "Host '" + req.get_header_value("Host") +
@@ -426,6 +490,8 @@ void ApiServer::SetModel(const ServingModel& m) {
 }
 
 void ApiServer::BeginDrain() { draining_.store(true); }
+
+bool ApiServer::FinishResponses(double seconds) { return http_ ? http_->Quiesce(seconds) : true; }
 
 void ApiServer::Stop() {
   if (!http_) return;

@@ -37,7 +37,12 @@ struct ServerOptions {
   std::string api_key;        // non-empty: /v1/* and /tokenize need it
   std::string served_model_name = "mimo";
   int http_threads = 4;        // workers that parse, render and tokenize requests
-  int max_connections = 1024;  // open HTTP connections; more are answered 503
+  int grammar_threads = 1;     // compile structured-output grammars (the slow pool)
+  // Open HTTP connections; at the cap the longest-idle one is closed for a new one, past it
+  // /health and /metrics still answer on a reserve (HttpOptions).
+  int max_connections = 1024;
+  // Request bodies being received at once, in bytes; a body that would pass it is a 503.
+  int64_t max_inflight_body_bytes = int64_t{1} << 30;
   // Without an API key on a loopback address: Host values accepted besides localhost,
   // 127.0.0.1 and [::1] (any port), and whether the Host/Content-Type checks apply at all.
   std::vector<std::string> allowed_hosts;
@@ -95,6 +100,11 @@ class ApiServer {
   void SetModel(const ServingModel& model);
   // From now on new requests get 503; requests in flight continue.
   void BeginDrain();
+  // Stops accepting connections and waits up to `seconds` until no response is being produced or
+  // written: after the engine ended what was in flight (Engine::Shutdown with kShutdownError),
+  // every stream gets its error event and terminator and every whole response its error before
+  // Stop. True when none was left.
+  bool FinishResponses(double seconds);
   int requests_in_flight() const { return in_flight_.load(); }
   void Stop();  // stops listening and answering; joins the HTTP threads
   int port() const { return port_; }
@@ -123,6 +133,9 @@ class ApiServer {
   static Protocol ProtocolOf(const std::string& path);
   static void SendError(HttpResponse& res, const ApiError& e, Protocol p);
   static void SendJson(HttpResponse& res, const OJson& j, int status = 200);
+  // The end of a response whose request the engine ended with an error (StreamWriters::
+  // error_tail): the protocol's error event and the stream's terminator, or the error object.
+  static std::function<std::string(const ApiError&)> ErrorTail(Protocol p, bool stream);
   const ServingModel& model() const { return model_; }
   std::atomic<int>& in_flight() { return in_flight_; }
   // Answers a submitted session: streamed (`stream`: the writers, with the server's keep-alive

@@ -47,6 +47,9 @@ class BodySource {
   virtual void Cancel() = 0;
   // Pull is called at least this often (keep-alive writes, deadlines).
   virtual double poll_seconds() const { return 1.0; }
+  // A whole (not streamed) response's status once Pull said kDone; 0: the response's own. (An
+  // error found while the answer was produced, e.g. the engine stopped, answers as an error.)
+  virtual int final_status() const { return 0; }
 };
 
 struct HttpResponse {
@@ -59,6 +62,10 @@ struct HttpResponse {
   std::shared_ptr<BodySource> source;
   bool stream = false;
   bool close = false;  // close the connection after this response
+  // Set by a handler (instead of an answer) that needs work too long for the request workers, a
+  // grammar compile: the connection runs the handler again, from the start, on the slow pool
+  // (HttpServer::RequestRecord::on_slow_pool is then set), watching the client meanwhile.
+  bool rerun_slow = false;
 
   void set_content(std::string text, std::string_view type) {
     body = std::move(text);

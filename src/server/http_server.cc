@@ -5,6 +5,7 @@
 // client going away.
 #include "server/http_server.h"
 
+#include <poll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 
@@ -15,6 +16,9 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <future>
+#include <list>
+#include <mutex>
 
 namespace mimo {
 
@@ -128,25 +132,85 @@ HttpServer::RequestRecord* HttpServer::CurrentRecord() { return t_record; }
 struct HttpServer::Impl {
   HttpServer* self;
   const HttpOptions& opts;
+  // Declared before the I/O context: a connection's coroutine frame, destroyed with the context
+  // (after Stop), still updates these.
+  std::atomic<int> busy{0};            // requests on or waiting for a worker
+  std::atomic<int> slow_busy{0};       // ... for a slow thread
+  std::atomic<int64_t> body_bytes{0};  // request bodies being received (reserved on headers)
+  std::atomic<int> active{0};          // responses being produced or written (Quiesce waits for 0)
+  // An open connection, for closing the longest-idle one at the cap. The socket is only touched
+  // on the connection's strand (`alive` is cleared there before the coroutine ends).
+  struct Conn {
+    asio::any_io_executor ex;
+    tcp::socket* sock = nullptr;
+    bool alive = true;
+    // Guarded by conns_mu: waiting for a request's first byte, since when, and picked to be
+    // closed (cleared if a byte arrives before the close runs).
+    bool idle = false;
+    bool evict = false;
+    Clock::time_point idle_since;
+  };
+  std::mutex conns_mu;
+  std::list<std::shared_ptr<Conn>> conns;
   asio::io_context ioc;
-  tcp::acceptor acceptor{ioc};
+  asio::strand<asio::io_context::executor_type> accept_strand = asio::make_strand(ioc);
+  tcp::acceptor acceptor{accept_strand};
   asio::thread_pool workers;
+  asio::thread_pool slow;  // handlers that asked to run where they may take seconds
   std::vector<std::thread> threads;
   std::vector<HttpRoute> routes;
   Precheck precheck;
   Decorate decorate;
   ErrorBody error_body;
   Logger logger;
-  std::atomic<int> busy{0};
   bool stopped = false;
 
+
+  // One request/response exchange on a connection.
+  struct Exchange {
+    HttpRequest req;
+    HttpResponse res;
+    RequestRecord record;
+    const HttpRoute* route = nullptr;
+    bool keep_alive = false;
+    bool has_body = false;
+    bool body_read = true;
+    int64_t reserved_body = 0;  // of body_bytes
+    Clock::time_point start = Clock::now();
+  };
+
   Impl(HttpServer* s, const HttpOptions& o)
-      : self(s), opts(o), workers(static_cast<size_t>(std::max(1, o.worker_threads))) {}
+      : self(s),
+        opts(o),
+        workers(static_cast<size_t>(std::max(1, o.worker_threads))),
+        slow(static_cast<size_t>(std::max(1, o.slow_threads))) {}
 
   asio::awaitable<void> Accept();
   asio::awaitable<void> Refuse(tcp::socket sock);
-  asio::awaitable<void> Serve(tcp::socket sock);
+  asio::awaitable<void> Serve(tcp::socket sock, bool reserve);
+  asio::awaitable<bool> ReadHead(beast::tcp_stream& stream, beast::flat_buffer& buf,
+                                 http::request_parser<http::string_body>& parser, bool reserve,
+                                 Exchange* x);
+  asio::awaitable<bool> ReadBody(beast::tcp_stream& stream, beast::flat_buffer& buf,
+                                 http::request_parser<http::string_body>& parser, Exchange* x);
+  asio::awaitable<bool> Dispatch(beast::tcp_stream& stream, Exchange* x);
+  asio::awaitable<bool> SendBody(beast::tcp_stream& stream, Exchange* x);
+  asio::awaitable<bool> Write(beast::tcp_stream& stream, std::string_view data);
+  asio::awaitable<bool> WaitWatching(beast::tcp_stream& stream, Waker& waker, double seconds,
+                                     bool* watch);
   asio::awaitable<void> Linger(beast::tcp_stream& stream);
+  bool EvictIdle();
+  void SetIdle(Conn& c, bool idle) {
+    std::lock_guard<std::mutex> lock(conns_mu);
+    c.idle = idle;
+    c.evict = false;
+    if (idle) c.idle_since = Clock::now();
+  }
+  void Log(const Exchange& x, int status) {
+    if (!logger) return;
+    logger(x.req, status,
+           std::chrono::duration<double, std::milli>(Clock::now() - x.start).count(), x.record);
+  }
 
   // The route for a path; *allowed lists the methods of the routes whose pattern matched.
   const HttpRoute* Find(const std::string& method, const std::string& path,
@@ -175,6 +239,11 @@ struct HttpServer::Impl {
     if (res->body.empty()) {
       res->set_content("{\"error\":{\"message\":\"" + message + "\"}}", "application/json");
     }
+  }
+
+  void Busy(const HttpRequest& req, const std::string& message, HttpResponse* res) {
+    Error(req, 503, message, res);
+    res->set_header("Retry-After", "1");
   }
 
   // Runs a handler; an exception becomes a 500 (it never reaches the I/O loop).
@@ -253,7 +322,7 @@ Status HttpServer::Start() {
                     ec.message().c_str());
   }
   port_ = a.local_endpoint().port();
-  asio::co_spawn(impl_->ioc, impl_->Accept(), asio::detached);
+  asio::co_spawn(impl_->accept_strand, impl_->Accept(), asio::detached);
   for (int i = 0; i < std::max(1, opts_.io_threads); ++i) {
     impl_->threads.emplace_back([this] {
       for (;;) {
@@ -270,6 +339,21 @@ Status HttpServer::Start() {
   return Status::Ok();
 }
 
+bool HttpServer::Quiesce(double seconds) {
+  if (impl_->stopped || impl_->threads.empty()) return true;
+  std::promise<void> closed;
+  asio::post(impl_->accept_strand, [this, &closed] {
+    boost::system::error_code ec;
+    impl_->acceptor.close(ec);
+    closed.set_value();
+  });
+  closed.get_future().wait();
+  const auto deadline = Clock::now() + Seconds(seconds);
+  while (impl_->active.load() > 0 && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  return impl_->active.load() == 0;
+}
+
 void HttpServer::Stop() {
   if (impl_->stopped) return;
   impl_->stopped = true;
@@ -277,13 +361,15 @@ void HttpServer::Stop() {
   for (std::thread& t : impl_->threads) t.join();
   impl_->workers.stop();
   impl_->workers.join();
+  impl_->slow.stop();
+  impl_->slow.join();
 }
 
 asio::awaitable<void> HttpServer::Impl::Accept() {
   asio::steady_timer backoff(ioc);
   for (;;) {
     auto [ec, sock] = co_await acceptor.async_accept(asio::make_strand(ioc), kTuple);
-    if (ec == asio::error::operation_aborted) co_return;
+    if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
     if (ec) {
       // Out of descriptors (EMFILE/ENFILE) or a transient error: wait a little, keep accepting.
       backoff.expires_after(std::chrono::milliseconds(50));
@@ -291,12 +377,17 @@ asio::awaitable<void> HttpServer::Impl::Accept() {
       continue;
     }
     const asio::any_io_executor ex = sock.get_executor();
-    if (self->connections_.load() >= opts.max_connections) {
-      asio::co_spawn(ex, Refuse(std::move(sock)), asio::detached);
-      continue;
+    const int open = self->connections_.load();
+    bool reserve = false;
+    if (open >= opts.max_connections && !EvictIdle()) {
+      if (open >= opts.max_connections + opts.reserve_connections) {
+        asio::co_spawn(ex, Refuse(std::move(sock)), asio::detached);
+        continue;
+      }
+      reserve = true;  // every connection is busy: this one may only ask /health or /metrics
     }
     ++self->connections_;
-    asio::co_spawn(ex, Serve(std::move(sock)), [this](std::exception_ptr ep) {
+    asio::co_spawn(ex, Serve(std::move(sock), reserve), [this](std::exception_ptr ep) {
       --self->connections_;
       if (!ep) return;
       try {
@@ -309,12 +400,37 @@ asio::awaitable<void> HttpServer::Impl::Accept() {
   }
 }
 
-// Over the connection cap: a 503 at once, then close.
+// At the connection cap: closes the connection idle the longest (a kept-alive one waiting for its
+// next request, or one that has not sent its first), so a client holding many idle connections
+// cannot lock the others out. False when none is idle.
+bool HttpServer::Impl::EvictIdle() {
+  std::shared_ptr<Conn> oldest;
+  {
+    std::lock_guard<std::mutex> lock(conns_mu);
+    for (const auto& c : conns) {
+      if (c->idle && (!oldest || c->idle_since < oldest->idle_since)) oldest = c;
+    }
+    if (!oldest) return false;
+    oldest->idle = false;  // not picked twice
+    oldest->evict = true;
+  }
+  asio::post(oldest->ex, [this, oldest] {
+    {
+      std::lock_guard<std::mutex> lock(conns_mu);
+      if (!oldest->alive || !oldest->evict) return;  // gone, or a request started meanwhile
+    }
+    boost::system::error_code ec;
+    oldest->sock->shutdown(tcp::socket::shutdown_both, ec);
+    oldest->sock->close(ec);
+  });
+  return true;
+}
+
+// Over the connection cap and its reserve: a 503 at once, then close.
 asio::awaitable<void> HttpServer::Impl::Refuse(tcp::socket sock) {
   HttpRequest req;
   HttpResponse res;
-  Error(req, 503, "too many open connections; retry later", &res);
-  res.set_header("Retry-After", "1");
+  Busy(req, "too many open connections; retry later", &res);
   const std::string out = Head(req, res, false, res.body.size(), false) + res.body;
   beast::tcp_stream stream(std::move(sock));
   stream.expires_after(std::chrono::seconds(5));
@@ -322,254 +438,387 @@ asio::awaitable<void> HttpServer::Impl::Refuse(tcp::socket sock) {
   co_await Linger(stream);
 }
 
-asio::awaitable<void> HttpServer::Impl::Serve(tcp::socket sock) {
+// Writes all of `data` under the write deadline; false when the client is gone.
+asio::awaitable<bool> HttpServer::Impl::Write(beast::tcp_stream& stream, std::string_view data) {
+  stream.expires_after(Seconds(opts.write_timeout_s));
+  auto [ec, n] = co_await asio::async_write(stream, asio::buffer(data.data(), data.size()), kTuple);
+  stream.expires_never();
+  co_return !ec;
+}
+
+// Waits until the waker fires or `seconds` pass, watching the socket meanwhile: false when the
+// client closed the connection (or reset it). While a pipelined request is waiting unread the
+// socket stays readable, so the close is then seen by polling for the peer's hang-up (POLLRDHUP)
+// instead.
+asio::awaitable<bool> HttpServer::Impl::WaitWatching(beast::tcp_stream& stream, Waker& waker,
+                                                     double seconds, bool* watch) {
+  const int fd = stream.socket().native_handle();
+  if (waker.notified.exchange(false)) co_return true;
+  waker.timer.expires_after(Seconds(seconds));
+  if (*watch) {
+    auto which = co_await (waker.timer.async_wait(kTuple) ||
+                           stream.socket().async_wait(tcp::socket::wait_read, kTuple));
+    if (which.index() == 0) co_return true;
+    char c;
+    const ssize_t n = ::recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+      co_return false;
+    if (n > 0) *watch = false;  // a pipelined request: poll for the hang-up from now on
+    co_return true;
+  }
+  co_await waker.timer.async_wait(kTuple);
+  pollfd p{fd, POLLRDHUP, 0};
+  if (::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR))) co_return false;
+  co_return true;
+}
+
+// Reads and checks a request's headers into *x (x->res.status != 200: refused, answer it).
+// False: the connection is to be closed without an answer (the client went away or was slow).
+asio::awaitable<bool> HttpServer::Impl::ReadHead(beast::tcp_stream& stream,
+                                                 beast::flat_buffer& buf,
+                                                 http::request_parser<http::string_body>& parser,
+                                                 bool reserve, Exchange* x) {
+  HttpRequest& req = x->req;
+  HttpResponse& res = x->res;
+  parser.header_limit(static_cast<std::uint32_t>(opts.max_header_bytes));
+  parser.body_limit(boost::none);  // checked below, after the precheck
+  stream.expires_after(Seconds(opts.header_timeout_s));
+  auto [ec, n] = co_await http::async_read_header(stream, buf, parser, kTuple);
+  stream.expires_never();
+  if (ec == http::error::header_limit) {
+    Error(req, 431,
+          "the request headers are larger than " + std::to_string(opts.max_header_bytes) +
+              " bytes",
+          &res);
+    co_return true;
+  }
+  if (ec == beast::error::timeout || ec == http::error::end_of_stream || ec == asio::error::eof ||
+      ec == asio::error::connection_reset || ec == asio::error::operation_aborted ||
+      ec == asio::error::bad_descriptor) {
+    co_return false;  // a client that went away, sent its headers too slowly, or was evicted
+  }
+  if (ec) {
+    Error(req, 400, "malformed HTTP request: " + ec.message(), &res);
+    co_return true;
+  }
+  const auto& h = parser.get();
+  req.method = std::string(h.method_string());
+  const std::string_view target = h.target();
+  const size_t q = target.find('?');
+  req.path = std::string(target.substr(0, q));
+  if (q != target.npos) req.query = std::string(target.substr(q + 1));
+  req.version = h.version() == 10 ? 10 : 11;
+  int fields = 0, hosts = 0;
+  for (const auto& f : h) {
+    ++fields;
+    hosts += IEquals(f.name_string(), "Host");
+    req.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
+  }
+  x->keep_alive = parser.keep_alive();
+  // RFC 9112 6.1: an HTTP/1.0 message with Transfer-Encoding has faulty framing: close after it.
+  if (req.version == 10 && req.has_header("Transfer-Encoding")) x->keep_alive = false;
+  x->has_body = !parser.is_done() &&
+                (parser.chunked() || (parser.content_length() && *parser.content_length() > 0));
+  x->body_read = !x->has_body;
+  if (fields > opts.max_header_fields) {
+    Error(req, 431,
+          "the request has " + std::to_string(fields) + " header fields; at most " +
+              std::to_string(opts.max_header_fields) + " are accepted",
+          &res);
+    co_return true;
+  }
+  // RFC 9112 3.2: exactly one Host on HTTP/1.1, at most one on 1.0 (the Host check of the
+  // precheck then reads the one there is).
+  if (hosts > 1 || (hosts == 0 && req.version == 11)) {
+    Error(req, 400,
+          hosts > 1 ? "the request has " + std::to_string(hosts) +
+                          " Host header fields; exactly one is accepted"
+                    : "an HTTP/1.1 request needs a Host header field",
+          &res);
+    co_return true;
+  }
+  std::string allowed;
+  x->route = Find(req.method, req.path, &req.matches, &allowed);
+  std::optional<HttpResponse> early;
+  if (precheck) early = precheck(req, x->route);
+  if (early) {
+    res = std::move(*early);
+  } else if (!x->route && !allowed.empty()) {
+    Error(req, 405, "method " + req.method + " is not allowed on " + req.path, &res);
+    res.set_header("Allow", allowed);
+  } else if (!x->route) {
+    Error(req, 404, "no route " + req.method + " " + req.path, &res);
+  } else if (reserve && !x->route->inline_handler) {
+    // A connection beyond the cap, every other one busy: only the inline routes are served.
+    Busy(req, "too many open connections; retry later", &res);
+  } else if (parser.content_length() && *parser.content_length() > opts.max_body_bytes) {
+    Error(req, 413,
+          "the request body is too large: " + std::to_string(*parser.content_length()) +
+              " bytes; at most " + std::to_string(opts.max_body_bytes >> 20) +
+              " MiB are accepted",
+          &res);
+  } else if (x->has_body) {
+    // The body's bytes against what all bodies being received may take.
+    const int64_t want = parser.chunked() ? static_cast<int64_t>(opts.max_body_bytes)
+                                          : static_cast<int64_t>(*parser.content_length());
+    if (body_bytes.fetch_add(want) + want > opts.max_inflight_body_bytes) {
+      body_bytes -= want;
+      Busy(req, "the server is receiving too many request bodies at once; retry later", &res);
+    } else {
+      x->reserved_body = want;
+    }
+  }
+  co_return true;
+}
+
+// Reads the body of an admitted request into x->req.body (refusals set x->res). False: the
+// client went away.
+asio::awaitable<bool> HttpServer::Impl::ReadBody(beast::tcp_stream& stream,
+                                                 beast::flat_buffer& buf,
+                                                 http::request_parser<http::string_body>& parser,
+                                                 Exchange* x) {
+  HttpRequest& req = x->req;
+  if (IEquals(req.get_header_value("Expect"), "100-continue") && req.version == 11) {
+    if (!co_await Write(stream, "HTTP/1.1 100 Continue\r\n\r\n")) co_return false;
+  }
+  parser.body_limit(opts.max_body_bytes);
+  // A chunked body of unknown size: reserve the limit's address space once (pages are only
+  // touched as the body arrives) rather than let the string double and copy on the way.
+  if (parser.chunked()) parser.get().body().reserve(opts.max_body_bytes);
+  // The body deadline cancels the read rather than closing the socket, so the 408 can be sent.
+  asio::steady_timer deadline(stream.get_executor());
+  deadline.expires_after(Seconds(opts.body_timeout_s));
+  auto which = co_await (http::async_read(stream, buf, parser, kTuple) || deadline.async_wait(kTuple));
+  if (which.index() == 1) {
+    Error(req, 408, "the request body was not received within " +
+                        std::to_string(static_cast<int>(opts.body_timeout_s)) + " s",
+          &x->res);
+    co_return true;
+  }
+  const auto [ec, n] = std::get<0>(which);
+  if (ec == http::error::body_limit) {
+    Error(req, 413,
+          "the request body is too large: at most " + std::to_string(opts.max_body_bytes >> 20) +
+              " MiB are accepted",
+          &x->res);
+  } else if (ec == http::error::end_of_stream || ec == asio::error::eof ||
+             ec == asio::error::connection_reset) {
+    co_return false;
+  } else if (ec) {
+    Error(req, 400, "malformed HTTP request body: " + ec.message(), &x->res);
+  } else {
+    req.body = std::move(parser.get().body());
+    x->body_read = true;
+  }
+  co_return true;
+}
+
+// Runs the route's handler: inline on this I/O thread, on a worker, and again on the slow pool
+// when it asks (rerun_slow), the client watched meanwhile. False: the client went away.
+asio::awaitable<bool> HttpServer::Impl::Dispatch(beast::tcp_stream& stream, Exchange* x) {
+  const HttpRoute& route = *x->route;
+  if (route.inline_handler) {
+    Run(route, x->req, &x->res, &x->record);
+    co_return true;
+  }
+  if (busy.fetch_add(1) >= opts.worker_threads + opts.worker_queue) {
+    --busy;
+    Busy(x->req, "the server is busy; retry later", &x->res);
+    co_return true;
+  }
+  co_await asio::co_spawn(
+      workers,
+      [&]() -> asio::awaitable<void> {
+        Run(route, x->req, &x->res, &x->record);
+        co_return;
+      },
+      asio::use_awaitable);
+  --busy;
+  if (!x->res.rerun_slow) co_return true;
+  x->res = HttpResponse();
+  if (slow_busy.fetch_add(1) >= opts.slow_threads + opts.slow_queue) {
+    --slow_busy;
+    Busy(x->req, "too many structured-output grammars are being compiled; retry later", &x->res);
+    co_return true;
+  }
+  // The slow pool signals completion through the waker; this coroutine (which owns x) never
+  // leaves before it, and tells the handler when the client is gone.
+  auto waker = std::make_shared<Waker>(co_await asio::this_coro::executor);
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  std::atomic<bool> cancel{false};
+  x->record.cancel = &cancel;
+  x->record.on_slow_pool = true;
+  asio::post(slow, [this, x, &route, waker, done] {
+    Run(route, x->req, &x->res, &x->record);
+    done->store(true);
+    waker->notified.store(true);
+    asio::post(waker->timer.get_executor(), [waker] { waker->timer.cancel(); });
+  });
+  bool watch = true, gone = false;
+  while (!done->load()) {
+    if (!co_await WaitWatching(stream, *waker, 1.0, &watch) && !gone) {
+      gone = true;
+      cancel.store(true);  // the compile stops at its next check
+      watch = false;
+    }
+  }
+  --slow_busy;
+  x->record.cancel = nullptr;
+  if (gone) {
+    if (x->res.source) x->res.source->Cancel();
+    co_return false;
+  }
+  co_return true;
+}
+
+// Produces and writes a response that has a body source (streamed, or whole when done). False:
+// the connection ends here (the client went away, or a stream ended the HTTP/1.0 way).
+asio::awaitable<bool> HttpServer::Impl::SendBody(beast::tcp_stream& stream, Exchange* x) {
+  HttpRequest& req = x->req;
+  HttpResponse& res = x->res;
+  auto waker = std::make_shared<Waker>(co_await asio::this_coro::executor);
+  res.source->SetNotify([waker] {
+    waker->notified.store(true);
+    asio::post(waker->timer.get_executor(), [waker] { waker->timer.cancel(); });
+  });
+  bool watch = true;  // watch the socket for the client closing it
+  std::string whole;
+  for (;;) {
+    std::string out;
+    BodySource::State st;
+    {
+      RecordScope scope(&x->record);
+      try {
+        st = res.source->Pull(&out);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "mimo serve: response body: %s\n", e.what());
+        st = BodySource::State::kAbort;
+      }
+    }
+    if (st == BodySource::State::kAbort) {
+      res.source->Cancel();
+      if (!res.stream) {
+        Error(req, 500, "the response could not be produced", &res);
+        co_return true;
+      }
+      co_return false;
+    }
+    if (!out.empty()) {
+      if (!res.stream) {
+        whole += out;
+      } else if (req.version == 11) {
+        char size[24];
+        std::snprintf(size, sizeof(size), "%zx\r\n", out.size());
+        if (!co_await Write(stream, size + out + "\r\n")) {
+          res.source->Cancel();
+          co_return false;
+        }
+      } else if (!co_await Write(stream, out)) {
+        res.source->Cancel();
+        co_return false;
+      }
+    }
+    if (st == BodySource::State::kDone) {
+      if (res.stream && req.version == 11 && !co_await Write(stream, "0\r\n\r\n")) co_return false;
+      if (!res.stream) {
+        if (const int s = res.source->final_status()) res.status = s;
+        res.body = std::move(whole);
+        res.source.reset();
+      }
+      co_return true;
+    }
+    if (!co_await WaitWatching(stream, *waker, res.source->poll_seconds(), &watch)) {
+      res.source->Cancel();  // the client closed the connection: free its requests now
+      Log(*x, 499);
+      co_return false;
+    }
+  }
+}
+
+asio::awaitable<void> HttpServer::Impl::Serve(tcp::socket sock, bool reserve) {
   beast::tcp_stream stream(std::move(sock));
   beast::flat_buffer buf(opts.max_header_bytes + (size_t{1} << 20));
-  const int fd = stream.socket().native_handle();
+  auto conn = std::make_shared<Conn>();
+  conn->ex = stream.get_executor();
+  conn->sock = &stream.socket();
+  std::list<std::shared_ptr<Conn>>::iterator conn_pos;  // stable while other entries come and go
+  {
+    std::lock_guard<std::mutex> lock(conns_mu);
+    conn_pos = conns.insert(conns.begin(), conn);
+  }
+  struct Unregister {
+    Impl* impl;
+    std::shared_ptr<Conn> c;
+    std::list<std::shared_ptr<Conn>>::iterator pos;
+    ~Unregister() {
+      std::lock_guard<std::mutex> lock(impl->conns_mu);
+      c->alive = false;
+      impl->conns.erase(pos);
+    }
+  } unregister{this, conn, conn_pos};
+
   bool alive = true;
   bool first = true;  // a new connection must send its request within the header deadline
-
-  // Writes all of `data` under the write deadline; false when the client is gone.
-  auto write = [&](std::string_view data) -> asio::awaitable<bool> {
-    stream.expires_after(Seconds(opts.write_timeout_s));
-    auto [ec, n] =
-        co_await asio::async_write(stream, asio::buffer(data.data(), data.size()), kTuple);
-    co_return !ec;
-  };
-
   while (alive) {
     // Wait for the next request's first byte (idle deadline), then for its headers (header
     // deadline: a slow sender of headers is cut off).
     if (buf.size() == 0) {
+      SetIdle(*conn, true);
       stream.expires_after(Seconds(first ? opts.header_timeout_s : opts.idle_timeout_s));
       auto [ec, n] = co_await stream.async_read_some(buf.prepare(4096), kTuple);
+      stream.expires_never();
+      SetIdle(*conn, false);
       if (ec) co_return;
       buf.commit(n);
     }
     first = false;
-    const auto start = Clock::now();
+    Exchange x;
     http::request_parser<http::string_body> parser;
-    parser.header_limit(static_cast<std::uint32_t>(opts.max_header_bytes));
-    parser.body_limit(boost::none);  // checked below, after the precheck
-    stream.expires_after(Seconds(opts.header_timeout_s));
-    HttpRequest req;
-    HttpResponse res;
-    RequestRecord record;
-    bool keep_alive = false;
-    {
-      auto [ec, n] = co_await http::async_read_header(stream, buf, parser, kTuple);
-      if (ec == http::error::header_limit) {
-        Error(req, 431,
-              "the request headers are larger than " + std::to_string(opts.max_header_bytes) +
-                  " bytes",
-              &res);
-      } else if (ec == beast::error::timeout || ec == http::error::end_of_stream ||
-                 ec == asio::error::eof || ec == asio::error::connection_reset) {
-        co_return;  // a client that went away or sent its headers too slowly
-      } else if (ec) {
-        Error(req, 400, "malformed HTTP request: " + ec.message(), &res);
+    if (!co_await ReadHead(stream, buf, parser, reserve, &x)) co_return;
+    ++active;
+    struct Done {  // the exchange's share of the body budget and of `active`, released at its end
+      Impl* impl;
+      Exchange* x;
+      ~Done() {
+        impl->body_bytes -= x->reserved_body;
+        --impl->active;
       }
-    }
-    if (res.status == 200) {
-      const auto& h = parser.get();
-      req.method = std::string(h.method_string());
-      const std::string_view target = h.target();
-      const size_t q = target.find('?');
-      req.path = std::string(target.substr(0, q));
-      if (q != target.npos) req.query = std::string(target.substr(q + 1));
-      req.version = h.version() == 10 ? 10 : 11;
-      int fields = 0;
-      for (const auto& f : h) {
-        ++fields;
-        req.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
-      }
-      keep_alive = parser.keep_alive();
-      if (fields > opts.max_header_fields) {
-        Error(req, 431,
-              "the request has " + std::to_string(fields) + " header fields; at most " +
-                  std::to_string(opts.max_header_fields) + " are accepted",
-              &res);
-      }
-    }
-    const bool has_body =
-        parser.is_header_done() && !parser.is_done() &&
-        (parser.chunked() || (parser.content_length() && *parser.content_length() > 0));
-    const HttpRoute* route = nullptr;
-    std::string allowed;
-    if (res.status == 200) {
-      route = Find(req.method, req.path, &req.matches, &allowed);
-      std::optional<HttpResponse> early;
-      if (precheck) early = precheck(req, route);
-      if (early) {
-        res = std::move(*early);
-      } else if (!route && !allowed.empty()) {
-        Error(req, 405, "method " + req.method + " is not allowed on " + req.path, &res);
-        res.set_header("Allow", allowed);
-      } else if (!route) {
-        Error(req, 404, "no route " + req.method + " " + req.path, &res);
-      } else if (parser.content_length() && *parser.content_length() > opts.max_body_bytes) {
-        Error(req, 413,
-              "the request body is too large: " + std::to_string(*parser.content_length()) +
-                  " bytes; at most " + std::to_string(opts.max_body_bytes >> 20) +
-                  " MiB are accepted",
-              &res);
-      }
-    }
-    bool body_read = !has_body;
-    if (res.status == 200 && has_body) {
-      if (IEquals(req.get_header_value("Expect"), "100-continue") && req.version == 11) {
-        if (!co_await write("HTTP/1.1 100 Continue\r\n\r\n")) co_return;
-      }
-      parser.body_limit(opts.max_body_bytes);
-      // A chunked body of unknown size: reserve the limit's address space once (pages are only
-      // touched as the body arrives) rather than let the string double and copy on the way.
-      if (parser.chunked()) parser.get().body().reserve(opts.max_body_bytes);
-      stream.expires_after(Seconds(opts.body_timeout_s));
-      auto [ec, n] = co_await http::async_read(stream, buf, parser, kTuple);
-      if (ec == http::error::body_limit) {
-        Error(req, 413,
-              "the request body is too large: at most " +
-                  std::to_string(opts.max_body_bytes >> 20) + " MiB are accepted",
-              &res);
-      } else if (ec == beast::error::timeout) {
-        Error(req, 408, "the request body was not received in time", &res);
-      } else if (ec == http::error::end_of_stream || ec == asio::error::eof ||
-                 ec == asio::error::connection_reset) {
-        co_return;
-      } else if (ec) {
-        Error(req, 400, "malformed HTTP request body: " + ec.message(), &res);
-      } else {
-        req.body = std::move(parser.get().body());
-        body_read = true;
-      }
-    }
-    stream.expires_never();
-    if (res.status == 200 && route) {
-      if (route->inline_handler) {
-        Run(*route, req, &res, &record);
-      } else if (busy.fetch_add(1) >= opts.worker_threads + opts.worker_queue) {
-        --busy;
-        Error(req, 503, "the server is busy; retry later", &res);
-        res.set_header("Retry-After", "1");
-      } else {
-        co_await asio::co_spawn(
-            workers,
-            [&]() -> asio::awaitable<void> {
-              Run(*route, req, &res, &record);
-              co_return;
-            },
-            asio::use_awaitable);
-        --busy;
-      }
-    }
-    if (decorate) decorate(req, res);
-    // An unread body cannot be skipped safely: close after answering.
-    keep_alive = keep_alive && body_read && !res.close && res.status != 400 && res.status != 431;
-    const bool head_only = req.method == "HEAD";
-
-    if (res.source && res.stream && !head_only) {
+    } done{this, &x};
+    if (x.res.status == 200 && x.has_body && !co_await ReadBody(stream, buf, parser, &x)) co_return;
+    if (x.res.status == 200 && x.route && !co_await Dispatch(stream, &x)) co_return;
+    body_bytes -= x.reserved_body;  // the body is parsed and copied by now
+    x.reserved_body = 0;
+    if (decorate) decorate(x.req, x.res);
+    // An unread body cannot be skipped safely: close after answering. So does a connection
+    // beyond the cap.
+    x.keep_alive = x.keep_alive && x.body_read && !x.res.close && !reserve &&
+                   x.res.status != 400 && x.res.status != 408 && x.res.status != 431;
+    const bool head_only = x.req.method == "HEAD";
+    if (x.res.source && x.res.stream && !head_only) {
       // Streamed: chunked on HTTP/1.1; on HTTP/1.0 the body ends when the connection closes.
-      const bool chunked = req.version == 11;
-      if (!chunked) keep_alive = false;
-      if (!co_await write(Head(req, res, keep_alive, std::nullopt, chunked))) {
-        res.source->Cancel();
+      const bool chunked = x.req.version == 11;
+      if (!chunked) x.keep_alive = false;
+      if (!co_await Write(stream, Head(x.req, x.res, x.keep_alive, std::nullopt, chunked))) {
+        x.res.source->Cancel();
         co_return;
       }
     }
-    if (res.source) {
-      auto waker = std::make_shared<Waker>(co_await asio::this_coro::executor);
-      res.source->SetNotify([waker] {
-        waker->notified.store(true);
-        asio::post(waker->timer.get_executor(), [waker] { waker->timer.cancel(); });
-      });
-      bool watch = true;  // watch the socket for the client closing it
-      std::string whole;
-      for (;;) {
-        std::string out;
-        BodySource::State st;
-        {
-          RecordScope scope(&record);
-          try {
-            st = res.source->Pull(&out);
-          } catch (const std::exception& e) {
-            std::fprintf(stderr, "mimo serve: response body: %s\n", e.what());
-            st = BodySource::State::kAbort;
-          }
-        }
-        if (st == BodySource::State::kAbort) {
-          res.source->Cancel();
-          if (!res.stream) {
-            Error(req, 500, "the response could not be produced", &res);
-            break;
-          }
-          co_return;
-        }
-        if (!out.empty()) {
-          if (!res.stream) {
-            whole += out;
-          } else if (req.version == 11) {
-            char size[24];
-            std::snprintf(size, sizeof(size), "%zx\r\n", out.size());
-            if (!co_await write(size + out + "\r\n")) {
-              res.source->Cancel();
-              co_return;
-            }
-          } else if (!co_await write(out)) {
-            res.source->Cancel();
-            co_return;
-          }
-        }
-        if (st == BodySource::State::kDone) {
-          if (res.stream && req.version == 11 && !co_await write("0\r\n\r\n")) co_return;
-          if (!res.stream) {
-            res.body = std::move(whole);
-            res.source.reset();
-          }
-          break;
-        }
-        if (waker->notified.exchange(false)) continue;
-        waker->timer.expires_after(Seconds(res.source->poll_seconds()));
-        if (!watch) {
-          co_await waker->timer.async_wait(kTuple);
-          continue;
-        }
-        auto which = co_await (waker->timer.async_wait(kTuple) ||
-                               stream.socket().async_wait(tcp::socket::wait_read, kTuple));
-        if (which.index() == 1) {
-          char c;
-          const ssize_t n = ::recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-          if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-            res.source->Cancel();  // the client closed the connection: free its requests now
-            if (logger) {
-              logger(req, 499,
-                     std::chrono::duration<double, std::milli>(Clock::now() - start).count(),
-                     record);
-            }
-            co_return;
-          }
-          if (n > 0) watch = false;  // a pipelined request: notice a closed client by writes
-        }
-      }
-      if (res.stream) {
-        if (logger) {
-          logger(req, res.status,
-                 std::chrono::duration<double, std::milli>(Clock::now() - start).count(), record);
-        }
-        if (!keep_alive) break;
+    if (x.res.source) {
+      if (!co_await SendBody(stream, &x)) co_return;
+      if (x.res.stream) {
+        Log(x, x.res.status);
+        if (!x.keep_alive) break;
         continue;
       }
     }
     // A whole response.
-    std::string out = Head(req, res, keep_alive, res.body.size(), false);
-    if (!head_only) out += res.body;
-    const bool ok = co_await write(out);
-    if (logger) {
-      logger(req, res.status,
-             std::chrono::duration<double, std::milli>(Clock::now() - start).count(), record);
-    }
+    std::string out = Head(x.req, x.res, x.keep_alive, x.res.body.size(), false);
+    if (!head_only) out += x.res.body;
+    const bool ok = co_await Write(stream, out);
+    Log(x, x.res.status);
     if (!ok) co_return;
-    alive = keep_alive;
-    if (!alive && (!body_read || res.status >= 400)) co_await Linger(stream);
+    alive = x.keep_alive;
+    if (!alive && (!x.body_read || x.res.status >= 400)) co_await Linger(stream);
   }
   boost::system::error_code ec;
   stream.socket().shutdown(tcp::socket::shutdown_send, ec);

@@ -97,6 +97,7 @@ void RespondWith(ApiServer& server, HttpResponse& res, std::shared_ptr<Generatio
   StreamWriters w;
   w.on_event = [st](const RequestOutput& ev) { return st->StreamEvent(ev); };
   w.tail = [st] { return st->StreamTail(); };
+  w.error_tail = ApiServer::ErrorTail(ApiServer::Protocol::kOpenAi, stream);
   server.Respond(
       res, std::move(session), stream, std::move(w),
       [st](const RequestOutput& ev) { st->Accumulate(ev); }, [st] { return st->Whole(); });

@@ -2,6 +2,7 @@
 #include "server/response_writer.h"
 
 #include <chrono>
+#include <optional>
 
 namespace mimo {
 namespace {
@@ -10,6 +11,16 @@ using Clock = std::chrono::steady_clock;
 
 // The session's events turned into body text. Counts as in flight (for the drain) until the
 // connection drops it.
+// The answer to a sample the engine ended with an error.
+ApiError ErrorOf(const RequestOutput& ev) {
+  ApiError e;
+  const bool shutdown = ev.error.rfind(kShutdownError, 0) == 0;
+  e.status = shutdown ? 503 : 500;
+  e.type = shutdown ? "service_unavailable" : "server_error";
+  e.message = ev.error.empty() ? "the request failed in the engine" : ev.error;
+  return e;
+}
+
 class SessionSource : public BodySource {
  public:
   SessionSource(std::shared_ptr<GenerationSession> session, StreamWriters w, bool stream,
@@ -28,9 +39,17 @@ class SessionSource : public BodySource {
       *out += w_.head;
     }
     RequestOutput ev;
-    while (session_->TryNext(&ev)) *out += w_.on_event(ev);
+    while (session_->TryNext(&ev)) {
+      *out += w_.on_event(ev);
+      if (ev.finished && ev.finish_reason == FinishReason::kError && !error_) error_ = ErrorOf(ev);
+    }
     if (session_->done()) {
-      *out += w_.tail();
+      if (error_ && w_.error_tail) {
+        *out += w_.error_tail(*error_);
+        status_ = stream_ ? 0 : error_->status;
+      } else {
+        *out += w_.tail();
+      }
       return State::kDone;
     }
     const auto now = Clock::now();
@@ -48,6 +67,7 @@ class SessionSource : public BodySource {
   double poll_seconds() const override {
     return stream_ ? std::min(1.0, std::max(0.05, w_.keepalive_seconds)) : 1.0;
   }
+  int final_status() const override { return status_; }
 
  private:
   std::shared_ptr<GenerationSession> session_;
@@ -56,6 +76,8 @@ class SessionSource : public BodySource {
   std::atomic<int>* in_flight_;
   bool started_ = false;
   Clock::time_point last_ = Clock::now();
+  std::optional<ApiError> error_;  // the first sample that ended with an engine error
+  int status_ = 0;
 };
 
 }  // namespace
@@ -76,10 +98,13 @@ void RespondStreaming(HttpResponse& res, std::shared_ptr<GenerationSession> sess
 }
 
 void RespondWhenDone(HttpResponse& res, std::shared_ptr<GenerationSession> session,
-                     EventWriter on_event, TailWriter body, std::atomic<int>* in_flight) {
+                     EventWriter on_event, TailWriter body,
+                     std::function<std::string(const ApiError&)> error_body,
+                     std::atomic<int>* in_flight) {
   StreamWriters w;
   w.on_event = std::move(on_event);
   w.tail = std::move(body);
+  w.error_tail = std::move(error_body);
   w.keepalive.clear();
   res.content_type = "application/json";
   res.stream = false;

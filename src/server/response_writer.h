@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "server/api_error.h"
 #include "server/generation_session.h"
 #include "server/http.h"
 
@@ -30,13 +31,24 @@ struct StreamWriters {
   // comment), so clients and proxies with idle timeouts wait through a long prompt.
   std::string keepalive = ": keepalive\n\n";
   double keepalive_seconds = 5;
+  // When a sample ends with FinishReason::kError (an engine step failed, or the server stopped
+  // the engine at the end of its drain): what is written instead of `tail` - for a stream the
+  // protocol's error event and its terminator, for a whole response the error body (whose status
+  // is then the error's: 503 at shutdown, else 500). Null: `tail` as usual.
+  std::function<std::string(const ApiError&)> error_tail;
 };
+
+// Messages of the errors an engine stop at shutdown ends requests with start with this (the
+// answer is then a 503 the client may retry elsewhere).
+inline constexpr std::string_view kShutdownError = "the server is shutting down";
 
 void RespondStreaming(HttpResponse& res, std::shared_ptr<GenerationSession> session,
                       StreamWriters writers, std::atomic<int>* in_flight);
 
 void RespondWhenDone(HttpResponse& res, std::shared_ptr<GenerationSession> session,
-                     EventWriter on_event, TailWriter body, std::atomic<int>* in_flight);
+                     EventWriter on_event, TailWriter body,
+                     std::function<std::string(const ApiError&)> error_body,
+                     std::atomic<int>* in_flight);
 
 // "data: <json>\n\n"
 std::string SseData(const std::string& json);

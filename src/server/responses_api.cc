@@ -357,6 +357,9 @@ void ApiServer::HandleResponses(const HttpRequest& req, HttpResponse& res) {
   w.head = st->StreamHead();
   w.on_event = [st](const RequestOutput& ev) { return st->StreamEvent(ev); };
   w.tail = [] { return std::string(); };
+  // A stream ends with its response.failed event (the events carry the error); a whole answer
+  // is the error object.
+  if (!rr.stream) w.error_tail = ErrorTail(P, false);
   Respond(
       res, session, rr.stream, std::move(w), [st](const RequestOutput& ev) { st->Accumulate(ev); },
       [st] { return st->Whole(); });

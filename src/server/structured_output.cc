@@ -3,6 +3,7 @@
 #include "server/structured_output.h"
 
 #include "server/api_server.h"
+#include "server/http_server.h"
 
 namespace mimo {
 namespace {
@@ -37,6 +38,26 @@ std::optional<ApiError> AnyStrict(const nlohmann::ordered_json& tools, bool* str
     *strict |= f["strict"].get<bool>();
   }
   return std::nullopt;
+}
+
+// How this thread may compile: a request worker only looks grammars up (a miss moves the request
+// to the slow pool), the slow pool compiles with the request's cancel flag, and a caller outside
+// the HTTP server (the CLI, tests) compiles in place.
+CompileControl ControlHere() {
+  CompileControl c;
+  if (const HttpServer::RequestRecord* r = HttpServer::CurrentRecord()) {
+    c.cached_only = !r->on_slow_pool;
+    c.cancel = r->cancel;
+  }
+  return c;
+}
+
+// A grammar not compiled yet, on a request worker: the request runs again on the slow pool,
+// where it is compiled (and then found in the cache by the rest of the request).
+ApiError RerunOnSlowPool() {
+  ApiError e;
+  e.rerun_slow = true;
+  return e;
 }
 
 }  // namespace
@@ -78,10 +99,12 @@ std::optional<ApiError> BuildConstraint(const ConstraintRequest& r, const Servin
   if (m.tool_call_id >= 0) f.tool_call_tag = std::string(f.vocab->bytes(m.tool_call_id));
   StatusOr<std::shared_ptr<const Grammar>> g = Internal("no grammar");
   const char* param = "response_format";
+  const CompileControl control = ControlHere();
   if (forced || auto_calls) {
     param = "tools";
     g = m.grammars->ToolCalls(r.tools.dump(), forced ? r.tool_choice_function : "",
-                              r.parallel_tool_calls, m.grammar_options);
+                              r.parallel_tool_calls, m.grammar_options, control);
+    if (!g.ok() && GrammarCache::IsMiss(g.status())) return RerunOnSlowPool();
     f.answer = forced ? OutputFormat::Answer::kGrammar : OutputFormat::Answer::kGrammarAfterTag;
     if (!forced && !g.ok()) {
       // Auto: tools whose schemas the grammar cannot express stay unconstrained, unless one of
@@ -94,17 +117,18 @@ std::optional<ApiError> BuildConstraint(const ConstraintRequest& r, const Servin
   } else if (schema) {
     const auto& rf = r.response_format;
     if (rf.is_object() && rf.contains("type") && rf["type"] == "json_object") {
-      g = m.grammars->JsonObject(m.grammar_options);
+      g = m.grammars->JsonObject(m.grammar_options, control);
     } else {
       const auto* js = rf.is_object() && rf.contains("json_schema") ? &rf["json_schema"] : nullptr;
       if (!js || !js->is_object() || !js->contains("schema") || !(*js)["schema"].is_object()) {
         return BadRequest("'response_format.json_schema.schema' (an object) is required",
                           "response_format");
       }
-      g = m.grammars->JsonSchema((*js)["schema"].dump(), m.grammar_options);
+      g = m.grammars->JsonSchema((*js)["schema"].dump(), m.grammar_options, control);
     }
     f.answer = OutputFormat::Answer::kGrammar;
   }
+  if (!g.ok() && GrammarCache::IsMiss(g.status())) return RerunOnSlowPool();
   if (f.answer != OutputFormat::Answer::kFree) {
     if (!g.ok()) return BadRequest(g.status().message(), param);
     f.grammar = std::move(g).value();

@@ -21,6 +21,7 @@
 #include "cli/weights_memory.h"
 #include "grammar/grammar_cache.h"
 #include "server/api_server.h"
+#include "server/response_writer.h"
 
 namespace mimo::cli {
 namespace {
@@ -29,6 +30,45 @@ std::string BaseName(std::string path) {
   while (path.size() > 1 && path.back() == '/') path.pop_back();
   const size_t s = path.rfind('/');
   return s == std::string::npos ? path : path.substr(s + 1);
+}
+
+// --grammar-limits "states=N,text_states=N,text_nodes=N,nfa_states=N,bytes=B,timeout=S": any
+// subset, the rest at their defaults (grammar/compile_budget.h).
+bool ParseGrammarLimits(const std::string& text, GrammarLimits* out, std::string* err) {
+  size_t pos = 0;
+  while (pos < text.size()) {
+    const size_t comma = std::min(text.find(',', pos), text.size());
+    const std::string item = text.substr(pos, comma - pos);
+    pos = comma + 1;
+    if (item.empty()) continue;
+    const size_t eq = item.find('=');
+    const std::string key = item.substr(0, eq);
+    char* end = nullptr;
+    const double v = eq == std::string::npos ? -1 : std::strtod(item.c_str() + eq + 1, &end);
+    if (eq == std::string::npos || end == nullptr || *end != '\0' || !(v > 0) || v > 1e15) {
+      *err = "'" + item + "' is not KEY=POSITIVE_NUMBER";
+      return false;
+    }
+    const auto n = static_cast<int64_t>(v);
+    if (key == "states") {
+      out->max_states = n;
+    } else if (key == "text_states") {
+      out->max_text_states = n;
+    } else if (key == "text_nodes") {
+      out->max_text_nodes = n;
+    } else if (key == "nfa_states") {
+      out->max_nfa_states = n;
+    } else if (key == "bytes") {
+      out->max_bytes = n;
+    } else if (key == "timeout") {
+      out->deadline_s = v;
+    } else {
+      *err = "unknown key '" + key +
+             "' (states, text_states, text_nodes, nfa_states, bytes, timeout)";
+      return false;
+    }
+  }
+  return true;
 }
 
 std::vector<std::string> SplitList(const std::string& s) {
@@ -60,6 +100,10 @@ int RunServe(int argc, char** argv) {
                                    "responses-store-size",
                                    "sse-ping-interval",
                                    "http-threads",
+                                   "grammar-threads",
+                                   "grammar-limits",
+                                   "grammar-cache-size",
+                                   "max-inflight-body",
                                    "max-connections",
                                    "allowed-hosts",
                                    "allowed-origins",
@@ -80,7 +124,9 @@ int RunServe(int argc, char** argv) {
       "[--precision exact|bf16] [--weights-memory auto|copy|mmap] [--no-warmup] "
       "[--no-webui] [--strict-max-tokens] [--parse-special-in-content] "
       "[--disable-log-requests] [--signature-key KEY] [--responses-store-size N] "
-      "[--sse-ping-interval S] [--http-threads N] [--max-connections N] "
+      "[--sse-ping-interval S] [--http-threads N] [--grammar-threads N] "
+      "[--grammar-limits states=N,text_states=N,text_nodes=N,nfa_states=N,bytes=B,timeout=S] "
+      "[--grammar-cache-size B] [--max-inflight-body B] [--max-connections N] "
       "[--allowed-hosts H1,H2] [--allowed-origins O1,O2|*] [--public-metrics]\n";
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
@@ -96,10 +142,27 @@ int RunServe(int argc, char** argv) {
   const long long port = a.GetInt("port", 8000);
   const long long http_threads = a.GetInt("http-threads", 4);
   const long long max_connections = a.GetInt("max-connections", 1024);
-  if (port < 0 || port > 65535 || http_threads < 1 || http_threads > 1024 || max_connections < 1) {
+  const long long grammar_threads = a.GetInt("grammar-threads", 1);
+  if (port < 0 || port > 65535 || http_threads < 1 || http_threads > 1024 || max_connections < 1 ||
+      max_connections > 1000000 || grammar_threads < 1 || grammar_threads > 64) {
     std::fprintf(stderr,
                  "mimo serve: error: --port must be 0..65535 (0: any free port), --http-threads "
-                 "1..1024 and --max-connections >= 1\n");
+                 "1..1024, --grammar-threads 1..64 and --max-connections 1..1000000\n");
+    return 2;
+  }
+  GrammarLimits grammar_limits;
+  std::string limits_err;
+  if (!ParseGrammarLimits(a.Get("grammar-limits"), &grammar_limits, &limits_err)) {
+    std::fprintf(stderr, "mimo serve: error: --grammar-limits: %s\n", limits_err.c_str());
+    return 2;
+  }
+  const double grammar_cache_bytes = a.GetDouble("grammar-cache-size", 512.0 * (1 << 20));
+  const double inflight_body = a.GetDouble("max-inflight-body", 1024.0 * (1 << 20));
+  if (!(grammar_cache_bytes >= 0 && grammar_cache_bytes <= 1e15) ||
+      !(inflight_body >= 64.0 * (1 << 20) && inflight_body <= 1e15)) {
+    std::fprintf(stderr,
+                 "mimo serve: error: --grammar-cache-size must be a byte count >= 0 and "
+                 "--max-inflight-body at least one largest body (67108864 bytes)\n");
     return 2;
   }
   // Signals are taken by one thread with sigwait; every other thread inherits the mask.
@@ -155,6 +218,8 @@ int RunServe(int argc, char** argv) {
   so.host = a.Get("host", "127.0.0.1");
   so.port = static_cast<int>(port);
   so.http_threads = static_cast<int>(http_threads);
+  so.grammar_threads = static_cast<int>(grammar_threads);
+  so.max_inflight_body_bytes = static_cast<int64_t>(inflight_body);
   so.max_connections = static_cast<int>(max_connections);
   so.allowed_hosts = SplitList(a.Get("allowed-hosts"));
   so.allowed_origins = SplitList(a.Get("allowed-origins"));
@@ -216,9 +281,14 @@ int RunServe(int argc, char** argv) {
   m.defaults.gen = rt.gen;
   // Structured outputs: the vocabulary's byte strings and a cache of compiled grammars.
   auto vocab = TokenVocabulary::FromTokenizer(*rt.tok, rt.lm.model->config().vocab_size);
-  GrammarCache grammars(vocab);
+  GrammarCache grammars(vocab, 64, static_cast<size_t>(grammar_cache_bytes));
   m.grammars = &grammars;
   m.grammar_options.max_string_length = static_cast<int32_t>(a.GetInt("grammar-max-string-length", -1));
+  m.grammar_options.limits = grammar_limits;
+  // No string in an output is longer than the context's tokens x the longest token's bytes.
+  size_t longest = 1;
+  for (int32_t id = 0; id < vocab->size(); ++id) longest = std::max(longest, vocab->bytes(id).size());
+  m.grammar_options.max_text_chars = int64_t{rt.engine->max_model_len()} * static_cast<int64_t>(longest);
   m.think_start_id = rt.tok->TokenToId("<think>");
   m.think_end_id = rt.tok->TokenToId("</think>");
   m.tool_call_id = rt.tok->TokenToId("<tool_call>");
@@ -243,7 +313,20 @@ int RunServe(int argc, char** argv) {
          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < timeout) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  rt.engine->Shutdown();  // whatever is still in flight ends with "abort"
+  // Whatever is still in flight ends with an error; every open response is then ended with the
+  // protocol's error (a stream's error event and terminator, a whole response's 503) before the
+  // connections close.
+  const int left = server.requests_in_flight();
+  if (left > 0) {
+    std::fprintf(stderr,
+                 "mimo serve: drain timeout (%.0f s) passed with %d requests in flight: ending "
+                 "them with an error\n",
+                 timeout, left);
+  }
+  rt.engine->Shutdown(FinishReason::kError,
+                      std::string(kShutdownError) + " (its drain timeout passed); retry the request");
+  if (!server.FinishResponses(5.0))
+    std::fprintf(stderr, "mimo serve: some responses did not finish writing within 5 s\n");
   server.Stop();
   std::fprintf(stderr, "mimo serve: stopped\n");
   return 0;
