@@ -81,6 +81,13 @@ inline void Append(char32_t cp, std::string* out) {
 }
 
 // True if all of s is valid UTF-8.
+// Characters of UTF-8 text (bytes that are not continuation bytes; invalid bytes count one each).
+inline size_t CodepointCount(std::string_view s) {
+  size_t n = 0;
+  for (const char c : s) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  return n;
+}
+
 inline bool IsValid(std::string_view s) {
   char32_t cp;
   for (size_t i = 0; i < s.size();) {

@@ -7,6 +7,7 @@ namespace mimo {
 namespace {
 
 constexpr const char* kCancelled = "grammar compile cancelled: the request went away";
+constexpr const char* kDeadline = "the schema took longer than";
 
 std::string Over(const char* what, int64_t used, int64_t limit) {
   return StrFormat("the schema is too large to compile: it needs more than %lld %s (this one "
@@ -69,21 +70,26 @@ Status CompileBudget::ChargeBytes(int64_t n) {
 
 Status CompileBudget::Check() {
   if (!status_.ok()) return status_;
-  if (cancelled()) return Fail(ResourceExhausted(kCancelled));
+  if (cancelled()) return Fail(CancelledCompile());
   if (limits_.deadline_s > 0) {
     const double s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     if (s > limits_.deadline_s)
-      return Fail(ResourceExhausted(
-          "the schema took longer than %.0f s to compile (the server's deadline, "
-          "--grammar-limits); simplify it",
-          limits_.deadline_s));
+      return Fail(ResourceExhausted("%s %.0f s to compile (the server's deadline, "
+                                    "--grammar-limits); simplify it",
+                                    kDeadline, limits_.deadline_s));
   }
   return status_;
 }
 
 bool IsCancelledCompile(const Status& s) {
   return s.code() == StatusCode::kResourceExhausted && s.message() == kCancelled;
+}
+
+Status CancelledCompile() { return ResourceExhausted(kCancelled); }
+
+bool IsDeadlineCompile(const Status& s) {
+  return s.code() == StatusCode::kResourceExhausted && s.message().rfind(kDeadline, 0) == 0;
 }
 
 }  // namespace mimo

@@ -69,5 +69,8 @@ class CompileBudget {
 
 // The status of a compile stopped because its client went away (the server drops it unanswered).
 bool IsCancelledCompile(const Status& s);
+Status CancelledCompile();
+// The status of a compile stopped at its deadline (it might fit another time, on a quieter host).
+bool IsDeadlineCompile(const Status& s);
 
 }  // namespace mimo

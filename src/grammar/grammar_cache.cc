@@ -45,6 +45,10 @@ GrammarCache::Result GrammarCache::Get(const std::string& key, const CompileCont
         ++hits_;
         return it->second->grammar;
       }
+      if (auto f = failed_.find(key); f != failed_.end()) {
+        ++hits_;
+        return f->second;
+      }
       if (control.cached_only) return NotFound("grammar not compiled yet");
       auto p = pending_.find(key);
       if (p != pending_.end()) {
@@ -52,7 +56,7 @@ GrammarCache::Result GrammarCache::Get(const std::string& key, const CompileCont
         std::shared_ptr<Pending> other = p->second;
         while (!other->done) {
           if (control.cancel != nullptr && control.cancel->load())
-            return ResourceExhausted("grammar compile cancelled: the request went away");
+            return CancelledCompile();
           done_.wait_for(lock, std::chrono::milliseconds(100));
         }
         if (other->result.ok() || !IsCancelledCompile(other->result.status()))
@@ -69,7 +73,18 @@ GrammarCache::Result GrammarCache::Get(const std::string& key, const CompileCont
     mine->result = g;
     mine->done = true;
     done_.notify_all();
-    if (!g.ok()) return g;
+    if (!g.ok()) {
+      if (!IsCancelledCompile(g.status()) && !IsDeadlineCompile(g.status()) &&
+          failed_.emplace(key, Status(g.status().code(), g.status().message().substr(0, 1024)))
+              .second) {
+        failed_order_.push_back(key);
+        if (failed_order_.size() > kMaxFailures) {
+          failed_.erase(failed_order_.front());
+          failed_order_.pop_front();
+        }
+      }
+      return g;
+    }
     const size_t bytes = (*g)->bytes() + key.size() + sizeof(Entry);
     if (max_entries_ == 0 || bytes > max_bytes_) return g;  // used once, not kept
     lru_.push_front({key, *g, bytes});

@@ -7,8 +7,11 @@
 // in number and in bytes (Grammar::bytes(): automaton, masks, distances, string profiles), the
 // least recently used dropped first, and one larger than the byte bound alone is used once and
 // not kept. A compile that fails - a bad schema, over its budget (compile_budget.h), cancelled -
-// leaves nothing behind. Concurrent misses on one key compile once; the others wait for it (and
-// compile themselves if it was cancelled because its own client went away).
+// leaves no grammar behind; its error is remembered (by key, the last kMaxFailures, messages cut
+// to 1 KiB) when it would fail the same way again, so a refused schema sent again is refused at
+// once (a deadline or a cancel depends on the moment: not remembered). Concurrent misses on one
+// key compile once; the others wait for it (and compile themselves if it was cancelled because
+// its own client went away).
 #pragma once
 
 #include <atomic>
@@ -50,7 +53,7 @@ class GrammarCache {
                                                      const GrammarOptions& options = {},
                                                      const CompileControl& control = {});
   const std::shared_ptr<const TokenVocabulary>& vocab() const { return vocab_; }
-  int64_t hits() const;
+  int64_t hits() const;  // grammars and remembered failures found
   int64_t misses() const;
   size_t size() const;   // grammars kept
   size_t bytes() const;  // their bytes
@@ -79,6 +82,9 @@ class GrammarCache {
   std::list<Entry> lru_;  // most recent first
   std::unordered_map<std::string, std::list<Entry>::iterator> index_;
   std::unordered_map<std::string, std::shared_ptr<Pending>> pending_;
+  static constexpr size_t kMaxFailures = 256;
+  std::unordered_map<std::string, Status> failed_;
+  std::list<std::string> failed_order_;  // oldest first
   size_t bytes_ = 0;
   int64_t hits_ = 0, misses_ = 0;
 };

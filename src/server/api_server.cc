@@ -115,6 +115,7 @@ ApiServer::ApiServer(ServerOptions options)
         h.slow_threads = opts_.grammar_threads;
         h.max_connections = opts_.max_connections;
         h.max_inflight_body_bytes = opts_.max_inflight_body_bytes;
+        h.body_timeout_s = opts_.body_timeout_s;
         h.max_body_bytes = kMaxRequestBodyBytes;
         return h;
       }())),

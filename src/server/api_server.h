@@ -43,6 +43,7 @@ struct ServerOptions {
   int max_connections = 1024;
   // Request bodies being received at once, in bytes; a body that would pass it is a 503.
   int64_t max_inflight_body_bytes = int64_t{1} << 30;
+  double body_timeout_s = 60;  // to receive a whole request body; then 408
   // Without an API key on a loopback address: Host values accepted besides localhost,
   // 127.0.0.1 and [::1] (any port), and whether the Host/Content-Type checks apply at all.
   std::vector<std::string> allowed_hosts;

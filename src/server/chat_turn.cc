@@ -64,6 +64,15 @@ std::optional<ApiError> ApiServer::RenderTurn(ChatTurn* t, ChatPrompt* prompt) c
 }
 
 std::optional<ApiError> ApiServer::PrepareTurn(ChatTurn* t, PreparedTurn* out) const {
+  // A grammar to compile first: the request goes to the slow pool before its prompt is rendered
+  // and tokenized, and there the grammar is compiled before them.
+  ConstraintRequest c;
+  c.response_format = t->response_format;
+  c.tools = t->tools;
+  c.tool_choice = t->tool_choice;
+  c.tool_choice_function = t->tool_choice_function;
+  c.parallel_tool_calls = t->parallel_tool_calls;
+  if (auto e = EnsureGrammar(c, model_)) return e;
   ChatPrompt rendered;
   if (auto e = RenderTurn(t, &rendered)) return e;
   const std::string& prompt = rendered.text;
@@ -99,12 +108,6 @@ std::optional<ApiError> ApiServer::PrepareTurn(ChatTurn* t, PreparedTurn* out) c
   }
   // The output constraint: structured output, forced or auto tool calls, tool_choice none, the
   // reasoning block and its budget; checked up front against the budget the request now has.
-  ConstraintRequest c;
-  c.response_format = t->response_format;
-  c.tools = t->tools;
-  c.tool_choice = t->tool_choice;
-  c.tool_choice_function = t->tool_choice_function;
-  c.parallel_tool_calls = t->parallel_tool_calls;
   c.thinking = out->reasons;
   c.prompt_in_reasoning = out->prompt_in_reasoning;
   c.reasoning_budget = out->reasons ? t->reasoning_budget : -1;

@@ -5,6 +5,7 @@
 // client going away.
 #include "server/http_server.h"
 
+#include <malloc.h>
 #include <poll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -31,6 +32,7 @@ using namespace asio::experimental::awaitable_operators;  // NOLINT: the || of t
 namespace {
 
 constexpr auto kTuple = asio::as_tuple(asio::use_awaitable);
+constexpr size_t kTrimAfterBodyBytes = size_t{1} << 20;  // bodies this large end with TrimHeap
 using Clock = std::chrono::steady_clock;
 
 thread_local HttpServer::RequestRecord* t_record = nullptr;
@@ -138,6 +140,7 @@ struct HttpServer::Impl {
   std::atomic<int> slow_busy{0};       // ... for a slow thread
   std::atomic<int64_t> body_bytes{0};  // request bodies being received (reserved on headers)
   std::atomic<int> active{0};          // responses being produced or written (Quiesce waits for 0)
+  std::atomic<bool> trimming{false};   // a TrimHeap is queued or running
   // An open connection, for closing the longest-idle one at the cap. The socket is only touched
   // on the connection's strand (`alive` is cleared there before the coroutine ends).
   struct Conn {
@@ -200,6 +203,16 @@ struct HttpServer::Impl {
                                      bool* watch);
   asio::awaitable<void> Linger(beast::tcp_stream& stream);
   bool EvictIdle();
+  // After a large request: hands the heap's free pages back to the system (glibc keeps what a
+  // parse of a large body freed: 5.5 GB of RSS for 0.2 GB live after 4 x 60 MiB bodies), on a
+  // worker, one trim at a time. (A slow-pool run trims on its own thread when it is done.)
+  void TrimHeap() {
+    if (trimming.exchange(true)) return;
+    asio::post(workers, [this] {
+      malloc_trim(0);
+      trimming.store(false);
+    });
+  }
   void SetIdle(Conn& c, bool idle) {
     std::lock_guard<std::mutex> lock(conns_mu);
     c.idle = idle;
@@ -653,6 +666,8 @@ asio::awaitable<bool> HttpServer::Impl::Dispatch(beast::tcp_stream& stream, Exch
     done->store(true);
     waker->notified.store(true);
     asio::post(waker->timer.get_executor(), [waker] { waker->timer.cancel(); });
+    // A compile's automata and tables are transient gigabytes at worst: give the pages back.
+    malloc_trim(0);
   });
   bool watch = true, gone = false;
   while (!done->load()) {
@@ -788,6 +803,10 @@ asio::awaitable<void> HttpServer::Impl::Serve(tcp::socket sock, bool reserve) {
     if (x.res.status == 200 && x.route && !co_await Dispatch(stream, &x)) co_return;
     body_bytes -= x.reserved_body;  // the body is parsed and copied by now
     x.reserved_body = 0;
+    if (x.req.body.size() >= kTrimAfterBodyBytes) {
+      std::string().swap(x.req.body);
+      TrimHeap();
+    }
     if (decorate) decorate(x.req, x.res);
     // An unread body cannot be skipped safely: close after answering. So does a connection
     // beyond the cap.

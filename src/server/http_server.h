@@ -34,7 +34,7 @@ struct HttpOptions {
   int worker_threads = 4;              // handlers that are not inline
   int worker_queue = 64;               // requests waiting for a worker beyond those; more: 503
   int slow_threads = 1;                // handlers rerun on the slow pool (HttpResponse::rerun_slow)
-  int slow_queue = 16;                 // waiting for a slow thread beyond those; more: 503
+  int slow_queue = 256;                // waiting for a slow thread beyond those; more: 503
   // Open connections. At the cap a new connection closes the connection that has been idle the
   // longest (keep-alive, or not sent a byte yet); with none idle, up to reserve_connections more
   // are served for the inline routes only (/health, /metrics answer under any load); beyond

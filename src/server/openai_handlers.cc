@@ -9,6 +9,7 @@
 #include "chat/chat_output_parser.h"
 #include "core/utf8.h"
 #include "server/api_server.h"
+#include "server/request_json.h"
 #include "server/response_writer.h"
 #include "server/structured_output.h"
 
@@ -224,6 +225,12 @@ void ApiServer::HandleChat(const HttpRequest& req, HttpResponse& res) {
   ChatTurn& turn = cr.turn;
   PreparedTurn prep;
   if (auto e = PrepareTurn(&turn, &prep)) return SendError(res, *e, P);
+  if (!cr.stream) {
+    const int room = model_.defaults.max_model_len - prep.prompt_tokens;
+    const int max_tokens = turn.gen.stop.max_tokens > 0 ? turn.gen.stop.max_tokens : room;
+    if (auto e = CheckWholeAnswerSize(turn.gen.n, max_tokens, turn.gen.sampling.logprobs))
+      return SendError(res, *e, P);
+  }
   auto st = std::make_shared<ChatState>();
   st->id = RandomId("chatcmpl-");
   st->created = static_cast<int64_t>(std::time(nullptr));
@@ -399,6 +406,16 @@ void ApiServer::HandleCompletion(const HttpRequest& req, HttpResponse& res) {
     const int b = g.stop.max_tokens > 0 ? g.stop.max_tokens : room;
     if (b > 0 && (budget < 0 || b < budget)) budget = b;
     gens.push_back(std::move(g));
+  }
+  if (!cr.stream) {
+    int longest = 0;  // the largest max_tokens of any prompt
+    for (const GenerationRequest& g : gens) {
+      const int room = max_len - static_cast<int>(g.prompt_ids.size());
+      longest = std::max(longest, g.stop.max_tokens > 0 ? g.stop.max_tokens : room);
+    }
+    if (auto e = CheckWholeAnswerSize(static_cast<int64_t>(gens.size()) * cr.gen.n, longest,
+                                      cr.gen.sampling.logprobs))
+      return SendError(res, *e, P);
   }
   ConstraintRequest constraint;
   constraint.response_format = cr.response_format;

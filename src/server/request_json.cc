@@ -107,6 +107,25 @@ OJson ParseNestedJson(std::string_view text) {
   return OJson::parse(text, nullptr, /*allow_exceptions=*/false);
 }
 
+std::optional<ApiError> CheckWholeAnswerSize(int64_t choices, int64_t max_tokens, int logprobs) {
+  const int64_t tokens = choices * max_tokens;
+  const int64_t entries = logprobs < 0 ? 0 : tokens * (1 + logprobs);
+  if (tokens <= kMaxWholeTokens && entries <= kMaxWholeLogprobs) return std::nullopt;
+  std::string what = std::to_string(choices) + " choices x " + std::to_string(max_tokens) + " tokens";
+  if (logprobs >= 0) {
+    what += " x " + std::to_string(1 + logprobs) + " log-probabilities is " +
+            std::to_string(entries) + " entries, more than the " +
+            std::to_string(kMaxWholeLogprobs);
+  } else {
+    what += " is " + std::to_string(tokens) + " tokens, more than the " +
+            std::to_string(kMaxWholeTokens);
+  }
+  return BadRequest("a whole answer of " + what +
+                        " this server builds in memory; stream it (\"stream\": true) or ask "
+                        "for fewer choices, max_tokens or top_logprobs",
+                    "stream");
+}
+
 std::optional<ApiError> CheckChoiceCount(int64_t n, int64_t prompts) {
   if (n < 1 || n > kMaxN) {
     return BadRequest("'n' must be in [1, " + std::to_string(kMaxN) + "], got " + std::to_string(n),

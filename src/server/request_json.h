@@ -37,6 +37,10 @@ inline constexpr int kMaxLogitBias = 1024;           // logit_bias: entries
 inline constexpr int kMaxLogprobs = 20;              // logprobs (completions), top_logprobs
 inline constexpr int kMaxTools = 512;                // tools (functions, after flattening)
 inline constexpr int kMaxMessages = 16384;           // messages; Responses API input items
+inline constexpr size_t kMaxMetadataPairs = 16;        // metadata (stored with a response)
+inline constexpr size_t kMaxMetadataKeyChars = 64;     // ... its keys
+inline constexpr size_t kMaxMetadataValueChars = 512;  // ... its values (strings)
+inline constexpr size_t kMaxUserChars = 256;           // user (stored with a response)
 
 // Which endpoint a body is for: its top-level fields are those of its API as documented (read or
 // refused by this server) and this server's extensions; any other top-level field is skipped
@@ -66,6 +70,16 @@ OJson ParseNestedJson(std::string_view text);
 
 // `n` samples of each of `prompts` prompts within the limits above, or a 400 naming the field.
 std::optional<ApiError> CheckChoiceCount(int64_t n, int64_t prompts);
+
+// A whole (not streamed) answer is built in memory before it is sent: at most kMaxWholeTokens
+// tokens in all its choices and kMaxWholeLogprobs log-probability entries (each token's own and
+// its alternatives, ~350 bytes each as JSON). 1024 choices x 4096 tokens x 21 entries would have
+// been ~54 GiB. A streamed answer is written as it comes and is not bounded here.
+inline constexpr int64_t kMaxWholeTokens = int64_t{1} << 24;
+inline constexpr int64_t kMaxWholeLogprobs = int64_t{1} << 19;
+// `choices` x `max_tokens` (each choice's limit) within those, with `logprobs` alternatives per
+// token (-1: no log-probabilities); else a 400 that says to stream it or ask for less.
+std::optional<ApiError> CheckWholeAnswerSize(int64_t choices, int64_t max_tokens, int logprobs);
 
 // --- Integers ---------------------------------------------------------------------------------
 // Every integer a request gives is read through here, as a value in [lo, hi]. nlohmann keeps a

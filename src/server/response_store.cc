@@ -1,6 +1,8 @@
 // ResponseStore (see response_store.h).
 #include "server/response_store.h"
 
+#include <algorithm>
+
 namespace mimo {
 
 ResponseStore::ResponseStore(size_t max_entries, size_t max_bytes)
@@ -41,9 +43,40 @@ void ResponseStore::EraseLocked(std::unordered_map<std::string, Entry>::iterator
   entries_.erase(it);
 }
 
+size_t JsonHeapBytes(const OJson& j) {
+  const auto chunk = [](size_t n) -> size_t {
+    return n == 0 ? 0 : std::max<size_t>(32, (n + 8 + 15) & ~size_t{15});
+  };
+  const auto text = [&](const std::string& s) {
+    return s.capacity() > 15 ? chunk(s.capacity() + 1) : 0;  // beyond the small-string buffer
+  };
+  switch (j.type()) {
+    case OJson::value_t::object: {
+      const auto& o = j.get_ref<const OJson::object_t&>();
+      size_t b = chunk(sizeof(OJson::object_t)) + chunk(o.capacity() * sizeof(*o.begin()));
+      for (const auto& [k, v] : o) b += text(k) + JsonHeapBytes(v);
+      return b;
+    }
+    case OJson::value_t::array: {
+      const auto& a = j.get_ref<const OJson::array_t&>();
+      size_t b = chunk(sizeof(OJson::array_t)) + chunk(a.capacity() * sizeof(OJson));
+      for (const OJson& v : a) b += JsonHeapBytes(v);
+      return b;
+    }
+    case OJson::value_t::string:
+      return chunk(sizeof(std::string)) + text(j.get_ref<const std::string&>());
+    case OJson::value_t::binary:
+      return chunk(sizeof(OJson::binary_t)) + chunk(j.get_binary().capacity());
+    default:
+      return 0;  // numbers, booleans, null live in the value itself
+  }
+}
+
 void ResponseStore::Put(const std::string& id, StoredResponse r) {
-  const size_t bytes =
-      id.size() + r.response.dump().size() + r.input_items.dump().size() + r.messages.dump().size();
+  // The documents, the id (twice: list and map), the entry and its map node, and the item index.
+  size_t bytes = JsonHeapBytes(r.response) + JsonHeapBytes(r.input_items) +
+                 JsonHeapBytes(r.messages) + 2 * (id.size() + 64) + sizeof(Entry) + 64;
+  ForEachItemId(r, [&](const std::string& item) { bytes += item.size() + id.size() + 96; });
   std::lock_guard<std::mutex> lock(mu_);
   if (auto it = entries_.find(id); it != entries_.end()) EraseLocked(it);
   if (max_entries_ == 0 || bytes > max_bytes_) return;

@@ -1,5 +1,6 @@
 // The Responses API's stored responses (`store`, true by default): in memory, bounded by a
-// count and by bytes, the oldest evicted first. A stored response keeps what GET
+// count and by bytes - the heap bytes the kept documents really take (JsonHeapBytes), not the
+// length of their text, which is ~16x less - the oldest evicted first. A stored response keeps what GET
 // /v1/responses/{id} returns, its input items, and the conversation through its output as chat
 // messages, which is what a request with `previous_response_id` continues from.
 // Thread-safety: every method may be called from any thread (one mutex).
@@ -21,6 +22,11 @@ struct StoredResponse {
   OJson input_items;  // this request's input items (with ids)
   OJson messages;     // chat messages through this response's output (instructions excluded)
 };
+
+// The heap memory of a JSON document beyond its root object: every allocation its values make
+// (objects' and arrays' element storage, strings longer than the small-string buffer, keys), in
+// glibc malloc chunks (8 bytes of header, 16-byte rounding, 32 at least).
+size_t JsonHeapBytes(const OJson& j);
 
 class ResponseStore {
  public:

@@ -12,6 +12,7 @@
 #include "chat/chat_template.h"
 #include "core/base64.h"
 #include "core/log.h"
+#include "core/utf8.h"
 #include "server/request_json.h"
 #include "server/response_store.h"
 
@@ -434,6 +435,42 @@ std::optional<ApiError> ConvertTextFormat(const OJson& body, ChatTurn* t) {
 
 }  // namespace
 
+// What is kept with a stored response as the client sent it, within OpenAI's limits: metadata is
+// at most kMaxMetadataPairs string pairs (keys of kMaxMetadataKeyChars, values of
+// kMaxMetadataValueChars characters), `user` a string of kMaxUserChars.
+static std::optional<ApiError> CheckStoredAnnotations(const OJson& body) {
+  if (const OJson* m = Field(body, "metadata")) {
+    if (!m->is_object())
+      return BadRequest("'metadata' must be an object of string values", "metadata");
+    if (m->size() > kMaxMetadataPairs) {
+      return BadRequest("'metadata' has " + std::to_string(m->size()) + " pairs; at most " +
+                            std::to_string(kMaxMetadataPairs) + " are allowed",
+                        "metadata");
+    }
+    for (auto it = m->begin(); it != m->end(); ++it) {
+      if (utf8::CodepointCount(it.key()) > kMaxMetadataKeyChars) {
+        return BadRequest("'metadata' keys are at most " + std::to_string(kMaxMetadataKeyChars) +
+                              " characters",
+                          "metadata");
+      }
+      if (!it.value().is_string() ||
+          utf8::CodepointCount(it.value().get_ref<const std::string&>()) > kMaxMetadataValueChars) {
+        return BadRequest("'metadata." + it.key() + "' must be a string of at most " +
+                              std::to_string(kMaxMetadataValueChars) + " characters",
+                          "metadata");
+      }
+    }
+  }
+  if (const OJson* u = Field(body, "user")) {
+    if (!u->is_string() || utf8::CodepointCount(u->get_ref<const std::string&>()) > kMaxUserChars) {
+      return BadRequest("'user' must be a string of at most " + std::to_string(kMaxUserChars) +
+                            " characters",
+                        "user");
+    }
+  }
+  return std::nullopt;
+}
+
 std::optional<ApiError> ParseResponsesRequest(const ParseContext& ctx, const OJson& body,
                                               ResponsesRequest* r) {
   ChatTurn& t = r->turn;
@@ -449,6 +486,7 @@ std::optional<ApiError> ParseResponsesRequest(const ParseContext& ctx, const OJs
     const OJson* v = Field(body, k);
     if (v && !v->is_boolean()) return BadRequest(std::string("'") + k + "' must be a boolean", k);
   }
+  if (auto e = CheckStoredAnnotations(body)) return e;
   r->stream = Field(body, "stream") && body["stream"].get<bool>();
   r->store = !Field(body, "store") || body["store"].get<bool>();
   if (const OJson* inc = Field(body, "include")) {

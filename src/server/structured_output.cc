@@ -52,15 +52,54 @@ CompileControl ControlHere() {
   return c;
 }
 
-// A grammar not compiled yet, on a request worker: the request runs again on the slow pool,
-// where it is compiled (and then found in the cache by the rest of the request).
+// The grammar of a request's answer: its tool calls (tool_choice required, a named function, or
+// auto with a tool-call tag in the vocabulary), else its response_format's; Internal("no
+// grammar") when it has none. *param names the field it comes from.
+StatusOr<std::shared_ptr<const Grammar>> RequestGrammar(const ConstraintRequest& r,
+                                                        const ServingModel& m,
+                                                        const CompileControl& control,
+                                                        const char** param) {
+  const bool has_tools = r.tools.is_array() && !r.tools.empty();
+  const bool forced = r.tool_choice == "required" || r.tool_choice == "function";
+  const bool auto_calls = r.tool_choice == "auto" && has_tools && m.tool_call_id >= 0;
+  if (forced || auto_calls) {
+    *param = "tools";
+    return m.grammars->ToolCalls(r.tools.dump(), forced ? r.tool_choice_function : "",
+                                 r.parallel_tool_calls, m.grammar_options, control);
+  }
+  const auto& rf = r.response_format;
+  *param = "response_format";
+  if (!rf.is_object()) return Internal("no grammar");
+  if (rf.contains("type") && rf["type"] == "json_object")
+    return m.grammars->JsonObject(m.grammar_options, control);
+  if (rf.contains("json_schema") && rf["json_schema"].is_object() &&
+      rf["json_schema"].contains("schema") && rf["json_schema"]["schema"].is_object())
+    return m.grammars->JsonSchema(rf["json_schema"]["schema"].dump(), m.grammar_options, control);
+  return Internal("no grammar");
+}
+
+}  // namespace
+
 ApiError RerunOnSlowPool() {
   ApiError e;
   e.rerun_slow = true;
   return e;
 }
 
-}  // namespace
+std::optional<ApiError> EnsureGrammar(const ConstraintRequest& r, const ServingModel& m) {
+  const HttpServer::RequestRecord* rec = HttpServer::CurrentRecord();
+  if (rec == nullptr || m.grammars == nullptr) return std::nullopt;
+  const char* param = nullptr;
+  const auto g = rec->on_slow_pool
+                     ? RequestGrammar(r, m, ControlHere(), &param)  // compiled now, into the cache
+                     : RequestGrammar(r, m, CompileControl{nullptr, /*cached_only=*/true}, &param);
+  if (g.ok() || g.status().code() == StatusCode::kInternal) return std::nullopt;  // none needed
+  if (GrammarCache::IsMiss(g.status())) return RerunOnSlowPool();
+  // A refusal: answered now, before the prompt is rendered, unless tool_choice auto may still
+  // answer without the grammar (BuildConstraint decides that).
+  if (r.tool_choice == "auto") return std::nullopt;
+  return BadRequest(g.status().message(), param);
+}
 
 ConstraintFactory MakeConstraintFactory(std::shared_ptr<const OutputPlan> plan) {
   return [plan] { return std::unique_ptr<TokenConstraint>(new OutputTokenConstraint(plan)); };
@@ -97,14 +136,19 @@ std::optional<ApiError> BuildConstraint(const ConstraintRequest& r, const Servin
   OutputFormat f;
   f.vocab = m.grammars->vocab();
   if (m.tool_call_id >= 0) f.tool_call_tag = std::string(f.vocab->bytes(m.tool_call_id));
-  StatusOr<std::shared_ptr<const Grammar>> g = Internal("no grammar");
+  if (schema) {
+    const auto& rf = r.response_format;
+    const bool object = rf.is_object() && rf.contains("type") && rf["type"] == "json_object";
+    const auto* js = rf.is_object() && rf.contains("json_schema") ? &rf["json_schema"] : nullptr;
+    if (!object && (!js || !js->is_object() || !js->contains("schema") || !(*js)["schema"].is_object())) {
+      return BadRequest("'response_format.json_schema.schema' (an object) is required",
+                        "response_format");
+    }
+  }
   const char* param = "response_format";
-  const CompileControl control = ControlHere();
+  StatusOr<std::shared_ptr<const Grammar>> g = RequestGrammar(r, m, ControlHere(), &param);
+  if (!g.ok() && GrammarCache::IsMiss(g.status())) return RerunOnSlowPool();
   if (forced || auto_calls) {
-    param = "tools";
-    g = m.grammars->ToolCalls(r.tools.dump(), forced ? r.tool_choice_function : "",
-                              r.parallel_tool_calls, m.grammar_options, control);
-    if (!g.ok() && GrammarCache::IsMiss(g.status())) return RerunOnSlowPool();
     f.answer = forced ? OutputFormat::Answer::kGrammar : OutputFormat::Answer::kGrammarAfterTag;
     if (!forced && !g.ok()) {
       // Auto: tools whose schemas the grammar cannot express stay unconstrained, unless one of
@@ -115,20 +159,8 @@ std::optional<ApiError> BuildConstraint(const ConstraintRequest& r, const Servin
       f.answer = OutputFormat::Answer::kFree;
     }
   } else if (schema) {
-    const auto& rf = r.response_format;
-    if (rf.is_object() && rf.contains("type") && rf["type"] == "json_object") {
-      g = m.grammars->JsonObject(m.grammar_options, control);
-    } else {
-      const auto* js = rf.is_object() && rf.contains("json_schema") ? &rf["json_schema"] : nullptr;
-      if (!js || !js->is_object() || !js->contains("schema") || !(*js)["schema"].is_object()) {
-        return BadRequest("'response_format.json_schema.schema' (an object) is required",
-                          "response_format");
-      }
-      g = m.grammars->JsonSchema((*js)["schema"].dump(), m.grammar_options, control);
-    }
     f.answer = OutputFormat::Answer::kGrammar;
   }
-  if (!g.ok() && GrammarCache::IsMiss(g.status())) return RerunOnSlowPool();
   if (f.answer != OutputFormat::Answer::kFree) {
     if (!g.ok()) return BadRequest(g.status().message(), param);
     f.grammar = std::move(g).value();

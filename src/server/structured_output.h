@@ -47,6 +47,14 @@ struct ConstraintRequest {
 std::optional<ApiError> BuildConstraint(const ConstraintRequest& r, const ServingModel& m,
                                         ConstraintFactory* out);
 
+// The request's grammar (tool calls or response_format) before anything else is done for it: on
+// a request worker a grammar not compiled yet moves the request to the slow pool
+// (RerunOnSlowPool); on the slow pool it is compiled into the cache then. Outside the HTTP server
+// (the CLI, tests) nothing: BuildConstraint compiles in place.
+std::optional<ApiError> EnsureGrammar(const ConstraintRequest& r, const ServingModel& m);
+// The answer that moves a request to the slow pool (ApiError::rerun_slow).
+ApiError RerunOnSlowPool();
+
 // One constraint per sample from a plan.
 ConstraintFactory MakeConstraintFactory(std::shared_ptr<const OutputPlan> plan);
 

@@ -199,6 +199,12 @@ TEST(GrammarCacheBounds, FailedCompilesLeaveNothing) {
   }
   EXPECT_EQ(cache.size(), 0u);
   EXPECT_EQ(cache.bytes(), 0u);
+  // The refusal is remembered: the same schema again is refused without compiling.
+  EXPECT_EQ(cache.misses(), 2);
+  auto again = cache.JsonSchema(StringSchema(R"("pattern": "(x{100}){100}")"), o, {nullptr, true});
+  ASSERT_FALSE(again.ok());
+  EXPECT_FALSE(GrammarCache::IsMiss(again.status()));
+  EXPECT_NE(again.status().message().find("'pattern' is too complex"), std::string::npos);
   std::atomic<bool> cancel{true};
   auto g = cache.JsonSchema(StringSchema(R"("maxLength": 777)"), o, {&cancel, false});
   EXPECT_TRUE(IsCancelledCompile(g.status()));

@@ -3,6 +3,10 @@
 #include "server/response_store.h"
 
 #include <gtest/gtest.h>
+#include <malloc.h>
+
+#include <cstdio>
+#include <vector>
 
 #include "server/chat_turn.h"
 #include "server/parse_context.h"
@@ -28,18 +32,77 @@ TEST(ResponseStore, KeepsAtMostMaxEntriesOldestEvictedFirst) {
 }
 
 TEST(ResponseStore, KeepsWithinMaxBytes) {
-  ResponseStore s(100, 400);
   const std::string big(150, 'a');
+  size_t one = 0;
+  {
+    ResponseStore probe(100, size_t{1} << 20);
+    probe.Put("r0", Entry(big));
+    one = probe.bytes();
+  }
+  const size_t bound = one * 5 / 2;  // room for two entries, not three
+  ResponseStore s(100, bound);
   for (int i = 0; i < 5; ++i) s.Put("r" + std::to_string(i), Entry(big));
-  EXPECT_LE(s.bytes(), 400u);
-  EXPECT_EQ(s.size(), 2u);  // each entry is a little over 150 bytes
+  EXPECT_LE(s.bytes(), bound);
+  EXPECT_EQ(s.size(), 2u);
   EXPECT_TRUE(s.Get("r4") && s.Get("r3"));
-  s.Put("huge", Entry(std::string(1000, 'b')));  // larger than the bound alone: not kept
+  s.Put("huge", Entry(std::string(bound, 'b')));  // larger than the bound alone: not kept
   EXPECT_FALSE(s.Get("huge"));
   EXPECT_TRUE(s.Get("r4"));
   s.Put("r4", Entry("small"));  // replacing an id updates its bytes
   EXPECT_EQ(s.Get("r4")->response["text"], "small");
   EXPECT_EQ(s.size(), 2u);
+}
+
+// A Response-like document: nested objects, arrays, short and long strings.
+OJson StoredDoc(int i) {
+  OJson items = OJson::array();
+  for (int k = 0; k < 8; ++k) {
+    items.push_back({{"id", "msg_" + std::to_string(i * 100 + k) + std::string(20, 'x')},
+                     {"type", "message"},
+                     {"role", k % 2 ? "assistant" : "user"},
+                     {"content", OJson::array({{{"type", "output_text"},
+                                                {"text", std::string(10 + 37 * k, 'a' + k)},
+                                                {"annotations", OJson::array()}}})}});
+  }
+  return OJson::parse(OJson{{"id", "resp_" + std::to_string(i)}, {"output", items},
+                            {"metadata", {{"k", "v"}}}, {"n", i}, {"ok", true}}
+                          .dump());
+}
+
+// The bytes a document is counted as are the bytes the allocator hands out for it.
+TEST(ResponseStore, JsonHeapBytesMatchesTheAllocator) {
+  std::vector<OJson> keep;
+  keep.reserve(2000);
+  const size_t before = mallinfo2().uordblks;
+  size_t counted = 0;
+  for (int i = 0; i < 2000; ++i) {
+    keep.push_back(StoredDoc(i));
+    counted += JsonHeapBytes(keep.back());
+  }
+  const size_t used = mallinfo2().uordblks - before;
+  std::printf("2000 documents: %zu bytes counted, %zu allocated (text %zu)\n", counted, used,
+              2000 * keep[0].dump().size());
+  EXPECT_NEAR(static_cast<double>(counted), static_cast<double>(used), 0.05 * used);
+}
+
+// The store's byte bound holds in real memory (it used to count the dumped text: ~16x less).
+TEST(ResponseStore, ByteBoundIsRealMemory) {
+  const size_t bound = size_t{4} << 20;
+  const size_t before = mallinfo2().uordblks;
+  {
+    ResponseStore s(1 << 20, bound);
+    for (int i = 0; i < 5000; ++i) {
+      StoredResponse r{StoredDoc(i), OJson::array(), OJson::array()};
+      s.Put("resp_" + std::to_string(i), std::move(r));
+    }
+    const size_t used = mallinfo2().uordblks - before;
+    std::printf("store: %zu entries, %zu bytes counted, %zu allocated (bound %zu)\n", s.size(),
+                s.bytes(), used, bound);
+    EXPECT_LE(s.bytes(), bound);
+    EXPECT_LE(used, bound * 11 / 10);
+    EXPECT_GE(used, bound * 8 / 10);  // and it is used, not over-counted
+    EXPECT_LT(s.size(), 5000u);
+  }
 }
 
 TEST(ChatTurn, MergesLeadingSystemMessagesOnly) {

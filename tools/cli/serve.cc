@@ -104,6 +104,7 @@ int RunServe(int argc, char** argv) {
                                    "grammar-limits",
                                    "grammar-cache-size",
                                    "max-inflight-body",
+                                   "body-timeout",
                                    "max-connections",
                                    "allowed-hosts",
                                    "allowed-origins",
@@ -126,7 +127,7 @@ int RunServe(int argc, char** argv) {
       "[--disable-log-requests] [--signature-key KEY] [--responses-store-size N] "
       "[--sse-ping-interval S] [--http-threads N] [--grammar-threads N] "
       "[--grammar-limits states=N,text_states=N,text_nodes=N,nfa_states=N,bytes=B,timeout=S] "
-      "[--grammar-cache-size B] [--max-inflight-body B] [--max-connections N] "
+      "[--grammar-cache-size B] [--max-inflight-body B] [--body-timeout S] [--max-connections N] "
       "[--allowed-hosts H1,H2] [--allowed-origins O1,O2|*] [--public-metrics]\n";
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
@@ -220,6 +221,11 @@ int RunServe(int argc, char** argv) {
   so.http_threads = static_cast<int>(http_threads);
   so.grammar_threads = static_cast<int>(grammar_threads);
   so.max_inflight_body_bytes = static_cast<int64_t>(inflight_body);
+  so.body_timeout_s = a.GetDouble("body-timeout", 60.0);
+  if (!(so.body_timeout_s > 0 && so.body_timeout_s <= 3600)) {
+    std::fprintf(stderr, "mimo serve: error: --body-timeout must be in (0, 3600] seconds\n");
+    return 2;
+  }
   so.max_connections = static_cast<int>(max_connections);
   so.allowed_hosts = SplitList(a.Get("allowed-hosts"));
   so.allowed_origins = SplitList(a.Get("allowed-origins"));
