@@ -139,8 +139,9 @@ int main(int argc, char** argv) {
     for (const auto& c : Registry()) {
       if (std::strcmp(argv[1], c.name) != 0) continue;
       // `mimo <command> --help`: the command's usage on stdout, exit 0 (commands with a longer
-      // usage text answer --help themselves).
-      for (int i = 2; i < argc && std::strcmp(c.name, "serve") != 0; ++i) {
+      // usage text answer --help themselves: serve, and bench with each mode's own).
+      const bool own_help = std::strcmp(c.name, "serve") == 0 || std::strcmp(c.name, "bench") == 0;
+      for (int i = 2; i < argc && !own_help; ++i) {
         if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
           std::printf("usage: mimo %s %s\n", c.name, c.usage);
           return 0;

@@ -179,6 +179,45 @@ def test_bad_arguments_and_datasets(mimo_bin, tmp_path):
         assert p.returncode == 2 and msg in p.stderr, (extra, p.stderr)
 
 
+BENCH_MODES = ["membw", "kernels", "model", "attention", "e2e", "pool", "batch", "spec", "grammar",
+               "serve", "eval", "niah", "quality"]
+
+
+def flags_in(text):
+    """The --flags a usage text names."""
+    import re
+    return set(re.findall(r"--[a-z][a-z0-9-]*", text))
+
+
+def test_every_bench_mode_has_its_own_help(mimo_bin):
+    """`mimo bench MODE --help` (issue 47): that mode's usage on stdout, exit 0, not the general
+    bench usage; for the modes that print a usage line on a bad flag, every flag it names is in
+    the help too. `mimo bench --help` lists every mode."""
+    for mode in BENCH_MODES:
+        for h in ["--help", "-h"]:
+            p = subprocess.run([mimo_bin, "bench", mode, h], capture_output=True, text=True,
+                               timeout=30)
+            assert p.returncode == 0, (mode, p.returncode, p.stderr)
+            assert p.stdout.startswith(f"usage: mimo bench {mode} "), (mode, p.stdout)
+            others = [m for m in BENCH_MODES if m != mode and f"mimo bench {m} " in p.stdout]
+            assert others == [], (mode, p.stdout)
+        # --help after other flags still answers with the help, before any work.
+        p = subprocess.run([mimo_bin, "bench", mode, "--threads", "1", "--help"],
+                           capture_output=True, text=True, timeout=30)
+        assert p.returncode == 0 and p.stdout.startswith(f"usage: mimo bench {mode} "), p.stdout
+    for mode in ["serve", "eval", "niah", "quality"]:
+        bad = subprocess.run([mimo_bin, "bench", mode, "--bogus", "1"], capture_output=True,
+                             text=True, timeout=30)
+        assert bad.returncode == 2 and "usage:" in bad.stderr, bad.stderr
+        helped = subprocess.run([mimo_bin, "bench", mode, "--help"], capture_output=True,
+                                text=True, timeout=30).stdout
+        assert flags_in(bad.stderr) - {"--bogus"} <= flags_in(helped), (mode, bad.stderr, helped)
+    p = subprocess.run([mimo_bin, "bench", "--help"], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stderr
+    for mode in BENCH_MODES:
+        assert f"mimo bench {mode} " in p.stdout, (mode, p.stdout)
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -368,7 +368,103 @@ int RunPool(const Args& a) {
   return serial == -1.0f ? 1 : 0;  // keeps the work observable
 }
 
+// Each mode's usage: `mimo bench MODE --help` prints its own (stdout, exit 0); `mimo bench
+// --help` and an unknown mode print them all.
+struct ModeUsage {
+  const char* mode;
+  const char* usage;  // from "mimo bench MODE"; continuation lines indented under it
+};
+constexpr ModeUsage kModeUsage[] = {
+    {"membw", "mimo bench membw [--threads N] [--size-mib 1024] [--reps 5] [--clock wall|cpu]\n"},
+    {"kernels",
+     "mimo bench kernels [--threads N] [--rows 4096] [--cols 4096] [--reps 30]\n"
+     "                   [--isa all|avx512|avx2|scalar] [--membw GB/s]\n"
+     "                   [--working-set-mib 256] [--clock wall|cpu]\n"},
+    {"model",
+     "mimo bench model --model DIR [--prompt-len 512] [--gen-len 32] [--batch 1]\n"
+     "                 [--threads N] [--json] [--clock wall|cpu] [--probe-mib 1024]\n"
+     "                 [--precision exact|bf16] [--ab-fp8-plain]\n"
+     "                 [KV flags]\n"},
+    {"attention",
+     "mimo bench attention [--context 32768] [--threads N] [--kv-cache-dtype bf16]\n"
+     "                     [--heads 32] [--kv-heads 4] [--head-dim 192]\n"
+     "                     [--v-head-dim 128] [--block-size 16] [--queries 1]\n"
+     "                     [--reps 20] [--probe-mib 1024]\n"
+     "                     [--backend cpu_paged|reference] [--json]\n"},
+    {"e2e",
+     "mimo bench e2e --model DIR [--threads N] [--prompt 16] [--tokens 32]\n"
+     "               [--membw GB/s] [--tensor-parallel-size N [--expert-parallel]]\n"
+     "               [KV flags]\n"},
+    {"pool", "mimo bench pool [--threads 2] [--regions 20000]\n"},
+    {"batch",
+     "mimo bench batch --model DIR [--concurrency 1,4,8,16] [--prompt-len 32]\n"
+     "                 [--gen-len 32] [--seed S] [--threads N] [engine and KV flags]\n"},
+    {"spec",
+     "mimo bench spec --model DIR [--speculative mtp|dflash] [--num-speculative-tokens K]\n"
+     "                [--prompt-len 64] [--gen-len 128] [--reps N] [--prompt TEXT]\n"
+     "                [--speculative-draft-vocab N|FILE] [--speculative-draft-model DIR]\n"
+     "                [--dflash-rope R] [--threads N] [engine and KV flags]\n"},
+    {"grammar",
+     "mimo bench grammar --model DIR [--schemas DIR] [--tokenizer DIR] [--walks 10]\n"
+     "                   [--threads N] [--decode-tokens N] [--whitespace W]\n"
+     "                   [--max-string-length N] [--budget-requests N] [--budget-tokens N]\n"
+     "                   [KV flags]\n"},
+    {"serve",
+     "mimo bench serve --base-url URL --model NAME [--dataset random|FILE.jsonl]\n"
+     "                 [--input-len 128] [--output-len 128] [--num-prompts 100]\n"
+     "                 [--max-concurrency 1] [--request-rate inf] [--ignore-eos]\n"
+     "                 [--seed 0] [--result-json F] [--endpoint completions|chat]\n"
+     "                 [--api-key K] [--random-vocab-size 32000] [--temperature 0]\n"},
+    {"eval",
+     "mimo bench eval --base-url URL --model NAME --dataset FILE.jsonl\n"
+     "                [--endpoint chat|completions] [--num-fewshot 0] [--num-items N]\n"
+     "                [--concurrency 4] [--extract gsm8k|last-number|exact|regex:RE|json:F]\n"
+     "                [--temperature 0] [--max-tokens 256] [--output ITEMS.jsonl]\n"
+     "                [--result-json F] [--api-key K]\n"
+     "                [--compare-base-url URL2 [--compare-model NAME2] [--compare-api-key K2]]\n"},
+    {"niah",
+     "mimo bench niah --base-url URL --model NAME [--lengths 1024,2048,4096]\n"
+     "                [--depths 0,0.25,0.5,0.75,1] [--trials 2] [--seed 0]\n"
+     "                [--endpoint chat|completions] [--max-tokens 16] [--output F.json]\n"
+     "                [--svg F.svg] [--api-key K]\n"},
+    {"quality",
+     "mimo bench quality --model A --reference B\n"
+     "                   (--text FILE [--ctx 512] [--chunks N] [--parse-special] |\n"
+     "                    --dataset FILE.jsonl) [--threads N] [--json OUT] [KV flags]\n"},
+};
+
+std::string AllUsage() {
+  std::string out;
+  for (const ModeUsage& m : kModeUsage) {
+    // Continuation lines keep their place under the first: "usage: " and its blank twin are as
+    // wide.
+    std::string u = m.usage;
+    for (size_t p = u.find('\n'); p != std::string::npos && p + 1 < u.size(); p = u.find('\n', p + 1))
+      u.insert(p + 1, "       ");
+    out += (out.empty() ? "usage: " : "       ") + u;
+  }
+  return out;
+}
+
+// `--help` / `-h` anywhere after the mode: that mode's usage on stdout. True when it was asked.
+bool PrintedHelp(int argc, char** argv) {
+  bool asked = false;
+  for (int i = 1; i < argc; ++i)
+    asked |= std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0;
+  if (!asked) return false;
+  const std::string sub = argc >= 2 ? argv[1] : "";
+  for (const ModeUsage& m : kModeUsage) {
+    if (sub == m.mode) {
+      std::printf("usage: %s", m.usage);
+      return true;
+    }
+  }
+  std::printf("%s", AllUsage().c_str());
+  return true;
+}
+
 int RunBench(int argc, char** argv) {
+  if (PrintedHelp(argc, argv)) return 0;
   const std::string sub = argc >= 2 ? argv[1] : "";
   Args a;
   std::string err;
@@ -450,47 +546,7 @@ int RunBench(int argc, char** argv) {
     }
     return RunKernels(a);
   }
-  std::fprintf(
-      stderr,
-      "usage: mimo bench membw [--threads N] [--size-mib 1024] [--reps 5] [--clock wall|cpu]\n"
-      "       mimo bench kernels [--threads N] [--rows 4096] [--cols 4096] [--reps 30]\n"
-      "                          [--isa all|avx512|avx2|scalar] [--membw GB/s]\n"
-      "                          [--working-set-mib 256] [--clock wall|cpu]\n"
-      "       mimo bench model --model DIR [--prompt-len 512] [--gen-len 32] [--batch 1]\n"
-      "                        [--threads N] [--json] [--clock wall|cpu] [--probe-mib 1024]\n"
-      "                        [--precision exact|bf16]\n"
-      "                        [KV flags]\n"
-      "       mimo bench attention [--context 32768] [--threads N] [--kv-cache-dtype bf16]\n"
-      "                            [--heads 32] [--kv-heads 4] [--head-dim 192]\n"
-      "                            [--v-head-dim 128] [--block-size 16] [--queries 1]\n"
-      "                            [--reps 20] [--probe-mib 1024]\n"
-      "                            [--backend cpu_paged|reference] [--json]\n"
-      "       mimo bench e2e --model DIR [--threads N] [--prompt 16] [--tokens 32]\n"
-      "                      [--membw GB/s] [--tensor-parallel-size N [--expert-parallel]]\n"
-      "       mimo bench pool [--threads 2] [--regions 20000]\n"
-      "       mimo bench batch --model DIR [--concurrency 1,4,8,16] [--prompt-len 32]\n"
-      "                        [--gen-len 32] [--threads N] [engine and KV flags]\n"
-      "       mimo bench spec --model DIR [--speculative mtp|dflash] [--num-speculative-tokens K]\n"
-      "                       [--prompt-len 64] [--gen-len 128] [--speculative-draft-vocab "
-      "N|FILE]\n"
-      "                       [--speculative-draft-model DIR] [--dflash-rope R] [--threads N]\n"
-      "       mimo bench grammar --model DIR [--schemas DIR] [--walks 10] [--threads N]\n"
-      "       mimo bench serve --base-url URL --model NAME [--dataset random|FILE.jsonl]\n"
-      "                        [--input-len 128] [--output-len 128] [--num-prompts 100]\n"
-      "                        [--max-concurrency 1] [--request-rate inf] [--ignore-eos]\n"
-      "                        [--seed 0] [--result-json F] [--endpoint completions|chat]\n"
-      "       mimo bench eval --base-url URL --model NAME --dataset FILE.jsonl\n"
-      "                       [--endpoint chat|completions] [--num-fewshot 0] [--num-items N]\n"
-      "                       [--concurrency 4] [--extract "
-      "gsm8k|last-number|exact|regex:RE|json:F]\n"
-      "                       [--temperature 0] [--max-tokens 256] [--output ITEMS.jsonl]\n"
-      "                       [--result-json F] [--compare-base-url URL2 [--compare-model "
-      "NAME2]]\n"
-      "       mimo bench niah --base-url URL --model NAME [--lengths 1024,2048,4096]\n"
-      "                       [--depths 0,0.25,0.5,0.75,1] [--trials 2] [--seed 0]\n"
-      "                       [--endpoint chat|completions] [--output F.json] [--svg F.svg]\n"
-      "       mimo bench quality --model A --reference B --text FILE [--ctx 512] [--chunks N]\n"
-      "                          [--threads N] [--json OUT]\n");
+  std::fprintf(stderr, "%s", AllUsage().c_str());
   return 2;
 }
 
