@@ -73,19 +73,24 @@ void ChatOutputParser::AddContent(const ToolParseDelta& tools, ChatDelta* out) {
   content_started_ = true;
 }
 
+void ChatOutputParser::Route(ReasoningDelta r, ChatDelta* out) {
+  out->reasoning_content += r.reasoning;
+  for (const ReasoningToolCallText& piece : r.tool_calls) {
+    AddContent(tools_.Feed(piece.text), out);
+    if (piece.block_ends) AddContent(tools_.EndBlock(), out);
+  }
+  if (!r.content.empty()) AddContent(tools_.Feed(r.content), out);
+}
+
 ChatDelta ChatOutputParser::Feed(std::string_view text) {
-  ReasoningDelta r = reasoning_.Feed(text);
   ChatDelta out;
-  out.reasoning_content = std::move(r.reasoning);
-  if (!r.content.empty()) AddContent(tools_.Feed(r.content), &out);
+  Route(reasoning_.Feed(text), &out);
   return out;
 }
 
 ChatDelta ChatOutputParser::Finish() {
-  ReasoningDelta r = reasoning_.Finish();
   ChatDelta out;
-  out.reasoning_content = std::move(r.reasoning);
-  if (!r.content.empty()) AddContent(tools_.Feed(r.content), &out);
+  Route(reasoning_.Finish(), &out);
   AddContent(tools_.Finish(), &out);
   if (!content_started_ && !saw_tool_call_) out.content += held_space_;
   held_space_.clear();

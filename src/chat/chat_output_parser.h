@@ -1,6 +1,11 @@
 // ChatOutputParser: the `mimo` reasoning parser followed by the `mimo` tool-call parser on its
-// content stream. Turns one generated text into {content, reasoning_content, tool_calls}, one-shot
-// or streamed.
+// content stream and on the tool-call blocks written inside the reasoning block. Turns one
+// generated text into {content, reasoning_content, tool_calls}, one-shot or streamed.
+//
+// Calls inside `<think>` (see reasoning_parser.h) are tool calls like any other: they get the next
+// index, the reasoning around them stays reasoning_content, and the `</think>` after them never
+// reaches content. A block there that is not a call (an unknown function) is content text, as it
+// is after the reasoning block.
 //
 // Content null vs "" (decision, following vLLM/OpenAI): when the output has tool calls and the
 // text outside them is empty or whitespace only, content is null (and whitespace-only content is
@@ -65,6 +70,7 @@ class ChatOutputParser {
 
  private:
   void AddContent(const ToolParseDelta& tools, ChatDelta* out);
+  void Route(ReasoningDelta r, ChatDelta* out);  // reasoning, calls in it, content -> out
 
   MimoReasoningParser reasoning_;
   MimoToolCallParser tools_;

@@ -9,7 +9,23 @@ namespace {
 constexpr std::string_view kThinkOpen = "<think>";
 constexpr std::string_view kThinkClose = "</think>";
 constexpr std::string_view kToolCallOpen = "<tool_call>";
+constexpr std::string_view kToolCallClose = "</tool_call>";
+
+// Appends `text` to the open tool-call piece of `out` (or starts one).
+void AppendToolCallText(std::string_view text, bool block_ends, ReasoningDelta* out) {
+  if (text.empty() && !block_ends) return;
+  auto& pieces = out->tool_calls;
+  if (pieces.empty() || pieces.back().block_ends) pieces.emplace_back();
+  pieces.back().text.append(text);
+  pieces.back().block_ends = block_ends;
+}
 }  // namespace
+
+std::string ReasoningDelta::ToolCallText() const {
+  std::string text;
+  for (const ReasoningToolCallText& t : tool_calls) text += t.text;
+  return text;
+}
 
 MimoReasoningParser::MimoReasoningParser(ReasoningParserOptions options)
     : options_(options),
@@ -71,14 +87,34 @@ void MimoReasoningParser::Step(ReasoningDelta* out) {
           continue;
         }
         if (tool != std::string_view::npos) {
-          // Implicit end of reasoning: the tool call itself goes to the content stream.
+          // A call inside reasoning: the block goes to the tool-call parser, not to reasoning.
           out->reasoning.append(buf.substr(0, tool));
           buf_.erase(0, tool);
-          state_ = State::kContent;
+          state_ = State::kToolCall;
           continue;
         }
         size_t hold = PartialTagSuffix(buf, {kThinkClose, kToolCallOpen});
         out->reasoning.append(buf.substr(0, buf.size() - hold));
+        buf_.erase(0, buf.size() - hold);
+        return;
+      }
+      case State::kToolCall: {
+        size_t end = buf.find(kToolCallClose);
+        size_t close = buf.find(kThinkClose);
+        if (end != std::string_view::npos && (close == std::string_view::npos || end < close)) {
+          AppendToolCallText(buf.substr(0, end + kToolCallClose.size()), true, out);
+          buf_.erase(0, end + kToolCallClose.size());
+          state_ = State::kReasoning;  // the think block goes on after the call
+          continue;
+        }
+        if (close != std::string_view::npos) {  // `</tool_call>` missing: `</think>` ends both
+          AppendToolCallText(buf.substr(0, close), true, out);
+          buf_.erase(0, close + kThinkClose.size());
+          state_ = State::kContent;
+          continue;
+        }
+        size_t hold = PartialTagSuffix(buf, {kToolCallClose, kThinkClose});
+        AppendToolCallText(buf.substr(0, buf.size() - hold), false, out);
         buf_.erase(0, buf.size() - hold);
         return;
       }
@@ -105,6 +141,9 @@ ReasoningDelta MimoReasoningParser::Finish() {
     case State::kReasoning:
       out.reasoning = std::move(buf_);  // truncated reasoning (or a held partial tag) stays reasoning
       break;
+    case State::kToolCall:  // a call cut short: the tool-call parser decides what it was
+      AppendToolCallText(buf_, false, &out);
+      break;
   }
   buf_.clear();
   held_.clear();
@@ -117,6 +156,9 @@ ReasoningDelta MimoReasoningParser::Parse(std::string_view text, ReasoningParser
   ReasoningDelta tail = parser.Finish();
   out.reasoning += tail.reasoning;
   out.content += tail.content;
+  for (ReasoningToolCallText& t : tail.tool_calls) {
+    AppendToolCallText(t.text, t.block_ends, &out);
+  }
   return out;
 }
 

@@ -4,9 +4,17 @@
 // Behaviour (decided from serving.md §1.5 and the MiMo-V2.5 chat template):
 // - Thinking on (`enable_thinking`): output that starts with `<think>` (leading whitespace is
 //   dropped) is reasoning up to `</think>`; the rest is content, verbatim. Output that does not
-//   start with `<think>` is all content. `<tool_call>` inside reasoning ends the reasoning
-//   implicitly: the tag and what follows go to content (the tool-call parser sees it). A reasoning
-//   block with no end by the end of output (max_tokens) is returned as reasoning.
+//   start with `<think>` is all content. A reasoning block with no end by the end of output
+//   (max_tokens) is returned as reasoning.
+// - Tool calls inside reasoning (MiMo writes them there although its template tells it not to):
+//   a `<tool_call>` block inside the think block goes, tags included, to `tool_calls` (for the
+//   tool-call parser), not to reasoning. The block runs to its `</tool_call>`, after which the
+//   think block goes on: more text is reasoning, more blocks are calls, and the `</think>` that
+//   closes it is dropped as usual, so `plan<tool_call>...</tool_call></think>answer` gives
+//   reasoning `plan`, the call, and content `answer`. A `</think>` before the block's
+//   `</tool_call>` ends both. Text after a call with no `</think>` by the end of output is
+//   reasoning (the block was never closed). Under an output constraint (grammar/) the model
+//   cannot write text after the call, so this reads constrained output as before.
 // - `prompt_ends_in_think`: the prompt already opened the block (think-prefill template), so
 //   parsing starts inside the reasoning, whether or not `enable_thinking` was set: the prompt
 //   itself is the evidence that the model is reasoning.
@@ -22,6 +30,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace mimo {
 
@@ -30,10 +39,20 @@ struct ReasoningParserOptions {
   bool prompt_ends_in_think = false;  // the rendered prompt ends in "<think>"
 };
 
+// A piece of a `<tool_call>` block written inside the reasoning block.
+struct ReasoningToolCallText {
+  std::string text;         // the block's text, tags included, to append for the tool-call parser
+  bool block_ends = false;  // the block ends after `text` (its `</tool_call>`, or a `</think>`)
+};
+
 struct ReasoningDelta {
   std::string reasoning;  // reasoning_content text to append
-  std::string content;    // content text to append
-  bool empty() const { return reasoning.empty() && content.empty(); }
+  std::string content;    // content text to append (after the reasoning block)
+  // Tool-call blocks inside the reasoning block, in order; they all come before `content`.
+  std::vector<ReasoningToolCallText> tool_calls;
+  bool empty() const { return reasoning.empty() && content.empty() && tool_calls.empty(); }
+  // The text of every piece in `tool_calls`, joined.
+  std::string ToolCallText() const;
 };
 
 // One parser per generated sequence; not thread-safe.
@@ -52,6 +71,7 @@ class MimoReasoningParser {
     kStart,         // nothing decided yet: looking for a leading "<think>"
     kOffThinkOpen,  // thinking off, saw "<think>": is it the empty "<think></think>"?
     kReasoning,     // inside <think>
+    kToolCall,      // inside <think>, inside a <tool_call> block
     kContent,       // everything else is content
   };
   void Step(ReasoningDelta* out);

@@ -106,28 +106,40 @@ ToolParseDelta MimoToolCallParser::Finish() {
   MIMO_CHECK(!finished_, "MimoToolCallParser::Finish called twice");
   finished_ = true;
   ToolParseDelta out;
+  Flush(&out);
+  return out;
+}
+
+ToolParseDelta MimoToolCallParser::EndBlock() {
+  MIMO_CHECK(!finished_, "MimoToolCallParser::EndBlock after Finish");
+  ToolParseDelta out;
+  Flush(&out);
+  return out;
+}
+
+void MimoToolCallParser::Flush(ToolParseDelta* out) {
   switch (state_) {
     case State::kContent:
     case State::kUnknownBlock:
-      out.content = buf_;
+      out->content += buf_;
       break;
     case State::kBlockStart:  // the function name never completed: the block is text
-      out.content = std::string(kToolCallOpen) + buf_;
+      out->content += std::string(kToolCallOpen) + buf_;
       break;
     case State::kStringValue:  // a string value cut short keeps its text so far
-      AppendArguments(Escaped(buf_) + "\"", &out);
-      EndCall(&out);
+      AppendArguments(Escaped(buf_) + "\"", out);
+      EndCall(out);
       break;
     case State::kInCall:
     case State::kRawValue:  // a non-string value cut short is dropped
-      EndCall(&out);
+      EndCall(out);
       break;
     case State::kAfterFunction:
       break;
   }
   buf_.clear();
+  raw_scanned_ = 0;
   state_ = State::kContent;
-  return out;
 }
 
 ToolParseResult MimoToolCallParser::Parse(const ToolSchema& schema, std::string_view text,

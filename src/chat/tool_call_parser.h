@@ -93,6 +93,10 @@ class MimoToolCallParser {
 
   ToolParseDelta Feed(std::string_view text);
   ToolParseDelta Finish();  // end of output; Feed must not follow
+  // The block being parsed ends here although the output goes on (the reasoning block closed
+  // around a call written inside it): what is open is ended as Finish would end it, and parsing
+  // goes on outside any block.
+  ToolParseDelta EndBlock();
 
   // One-shot: a fresh parser fed `text` in one piece, then finished.
   static ToolParseResult Parse(const ToolSchema& schema, std::string_view text,
@@ -109,6 +113,7 @@ class MimoToolCallParser {
     kAfterFunction,  // after </function>, expecting </tool_call>
   };
   bool Step(ToolParseDelta* out);  // one transition; false when more text is needed
+  void Flush(ToolParseDelta* out);  // ends what is open as if the output ended here
   bool StepBlockStart(ToolParseDelta* out);
   bool StepInCall(ToolParseDelta* out);
   void BeginCall(std::string name, ToolParseDelta* out);

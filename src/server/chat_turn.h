@@ -50,7 +50,10 @@ struct PreparedTurn {
 // Counts the output tokens of the reasoning block (usage's reasoning_tokens, Anthropic's
 // thinking_tokens): the tokens between a leading <think> (or the start of the output when the
 // prompt opened the block) and </think>, the tags not counted - what a reasoning budget limits;
-// a <tool_call> inside the block ends it, as the reasoning parser does.
+// a <tool_call> inside the block ends the count, as the output constraint ends the block there
+// for a budget (grammar/output_constraint.h). The reasoning parser lets the block go on after such
+// a call (chat/reasoning_parser.h); reasoning written there, which only unconstrained output can
+// have, is reasoning_content but is not counted.
 class ReasoningTokenCounter {
  public:
   ReasoningTokenCounter() = default;

@@ -17,7 +17,7 @@ ReasoningParserOptions Prefilled(bool thinking) {
 }
 
 struct Split {
-  std::string reasoning, content;
+  std::string reasoning, content, tool_calls;
 };
 
 // Feeds `chunks` one by one and returns the accumulated streams.
@@ -28,18 +28,21 @@ Split Stream(const std::vector<std::string>& chunks, ReasoningParserOptions o) {
     ReasoningDelta d = p.Feed(c);
     s.reasoning += d.reasoning;
     s.content += d.content;
+    s.tool_calls += d.ToolCallText();
   }
   ReasoningDelta d = p.Finish();
   s.reasoning += d.reasoning;
   s.content += d.content;
+  s.tool_calls += d.ToolCallText();
   return s;
 }
 
 void ExpectParse(const std::string& text, ReasoningParserOptions o, const std::string& reasoning,
-                 const std::string& content) {
+                 const std::string& content, const std::string& tool_calls = "") {
   ReasoningDelta r = MimoReasoningParser::Parse(text, o);
   EXPECT_EQ(r.reasoning, reasoning) << "text: " << text;
   EXPECT_EQ(r.content, content) << "text: " << text;
+  EXPECT_EQ(r.ToolCallText(), tool_calls) << "text: " << text;
 }
 
 TEST(MimoReasoningParser, ThinkBlockBecomesReasoning) {
@@ -58,12 +61,56 @@ TEST(MimoReasoningParser, NoThinkTagWithThinkingOnIsContent) {
   ExpectParse("  ", On(), "", "  ");
 }
 
-TEST(MimoReasoningParser, ToolCallInsideReasoningEndsIt) {
+// A call inside the think block goes to the tool-call stream; the block goes on after it, and its
+// `</think>` is dropped (issue 47: it leaked into content).
+TEST(MimoReasoningParser, ToolCallInsideReasoningGoesToToolCalls) {
   const std::string call =
       "<tool_call>\n<function=get_weather>\n<parameter=city>Paris</parameter>\n</function>\n"
       "</tool_call>";
-  ExpectParse("<think>I need the weather.\n" + call, On(), "I need the weather.\n", call);
-  ExpectParse("<think>plan" + call + "</think>after", On(), "plan", call + "</think>after");
+  ExpectParse("<think>I need the weather.\n" + call, On(), "I need the weather.\n", "", call);
+  ExpectParse("<think>plan" + call + "</think>after", On(), "plan", "after", call);
+  ExpectParse("I need the weather. " + call + "</think>\nChecking.", Prefilled(true),
+              "I need the weather. ", "\nChecking.", call);
+  // Two calls in one block, with reasoning between and after them.
+  ExpectParse("a " + call + " b " + call + " c</think>", Prefilled(false), "a  b  c", "",
+              call + call);
+  // `</think>` before the call's `</tool_call>` ends both.
+  ExpectParse("a <tool_call><function=f></function></think>x", Prefilled(true), "a ", "x",
+              "<tool_call><function=f></function>");
+  // Cut inside the call: what came is for the tool-call parser; a partial tag too.
+  ExpectParse("a <tool_call><function=f><parameter=x>1</para", Prefilled(true), "a ", "",
+              "<tool_call><function=f><parameter=x>1</para");
+  ExpectParse("a <tool_call><function=f></tool_ca", Prefilled(true), "a ", "",
+              "<tool_call><function=f></tool_ca");
+  // Text after the call with no `</think>` by the end: the block was never closed.
+  ExpectParse("a " + call + "\nmore", Prefilled(true), "a \nmore", "", call);
+  // After `</think>`, a call is content for the tool-call parser, as before.
+  ExpectParse("a</think>" + call, Prefilled(true), "a", call);
+}
+
+TEST(MimoReasoningParser, ToolCallPiecesMarkWhereBlocksEnd) {
+  const std::string call = "<tool_call><function=f></function></tool_call>";
+  ReasoningDelta d = MimoReasoningParser::Parse("a" + call + "b" + call + "</think>", Prefilled(true));
+  ASSERT_EQ(d.tool_calls.size(), 2u);
+  EXPECT_EQ(d.tool_calls[0].text, call);
+  EXPECT_TRUE(d.tool_calls[0].block_ends);
+  EXPECT_EQ(d.tool_calls[1].text, call);
+  EXPECT_TRUE(d.tool_calls[1].block_ends);
+  MimoReasoningParser p(Prefilled(true));
+  d = p.Feed("<tool_call><func");
+  ASSERT_EQ(d.tool_calls.size(), 1u);
+  EXPECT_EQ(d.tool_calls[0].text, "<tool_call><func");
+  EXPECT_FALSE(d.tool_calls[0].block_ends);
+  d = p.Feed("tion=f></function></tool_");
+  ASSERT_EQ(d.tool_calls.size(), 1u);
+  EXPECT_EQ(d.tool_calls[0].text, "tion=f></function>");  // "</tool_" held: may be the end
+  EXPECT_FALSE(d.tool_calls[0].block_ends);
+  d = p.Feed("call></think>ok");
+  ASSERT_EQ(d.tool_calls.size(), 1u);
+  EXPECT_EQ(d.tool_calls[0].text, "</tool_call>");
+  EXPECT_TRUE(d.tool_calls[0].block_ends);
+  EXPECT_EQ(d.content, "ok");
+  EXPECT_EQ(d.reasoning, "");
 }
 
 TEST(MimoReasoningParser, TruncatedReasoningIsReasoning) {
@@ -119,7 +166,8 @@ TEST(MimoReasoningParser, StreamingHoldsPartialToolCallInReasoning) {
   EXPECT_EQ(d.reasoning, "step ");
   d = p.Feed("_call>\n<function=f>");
   EXPECT_EQ(d.reasoning, "");
-  EXPECT_EQ(d.content, "<tool_call>\n<function=f>");
+  EXPECT_EQ(d.content, "");
+  EXPECT_EQ(d.ToolCallText(), "<tool_call>\n<function=f>");
   // "<tool" followed by something else was reasoning after all.
   MimoReasoningParser q(Prefilled(true));
   EXPECT_EQ(q.Feed("a <tool").reasoning, "a ");
@@ -137,6 +185,7 @@ TEST(MimoReasoningParser, SplitPointProperty) {
       "\n<think>a</think>b</think>c",
       "<think>plan\n<tool_call>\n<function=f>\n<parameter=x>1</parameter>\n</function>\n"
       "</tool_call>",
+      "<think>a<tool_call><function=f></function></tool_call>b<tool_call>x</think>c</think>d",
       "<think></think>Hello <think>x</think>",
       "<think>\n \n</think>Hi",
       "plan with < and </th and <tool_ but no end",
@@ -151,12 +200,14 @@ TEST(MimoReasoningParser, SplitPointProperty) {
         Split s = Stream({text.substr(0, i), text.substr(i)}, o);
         ASSERT_EQ(s.reasoning, whole.reasoning) << text << " split at " << i;
         ASSERT_EQ(s.content, whole.content) << text << " split at " << i;
+        ASSERT_EQ(s.tool_calls, whole.ToolCallText()) << text << " split at " << i;
       }
       std::vector<std::string> chars;
       for (char c : text) chars.push_back(std::string(1, c));
       Split s = Stream(chars, o);
       EXPECT_EQ(s.reasoning, whole.reasoning) << text;
       EXPECT_EQ(s.content, whole.content) << text;
+      EXPECT_EQ(s.tool_calls, whole.ToolCallText()) << text;
     }
   }
 }

@@ -232,7 +232,9 @@ TEST(OutputConstraint, OpenReasoningClosesInTimeForTheAnswer) {
         const ReasoningDelta parsed =
             MimoReasoningParser::Parse(out.text, {.prompt_ends_in_think = true});
         if (tools) {
-          ToolParseResult r = MimoToolCallParser::Parse(*tool_schema, parsed.content, {});
+          // A call inside the block comes out as the reasoning parser's tool-call text.
+          ToolParseResult r = MimoToolCallParser::Parse(
+              *tool_schema, parsed.ToolCallText() + parsed.content, {});
           EXPECT_GE(r.tool_calls.size(), 1u) << out.text;
           EXPECT_EQ(r.content, "") << out.text;
         } else {
@@ -412,11 +414,12 @@ TEST(OutputConstraint, AutoCallsOpenOnlyWhenTheyFit) {
         Sample out = Sampled(plan, max_tokens, 300 + 7 * max_tokens + s, 0.3);
         const ReasoningDelta parsed =
             MimoReasoningParser::Parse(out.text, {.enable_thinking = r == Reasoning::kOptional});
-        const size_t at = parsed.content.find("<tool_call>");
+        const std::string answer = parsed.ToolCallText() + parsed.content;  // calls in the block too
+        const size_t at = answer.find("<tool_call>");
         if (at == std::string::npos) continue;
         ++calls;
         EXPECT_TRUE(out.ended) << "an opened call must close: " << out.text;
-        ToolParseResult p = MimoToolCallParser::Parse(*tool_schema, parsed.content, {});
+        ToolParseResult p = MimoToolCallParser::Parse(*tool_schema, answer, {});
         EXPECT_GE(p.tool_calls.size(), 1u) << out.text;
       }
     }
