@@ -42,8 +42,9 @@ OJson ChatLogprobs(const Tokenizer& tok, const std::vector<SampledToken>& lps) {
   return content;
 }
 
-const char* OpenAiFinishReason(FinishReason r, bool made_tool_calls) {
-  if (r == FinishReason::kStop && made_tool_calls) return "tool_calls";
+// `legacy`: the request used the legacy `functions` (answered as `function_call`).
+const char* OpenAiFinishReason(FinishReason r, bool made_tool_calls, bool legacy = false) {
+  if (r == FinishReason::kStop && made_tool_calls) return legacy ? "function_call" : "tool_calls";
   return FinishReasonName(r);
 }
 
@@ -55,11 +56,25 @@ OJson Usage(int prompt_tokens, int completion_tokens, int cached, int reasoning 
           {"completion_tokens_details", {{"reasoning_tokens", reasoning}}}};
 }
 
-OJson DeltaJson(const ChatDelta& d) {
+// `legacy`: the first call as a `function_call` delta ({name, arguments}, then {arguments}); the
+// legacy shape has room for one call, so later ones are not sent (the request asked for one).
+OJson DeltaJson(const ChatDelta& d, bool legacy) {
   OJson j = OJson::object();
   if (!d.reasoning_content.empty()) j["reasoning_content"] = d.reasoning_content;
   if (!d.content.empty()) j["content"] = d.content;
-  if (!d.tool_calls.empty()) {
+  if (legacy) {
+    for (const ToolCallDelta& c : d.tool_calls) {
+      if (c.index != 0) continue;
+      if (!c.id.empty()) {
+        j["function_call"] = {{"name", c.name}, {"arguments", c.arguments}};
+      } else if (j.contains("function_call")) {
+        j["function_call"]["arguments"] =
+            j["function_call"]["arguments"].get<std::string>() + c.arguments;
+      } else {
+        j["function_call"] = {{"arguments", c.arguments}};
+      }
+    }
+  } else if (!d.tool_calls.empty()) {
     OJson calls = OJson::array();
     for (const ToolCallDelta& c : d.tool_calls) {
       OJson cj = {{"index", c.index}};
@@ -110,6 +125,7 @@ struct ChatState {
   std::string model;
   bool logprobs = false;
   bool include_usage = false;
+  bool legacy_functions = false;  // answer in the legacy function_call shape
   std::vector<ChatChoice> choices;
   int prompt_tokens = 0;
   int cached_tokens = 0;
@@ -165,10 +181,13 @@ struct ChatState {
     OJson lp = logprobs && !ev.logprobs.empty()
                    ? OJson{{"content", ChatLogprobs(*tok, ev.logprobs)}}
                    : OJson(nullptr);
-    if (!d.empty() || !lp.is_null()) out += SseData(DumpJson(Chunk(ev.index, DeltaJson(d), lp, nullptr)));
+    OJson delta = DeltaJson(d, legacy_functions);
+    if (!delta.empty() || !lp.is_null()) {
+      out += SseData(DumpJson(Chunk(ev.index, std::move(delta), lp, nullptr)));
+    }
     if (ev.finished) {
-      out += SseData(DumpJson(
-          Chunk(ev.index, OJson::object(), nullptr, OpenAiFinishReason(c.reason, c.made_calls))));
+      out += SseData(DumpJson(Chunk(ev.index, OJson::object(), nullptr,
+                                    OpenAiFinishReason(c.reason, c.made_calls, legacy_functions))));
     }
     return out;
   }
@@ -201,10 +220,17 @@ struct ChatState {
       const OJson parsed = c.result.ToJson();
       OJson msg = {{"role", "assistant"}, {"content", parsed["content"]}};
       if (!parsed["reasoning_content"].is_null()) msg["reasoning_content"] = parsed["reasoning_content"];
-      if (!parsed["tool_calls"].empty()) msg["tool_calls"] = parsed["tool_calls"];
+      if (!parsed["tool_calls"].empty()) {
+        if (legacy_functions) {
+          msg["function_call"] = parsed["tool_calls"][0]["function"];  // {name, arguments}
+        } else {
+          msg["tool_calls"] = parsed["tool_calls"];
+        }
+      }
       OJson ch = {{"index", i}, {"message", msg}};
       ch["logprobs"] = logprobs ? OJson{{"content", c.logprobs}} : OJson(nullptr);
-      ch["finish_reason"] = OpenAiFinishReason(c.reason, !c.result.tool_calls.empty());
+      ch["finish_reason"] =
+          OpenAiFinishReason(c.reason, !c.result.tool_calls.empty(), legacy_functions);
       choices_json.push_back(ch);
     }
     OJson r = {{"id", id},           {"object", "chat.completion"}, {"created", created},
@@ -237,6 +263,7 @@ void ApiServer::HandleChat(const HttpRequest& req, HttpResponse& res) {
   st->model = model_.defaults.served_model_name;
   st->logprobs = turn.gen.sampling.logprobs >= 0;
   st->include_usage = cr.include_usage;
+  st->legacy_functions = cr.legacy_functions;
   st->tok = model_.tokenizer;
   st->prompt_tokens = prep.prompt_tokens;
   for (int i = 0; i < turn.gen.n; ++i) {

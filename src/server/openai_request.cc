@@ -315,6 +315,64 @@ std::optional<ApiError> CheckContent(const OJson& content, size_t i, bool may_be
   return std::nullopt;
 }
 
+// Legacy function calling (OpenAI's API before tools): an assistant message's `function_call`
+// {name, arguments} and a `role: "function"` message {name, content} holding its result.
+std::optional<ApiError> CheckLegacyFunctionMessage(const OJson& msg, const std::string& field,
+                                                   const std::string& role) {
+  if (role == "function" && (!msg.contains("name") || !msg["name"].is_string())) {
+    return BadRequest("'" + field + ".name' (the function whose result this is) must be a string",
+                      field + ".name");
+  }
+  if (!msg.contains("function_call") || msg["function_call"].is_null()) return std::nullopt;
+  const OJson& fc = msg["function_call"];
+  const std::string f = field + ".function_call";
+  if (role != "assistant") {
+    return BadRequest("'" + f + "' is only allowed on assistant messages", f);
+  }
+  if (msg.contains("tool_calls") && !msg["tool_calls"].is_null()) {
+    return BadRequest("'" + field + "' has both 'tool_calls' and 'function_call'; give one", f);
+  }
+  if (!fc.is_object() || !fc.contains("name") || !fc["name"].is_string()) {
+    return BadRequest("'" + f + "' must be {\"name\", \"arguments\"}", f);
+  }
+  if (fc.contains("arguments") && !fc["arguments"].is_string() && !fc["arguments"].is_null()) {
+    return WrongType(f + ".arguments", "a string", fc["arguments"]);
+  }
+  return std::nullopt;
+}
+
+// The legacy shapes as tools: an assistant's function_call becomes its one tool call, and a
+// function message a tool message answering the latest unanswered call of that name (the chat
+// template renders tool results in order; the ids only pair them up).
+void LegacyFunctionMessagesAsTools(OJson* messages) {
+  std::vector<std::pair<std::string, std::string>> open;  // (name, id) of calls not answered
+  for (size_t i = 0; i < messages->size(); ++i) {
+    OJson& msg = (*messages)[i];
+    if (msg.contains("function_call") && !msg["function_call"].is_null()) {
+      const OJson fc = msg["function_call"];
+      const std::string id = "call_fn_" + std::to_string(i);
+      const OJson args = fc.contains("arguments") && fc["arguments"].is_string()
+                             ? fc["arguments"]
+                             : OJson("{}");
+      msg["tool_calls"] = OJson::array(
+          {{{"id", id}, {"type", "function"}, {"function", {{"name", fc["name"]}, {"arguments", args}}}}});
+      msg.erase("function_call");
+      open.emplace_back(fc["name"].get<std::string>(), id);
+    } else if (msg.value("role", "") == "function") {
+      const std::string name = msg["name"];
+      std::string id = "call_fn_" + name;
+      for (auto it = open.rbegin(); it != open.rend(); ++it) {
+        if (it->first != name) continue;
+        id = it->second;
+        open.erase(std::next(it).base());
+        break;
+      }
+      msg["role"] = "tool";
+      msg["tool_call_id"] = id;
+    }
+  }
+}
+
 std::optional<ApiError> CheckMessages(const OJson& body, OJson* out) {
   const OJson* m = Fields(body).Get("messages");
   if (!m) return BadRequest("'messages' is required", "messages");
@@ -332,13 +390,16 @@ std::optional<ApiError> CheckMessages(const OJson& body, OJson* out) {
     }
     const std::string role = msg["role"];
     if (role != "system" && role != "developer" && role != "user" && role != "assistant" &&
-        role != "tool") {
-      return BadRequest("'" + field + ".role' must be system, developer, user, assistant or tool, got '" +
-                            role + "'",
+        role != "tool" && role != "function") {
+      return BadRequest("'" + field +
+                            ".role' must be system, developer, user, assistant, tool or function, "
+                            "got '" + role + "'",
                         field + ".role");
     }
+    MIMO_TRY(CheckLegacyFunctionMessage(msg, field, role));
     const bool has_calls = msg.contains("tool_calls") && !msg["tool_calls"].is_null();
-    if (!msg.contains("content") && !(role == "assistant" && has_calls)) {
+    const bool has_legacy_call = msg.contains("function_call") && !msg["function_call"].is_null();
+    if (!msg.contains("content") && !(role == "assistant" && (has_calls || has_legacy_call))) {
       return BadRequest("'" + field + ".content' is required", field + ".content");
     }
     if (msg.contains("content")) {
@@ -366,6 +427,7 @@ std::optional<ApiError> CheckMessages(const OJson& body, OJson* out) {
     }
   }
   *out = *m;
+  LegacyFunctionMessagesAsTools(out);
   // Clients send assistant tool-call turns back with "content": null (OpenAI's own shape); the
   // templates expect a string.
   for (OJson& msg : *out) {
@@ -437,13 +499,98 @@ std::optional<ApiError> CheckTools(const OJson& body, ChatTurn* r) {
   return std::nullopt;
 }
 
+namespace {
+
+// Legacy function calling: `functions` [{name, description, parameters}] and `function_call`
+// none | auto | {name}, checked with their own names and read as tools with tool_choice (one
+// call at most: the legacy answer has room for one). Mixing them with tools is refused.
+std::optional<ApiError> CheckLegacyFunctions(const OJson& body, ChatRequest* r) {
+  const Fields f(body);
+  const OJson* fns = f.Get("functions");
+  const OJson* fc = f.Get("function_call");
+  if (!fns && !fc) return CheckTools(body, &r->turn);
+  for (const char* k : {"tools", "tool_choice", "parallel_tool_calls"}) {
+    if (f.Get(k)) {
+      const char* legacy = fns ? "functions" : "function_call";
+      return BadRequest(std::string("'") + k + "' and '" + legacy +
+                            "' cannot be used together: give tools and tool_choice, or the legacy "
+                            "functions and function_call",
+                        legacy);
+    }
+  }
+  if (fc && !fns) return BadRequest("'function_call' needs 'functions'", "function_call");
+  if (!fns->is_array()) return WrongType("functions", "an array", *fns);
+  if (fns->size() > static_cast<size_t>(kMaxTools)) {
+    return TooMany("functions", fns->size(), kMaxTools, "functions");
+  }
+  OJson as_tools = {{"tools", OJson::array()}, {"parallel_tool_calls", false}};
+  for (size_t i = 0; i < fns->size(); ++i) {
+    const OJson& fn = (*fns)[i];
+    const std::string field = "functions[" + std::to_string(i) + "]";
+    if (!fn.is_object() || !fn.contains("name") || !fn["name"].is_string()) {
+      return BadRequest("'" + field + "' must be {\"name\", \"description\", \"parameters\"}",
+                        field);
+    }
+    as_tools["tools"].push_back({{"type", "function"}, {"function", fn}});
+  }
+  if (fc) {
+    if (fc->is_string() && (*fc == "none" || *fc == "auto")) {
+      as_tools["tool_choice"] = *fc;
+    } else if (fc->is_object() && fc->contains("name") && (*fc)["name"].is_string()) {
+      bool found = false;
+      for (const OJson& fn : *fns) found |= fn["name"] == (*fc)["name"];
+      if (!found) {
+        return BadRequest("'function_call' names function '" + (*fc)["name"].get<std::string>() +
+                              "', which is not in 'functions'",
+                          "function_call");
+      }
+      as_tools["tool_choice"] = {{"type", "function"}, {"function", {{"name", (*fc)["name"]}}}};
+    } else {
+      return BadRequest("'function_call' must be none, auto or {\"name\"}", "function_call");
+    }
+  }
+  r->legacy_functions = true;
+  return CheckTools(as_tools, &r->turn);
+}
+
+// Fields of OpenAI's chat API this server cannot act on: refused by name rather than dropped,
+// so a client does not wait for audio or search results that never come. (`prediction` is
+// dropped: a predicted output only saves time, the answer is the same without it.)
+std::optional<ApiError> CheckUnsupportedChatFields(const OJson& body) {
+  const Fields f(body);
+  if (f.Get("audio")) {
+    return BadRequest("'audio' is not supported: this server outputs text only", "audio");
+  }
+  if (const OJson* m = f.Get("modalities")) {
+    if (!m->is_array()) return WrongType("modalities", "an array of strings", *m);
+    for (const OJson& x : *m) {
+      if (!x.is_string()) return WrongType("modalities", "an array of strings", *m);
+      if (x != "text") {
+        return BadRequest("'modalities' holds '" + x.get<std::string>() +
+                              "', which is not supported: this server outputs text only",
+                          "modalities");
+      }
+    }
+  }
+  if (f.Get("web_search_options")) {
+    return BadRequest(
+        "'web_search_options' is not supported: this server has no web search; give the model "
+        "a search tool in 'tools' instead",
+        "web_search_options");
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<ApiError> ParseChatRequest(const OJson& body, const ServerDefaults& d,
                                          ChatRequest* r) {
   if (!body.is_object()) return BadRequest("the request body must be a JSON object");
   ChatTurn& t = r->turn;
   MIMO_TRY(CheckModel(body, d));
+  MIMO_TRY(CheckUnsupportedChatFields(body));
   MIMO_TRY(CheckMessages(body, &t.messages));
-  MIMO_TRY(CheckTools(body, &t));
+  MIMO_TRY(CheckLegacyFunctions(body, r));
   MIMO_TRY(ParseStreamOptions(body, &r->stream, &r->include_usage));
   MIMO_TRY(CheckResponseFormat(body, &t.response_format));
   if (const OJson* k = Fields(body).Get("chat_template_kwargs")) {

@@ -35,10 +35,13 @@ std::optional<ApiError> CheckModel(const OJson& body, const ServerDefaults& d);
 // The messages are validated (text-only content parts; tool-call arguments parsed); the
 // conversation may end in an assistant message to continue (`continue_final_message`, or
 // `add_generation_prompt: false` with an assistant message last, as vLLM).
+// Legacy `functions` / `function_call` (and `role: "function"` messages) are read as tools;
+// `legacy_functions` then asks for the answer in that shape (message.function_call).
 struct ChatRequest {
   ChatTurn turn;
   bool stream = false;
   bool include_usage = false;
+  bool legacy_functions = false;
 };
 std::optional<ApiError> ParseChatRequest(const OJson& body, const ServerDefaults& d,
                                          ChatRequest* out);

@@ -132,3 +132,88 @@ describe("clients: structured output on random weights", () => {
     }
   });
 });
+
+// OpenAI's legacy function calling (`functions` / `function_call`, `role: "function"` results),
+// which the openai SDK still types and older clients still send: read as tools and answered in
+// the legacy shape (message.function_call, finish_reason "function_call"). On random weights a
+// named function_call is what makes a call come out.
+describe("clients: legacy functions and function_call through the openai client", () => {
+  let server, client;
+  const WEATHER = { name: "get_weather", description: "Get the current weather in a city.",
+    parameters: { type: "object", properties: { city: { type: "string", description: "The city name." } }, required: ["city"] } };
+  const TIME = { name: "get_time", description: "The time in a zone.",
+    parameters: { type: "object", properties: { zone: { type: "string" } }, required: ["zone"] } };
+  const USER = [{ role: "user", content: "What is the weather in Fenwick?" }];
+  const OFF = { chat_template_kwargs: { enable_thinking: false } };
+  const tokenize = async (body) => {
+    const r = await fetch(server.url + "/tokenize", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+    const j = await r.json();
+    assert.equal(r.status, 200, JSON.stringify(j));
+    return j.tokens;
+  };
+  before(async () => {
+    server = await startServer(ensureE2eModel(), ["--max-model-len", "1024"]);
+    client = server.openai();
+  });
+  after(async () => { assert.equal(await server?.stop(), 0, server?.stderr()); });
+
+  test("functions reach the prompt exactly as the same tools do; role function results as tool results", async () => {
+    const asTools = [WEATHER, TIME].map((f) => ({ type: "function", function: f }));
+    const legacy = await tokenize({ messages: USER, functions: [WEATHER, TIME] });
+    assert.deepEqual(legacy, await tokenize({ messages: USER, tools: asTools }));
+    assert.ok(legacy.length > (await tokenize({ messages: USER })).length + 20, "the functions are in the prompt");
+    // A legacy history: the assistant's function_call and the function's result.
+    const args = JSON.stringify({ city: "Fenwick" });
+    const result = JSON.stringify({ temperature: 9, condition: "rainy" });
+    const history = await tokenize({ messages: [...USER, { role: "assistant", content: null, function_call: { name: "get_weather", arguments: args } },
+      { role: "function", name: "get_weather", content: result }], functions: [WEATHER] });
+    const modern = await tokenize({ messages: [...USER, { role: "assistant", content: null, tool_calls: [{ id: "c1", type: "function", function: { name: "get_weather", arguments: args } }] },
+      { role: "tool", tool_call_id: "c1", content: result }], tools: [asTools[0]] });
+    assert.deepEqual(history, modern);
+  });
+
+  test("function_call {name}: message.function_call, finish_reason function_call, whole and streamed alike", async () => {
+    for (const seed of [3, 231]) {
+      const body = { model: "e2e", messages: USER, functions: [WEATHER, TIME], function_call: { name: "get_weather" }, max_tokens: 200, seed, ...OFF };
+      const whole = await client.chat.completions.create(body);
+      const m = whole.choices[0].message;
+      assert.equal(m.function_call?.name, "get_weather", JSON.stringify(whole));
+      assert.equal(typeof JSON.parse(m.function_call.arguments).city, "string");
+      assert.equal(m.tool_calls, undefined);
+      assert.equal(whole.choices[0].finish_reason, "function_call");
+      // Streamed: the name in the first function_call delta, the arguments in pieces, no tool_calls.
+      const stream = await client.chat.completions.create({ ...body, stream: true });
+      let name = null, argsText = "", finish = null, pieces = 0;
+      for await (const chunk of stream) {
+        const c = chunk.choices[0];
+        if (!c) continue;
+        assert.equal(c.delta.tool_calls, undefined, JSON.stringify(chunk));
+        if (c.delta.function_call) {
+          pieces++;
+          if (c.delta.function_call.name) {
+            assert.equal(name, null, "the name comes once");
+            name = c.delta.function_call.name;
+          }
+          argsText += c.delta.function_call.arguments ?? "";
+        }
+        if (c.finish_reason) finish = c.finish_reason;
+      }
+      assert.equal(name, "get_weather");
+      assert.ok(pieces >= 1);
+      assert.equal(argsText, m.function_call.arguments);
+      assert.equal(finish, "function_call");
+    }
+  });
+
+  test("function_call none: no call; the answer to a legacy history is a normal 200", async () => {
+    const none = await client.chat.completions.create({ model: "e2e", messages: USER, functions: [WEATHER], function_call: "none", max_tokens: 8, ...OFF });
+    assert.equal(none.choices[0].message.function_call, undefined);
+    assert.notEqual(none.choices[0].finish_reason, "function_call");
+    assert.equal(typeof none.choices[0].message.content, "string");
+    const next = await client.chat.completions.create({ model: "e2e", max_tokens: 8, ...OFF, functions: [WEATHER], function_call: "auto",
+      messages: [...USER, { role: "assistant", content: null, function_call: { name: "get_weather", arguments: "{\"city\":\"Fenwick\"}" } },
+        { role: "function", name: "get_weather", content: "{\"temperature\":9}" }] });
+    assert.equal(next.choices.length, 1);
+    assert.ok(["stop", "length", "function_call"].includes(next.choices[0].finish_reason));
+  });
+});
