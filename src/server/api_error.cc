@@ -85,6 +85,7 @@ ApiError FromStatus(const Status& s, const std::string& prompt_param) {
   if (s.code() == StatusCode::kResourceExhausted) {
     e.status = 429;
     e.type = "rate_limit_error";
+    e.retry_after_s = 1;
   } else if (s.code() != StatusCode::kInvalidArgument) {
     e.status = 500;
     e.type = "internal_server_error";

@@ -23,6 +23,9 @@ struct ApiError {
   // Not an error: the request needs a grammar compiled first, which the request workers leave
   // to the slow pool (HttpResponse::rerun_slow); ApiServer::SendError passes it on.
   bool rerun_slow = false;
+  // Seconds a client should wait before retrying (the Retry-After header of a 429 or 503);
+  // 0: the HTTP layer's default (HttpOptions::retry_after_s).
+  int retry_after_s = 0;
 
   std::string CodeOrDefault() const;
 
@@ -35,7 +38,8 @@ struct ApiError {
 ApiError BadRequest(std::string message, std::string param = "");
 ApiError NotFound(std::string message);
 ApiError ServiceUnavailable(std::string message);
-// Engine Submit errors: InvalidArgument -> 400, ResourceExhausted -> 429, else 500. The engine's
+// Engine Submit errors: InvalidArgument -> 400, ResourceExhausted -> 429 (Retry-After 1: a
+// full queue moves within a second), else 500. The engine's
 // messages start with the field they are about ("max_tokens 300 plus ...", "stop: ..."), which
 // becomes `param`; a prompt error names `prompt_param` ("messages" for chat, "prompt").
 ApiError FromStatus(const Status& s, const std::string& prompt_param = "");

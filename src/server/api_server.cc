@@ -2,7 +2,9 @@
 // endpoints (/health, /v1/models, /metrics, /tokenize, /detokenize).
 #include "server/api_server.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 
@@ -168,17 +170,23 @@ void ApiServer::SendError(HttpResponse& res, const ApiError& e, Protocol p) {
     return;
   }
   SendJson(res, p == Protocol::kAnthropic ? e.AnthropicJson() : e.OpenAiJson(), e.status);
+  if (e.retry_after_s > 0 && (e.status == 429 || e.status == 503))
+    res.set_header("Retry-After", std::to_string(e.retry_after_s));
 }
 
 bool ApiServer::Admit(const HttpRequest& req, HttpResponse& res, Protocol p, OJson* body) {
   ApiError e;
   if (!ready_.load()) {
-    SendError(res, ServiceUnavailable("the model is loading; retry when GET /health answers 200"),
-              p);
+    e = ServiceUnavailable("the model is loading; retry when GET /health answers 200");
+    e.retry_after_s = 5;  // a load takes seconds to minutes; /health says when it is done
+    SendError(res, e, p);
     return false;
   }
   if (draining_.load()) {
-    SendError(res, ServiceUnavailable("the server is shutting down"), p);
+    // Requests in flight have up to the drain to finish; a restarted server answers after it.
+    e = ServiceUnavailable("the server is shutting down");
+    e.retry_after_s = std::max(1, static_cast<int>(std::ceil(opts_.drain_timeout_s)));
+    SendError(res, e, p);
     return false;
   }
   if (body) {
@@ -441,7 +449,12 @@ void ApiServer::Route() {
   }
   s.SetHooks(
       [this](const Req& req, const HttpRoute* route) { return Precheck(req, route); },
-      [this](const Req& req, Res& res) { AddCors(req, res); },
+      [this](const Req& req, Res& res) {
+        AddCors(req, res);
+        // Anthropic's name for the id (its SDK reads it into _request_id); every response also
+        // has x-request-id (the HTTP layer's).
+        if (ProtocolOf(req.path) == Protocol::kAnthropic) res.set_header("request-id", req.request_id);
+      },
       // What the HTTP layer itself refuses (no route, a wrong method, a malformed or oversized
       // request, a full server) gets an error object in the shape of the path's protocol.
       [](const Req& req, int status, const std::string& message, Res& res) {

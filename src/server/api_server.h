@@ -64,6 +64,9 @@ struct ServerOptions {
   // Streams write a keep-alive (Anthropic's ping event, an SSE comment elsewhere) after this many
   // seconds without output, e.g. while a long prompt is processed.
   double sse_ping_seconds = 5;
+  // The drain's length (serve --drain-timeout): the Retry-After of the 503s a draining server
+  // answers new requests with.
+  double drain_timeout_s = 30;
   size_t responses_store_entries = 1024;             // stored Responses API responses, at most
   size_t responses_store_bytes = size_t{256} << 20;  // ... and their bytes
 };

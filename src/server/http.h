@@ -22,6 +22,9 @@ struct HttpRequest {
   std::string body;
   // The route's captures: [0] the whole path, [1] the first {} segment.
   std::vector<std::string> matches;
+  // Sent back as `x-request-id` on the response (HttpServer sets it): the client's own
+  // x-request-id when it is sane (1-128 visible ASCII characters), else a new random "req_..." id.
+  std::string request_id;
 
   // Header lookups are case-insensitive; the first field of a name wins.
   bool has_header(std::string_view name) const;

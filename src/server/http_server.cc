@@ -21,6 +21,8 @@
 #include <list>
 #include <mutex>
 
+#include "core/secure_random.h"
+
 namespace mimo {
 
 namespace asio = boost::asio;
@@ -82,6 +84,22 @@ bool MatchRoute(std::string_view pattern, std::string_view path, std::vector<std
     ++j;
   }
   return j == path.size();
+}
+
+// The client's x-request-id when it is one we may echo (bounded, visible ASCII only: it goes back
+// in a header and into logs), else a new one.
+std::string RequestIdFor(const HttpRequest& req) {
+  const std::string id = req.get_header_value("x-request-id");
+  bool sane = !id.empty() && id.size() <= 128;
+  for (char c : id) sane = sane && c > 0x20 && c < 0x7f;
+  return sane ? id : SecureRandomId("req_");
+}
+
+bool HasHeader(const HttpResponse& res, std::string_view name) {
+  for (const auto& [k, v] : res.headers) {
+    if (IEquals(k, name)) return true;
+  }
+  return false;
 }
 
 // Wakes a connection waiting on its body source: Notify may run on any thread; the timer is only
@@ -256,7 +274,7 @@ struct HttpServer::Impl {
 
   void Busy(const HttpRequest& req, const std::string& message, HttpResponse* res) {
     Error(req, 503, message, res);
-    res->set_header("Retry-After", "1");
+    res->set_header("Retry-After", std::to_string(opts.retry_after_s));
   }
 
   // Runs a handler; an exception becomes a 500 (it never reaches the I/O loop).
@@ -280,6 +298,7 @@ struct HttpServer::Impl {
     h += ' ';
     h += std::string(http::obsolete_reason(http::int_to_status(static_cast<unsigned>(res.status))));
     h += "\r\nServer: mimo.cpp\r\n";
+    if (!req.request_id.empty()) h += "x-request-id: " + req.request_id + "\r\n";
     if (!res.content_type.empty()) h += "Content-Type: " + res.content_type + "\r\n";
     for (const auto& [k, v] : res.headers) h += k + ": " + v + "\r\n";
     if (length) h += "Content-Length: " + std::to_string(*length) + "\r\n";
@@ -442,6 +461,7 @@ bool HttpServer::Impl::EvictIdle() {
 // Over the connection cap and its reserve: a 503 at once, then close.
 asio::awaitable<void> HttpServer::Impl::Refuse(tcp::socket sock) {
   HttpRequest req;
+  req.request_id = SecureRandomId("req_");
   HttpResponse res;
   Busy(req, "too many open connections; retry later", &res);
   const std::string out = Head(req, res, false, res.body.size(), false) + res.body;
@@ -790,6 +810,7 @@ asio::awaitable<void> HttpServer::Impl::Serve(tcp::socket sock, bool reserve) {
     Exchange x;
     http::request_parser<http::string_body> parser;
     if (!co_await ReadHead(stream, buf, parser, reserve, &x)) co_return;
+    x.req.request_id = RequestIdFor(x.req);
     ++active;
     struct Done {  // the exchange's share of the body budget and of `active`, released at its end
       Impl* impl;
@@ -808,6 +829,11 @@ asio::awaitable<void> HttpServer::Impl::Serve(tcp::socket sock, bool reserve) {
       TrimHeap();
     }
     if (decorate) decorate(x.req, x.res);
+    const auto add_retry_after = [&] {
+      if ((x.res.status == 429 || x.res.status == 503) && !HasHeader(x.res, "Retry-After"))
+        x.res.set_header("Retry-After", std::to_string(opts.retry_after_s));
+    };
+    add_retry_after();
     // An unread body cannot be skipped safely: close after answering. So does a connection
     // beyond the cap.
     x.keep_alive = x.keep_alive && x.body_read && !x.res.close && !reserve &&
@@ -830,7 +856,8 @@ asio::awaitable<void> HttpServer::Impl::Serve(tcp::socket sock, bool reserve) {
         continue;
       }
     }
-    // A whole response.
+    // A whole response (its status may be the error its source ended with).
+    add_retry_after();
     std::string out = Head(x.req, x.res, x.keep_alive, x.res.body.size(), false);
     if (!head_only) out += x.res.body;
     const bool ok = co_await Write(stream, out);

@@ -51,6 +51,9 @@ struct HttpOptions {
   double body_timeout_s = 60;    // for the whole body
   double idle_timeout_s = 60;    // a kept-alive connection waiting for its next request
   double write_timeout_s = 60;   // one write (a client that stops reading)
+  // Retry-After (seconds) on a 429 or 503 whose handler gave none: this layer's own refusals (a
+  // full pool, too many connections or bodies) and answers that ended in an error status.
+  int retry_after_s = 1;
 };
 
 struct HttpRoute {

@@ -285,6 +285,104 @@ describe("errors: OpenAI and Anthropic error objects", () => {
     assert.deepEqual(bad, []);
   });
 
+  test("accepted but unusable chat fields: audio, audio modalities, web search: a 400 naming the field", async () => {
+    const cases = [
+      [{ audio: { voice: "alloy", format: "wav" } }, "audio", /'audio' is not supported: this server outputs text only/],
+      [{ modalities: ["text", "audio"] }, "modalities", /'modalities' holds 'audio', which is not supported: this server outputs text only/],
+      [{ modalities: "text" }, "modalities", /array/],
+      [{ web_search_options: {} }, "web_search_options", /'web_search_options' is not supported/],
+    ];
+    for (const [extra, param, match] of cases) {
+      for (const stream of [false, true]) {
+        assertOpenAiError(assert, await post(chat, { messages: USER, max_tokens: 2, stream, ...extra }), 400, { param, match });
+      }
+    }
+    await assert.rejects(server.openai().chat.completions.create({ messages: USER, max_tokens: 2, modalities: ["text", "audio"], audio: { voice: "alloy", format: "mp3" } }),
+      (e) => e instanceof OpenAI.BadRequestError && e.param === "audio");
+    // Text only is what this server does: modalities ["text"] is fine, and so is a prediction
+    // (dropped: the answer is the same without it).
+    const ok = await post(chat, { messages: USER, max_tokens: 2, modalities: ["text"], prediction: { type: "content", content: "hi" } });
+    assert.equal(ok.status, 200, ok.text);
+  });
+
+  test("legacy functions / function_call: refused mixed with tools, checked by their own names", async () => {
+    const fn = { name: "f", parameters: { type: "object", properties: {} } };
+    const tools = [{ type: "function", function: fn }];
+    const cases = [
+      [{ functions: [fn], tools }, "functions", /'tools' and 'functions' cannot be used together/],
+      [{ functions: [fn], tool_choice: "auto" }, "functions", /'tool_choice' and 'functions'/],
+      [{ function_call: "auto", tools }, "function_call", /'tools' and 'function_call'/],
+      [{ function_call: "auto" }, "function_call", /needs 'functions'/],
+      [{ functions: fn }, "functions", /array/],
+      [{ functions: [{ description: "no name" }] }, "functions[0]", /name/],
+      [{ functions: [fn], function_call: { name: "g" } }, "function_call", /'g', which is not in 'functions'/],
+      [{ functions: [fn], function_call: "required" }, "function_call", /none, auto/],
+    ];
+    for (const [extra, param, match] of cases) {
+      assertOpenAiError(assert, await post(chat, { messages: USER, max_tokens: 2, ...extra }), 400, { param, match });
+    }
+    const msgCases = [
+      [[...USER, { role: "function", content: "r" }], "messages[1].name"],
+      [[...USER, { role: "user", content: "x", function_call: { name: "f", arguments: "{}" } }], "messages[1].function_call"],
+      [[...USER, { role: "assistant", content: null, function_call: { arguments: "{}" } }], "messages[1].function_call"],
+      [[...USER, { role: "assistant", content: null, function_call: { name: "f", arguments: 5 } }], "messages[1].function_call.arguments"],
+      [[...USER, { role: "assistant", content: null, function_call: { name: "f", arguments: "{}" }, tool_calls: [{ id: "c", type: "function", function: { name: "f", arguments: "{}" } }] }], "messages[1].function_call"],
+    ];
+    for (const [messages, param] of msgCases) {
+      assertOpenAiError(assert, await post(chat, { messages, max_tokens: 2, functions: [fn] }), 400, { param });
+    }
+  });
+
+  test("x-request-id on every response: the client's echoed when sane, else a new one; request-id on /v1/messages", async () => {
+    const ID = /^req_[A-Za-z0-9]{24}$/;
+    const get = (p, headers = {}) => fetch(server.url + p, { headers });
+    const answers = [
+      await post(chat, { messages: USER, max_tokens: 2 }),                         // 200
+      await post(chat, { messages: "x" }),                                          // 400
+      await post(server.url + "/v1/nope", {}),                                      // 404
+      await get("/v1/chat/completions"),                                            // 405
+      await get("/health"),
+      await get("/v1/models"),
+      await post(comp, { prompt: "hi", max_tokens: 2 }),
+      await post(resp, { input: "hi", max_output_tokens: 2 }),
+    ];
+    const seen = new Set();
+    for (const r of answers) {
+      const id = r.headers.get("x-request-id");
+      assert.match(id ?? "", ID, `${r.status} ${r.url ?? ""}`);
+      seen.add(id);
+    }
+    assert.equal(seen.size, answers.length, "a new id per response");
+    // A stream has it on its headers.
+    const s = await post(chat, { messages: USER, max_tokens: 2, stream: true });
+    assert.match(s.headers.get("content-type"), /text\/event-stream/);
+    assert.match(s.headers.get("x-request-id"), ID);
+    // The client's own id comes back (what a tracing proxy sets); one that is too long or has
+    // characters a header must not echo gets a new one instead.
+    assert.equal((await post(chat, { messages: USER, max_tokens: 2 }, { "x-request-id": "trace-42.a/b" })).headers.get("x-request-id"), "trace-42.a/b");
+    assert.equal((await post(chat, { messages: "x" }, { "x-request-id": "trace-43" })).headers.get("x-request-id"), "trace-43");
+    for (const bad of ["x".repeat(129), "two words", "caf\u00e9"]) {
+      const h = new Headers();
+      try { h.set("x-request-id", bad); } catch { continue; }  // fetch refuses some itself
+      const r = await post(chat, { messages: USER, max_tokens: 2 }, Object.fromEntries(h));
+      assert.match(r.headers.get("x-request-id"), ID, bad);
+    }
+    // Anthropic's request-id (the same id) on /v1/messages, errors included.
+    for (const r of [await post(msgs, { max_tokens: 2, messages: USER }), await post(msgs, { messages: USER }),
+      await post(msgs, { max_tokens: 2, messages: USER, stream: true }), await post(server.url + "/v1/messages/nope", {})]) {
+      assert.match(r.headers.get("request-id") ?? "", ID, r.text);
+      assert.equal(r.headers.get("request-id"), r.headers.get("x-request-id"));
+    }
+    assert.equal((await post(chat, { messages: USER, max_tokens: 2 })).headers.get("request-id"), null);
+    // The official clients read them: openai's _request_id, Anthropic's _request_id.
+    const oc = await server.openai().chat.completions.create({ messages: USER, max_tokens: 2 });
+    assert.match(oc._request_id, ID);
+    const am = await server.anthropic().messages.create({ model: "e2e", max_tokens: 2, messages: USER });
+    assert.match(am._request_id, ID);
+    await assert.rejects(server.openai().chat.completions.create({ model: "gpt-9", messages: USER }),
+      (e) => { assert.match(e.requestID ?? "", ID); return true; });
+  });
+
   test("the server is still healthy after all of it", async () => {
     assert.equal((await fetch(server.url + "/health")).status, 200);
     const r = await server.openai().chat.completions.create({ messages: USER, max_tokens: 2 });
@@ -308,6 +406,7 @@ describe("errors: API key (401), full queue (429), loading (503)", () => {
       const r = await post(server.url + "/v1/chat/completions", { messages: USER }, { Authorization: `Bearer ${KEY}` });
       if (r.status === 503) {
         assertOpenAiError(assert, r, 503, { match: /loading/ });
+        assert.equal(r.headers.get("retry-after"), "5");
       }
     } else {
       t.diagnostic("the server was ready before the first look; 503 not observed");
@@ -356,8 +455,42 @@ describe("errors: API key (401), full queue (429), loading (503)", () => {
       assert.ok(r.err instanceof OpenAI.RateLimitError, String(r.err));
       assert.equal(r.err.status, 429);
       assert.equal(r.err.error.type, "rate_limit_error");
+      // A full queue moves within a second: retry after 1 s (the clients' backoff reads it).
+      assert.equal(r.err.headers.get("retry-after"), "1");
+      assert.match(r.err.headers.get("x-request-id"), /^req_/);
     }
     for (const r of ok) assert.equal(r.ok.usage.completion_tokens, 64);
+  });
+});
+
+describe("errors: a draining server's 503 says when to retry", () => {
+  test("SIGTERM: a new request gets 503 with Retry-After the drain (--drain-timeout) and its x-request-id", async () => {
+    const server = await startServer(ensureE2eModel(), ["--max-model-len", "512", "--drain-timeout", "7"]);
+    try {
+      const stream = await server.openai().chat.completions.create({
+        messages: USER, max_tokens: 60, ignore_eos: true, stream: true, chat_template_kwargs: { enable_thinking: false },
+      });
+      let chunks = 0, refused = null, refusedA = null;
+      for await (const ch of stream) {
+        void ch;
+        if (++chunks === 3) {
+          server.signal("SIGTERM");
+          await sleep(150);
+          refused = await post(server.url + "/v1/chat/completions", { messages: USER, max_tokens: 2 }, { "x-request-id": "drain-1" });
+          refusedA = await post(server.url + "/v1/messages", { max_tokens: 2, messages: USER });
+        }
+      }
+      assertOpenAiError(assert, refused, 503, { match: /shutting down/ });
+      assert.equal(refused.headers.get("retry-after"), "7");
+      assert.equal(refused.headers.get("x-request-id"), "drain-1");
+      assert.equal(refusedA.status, 503);
+      assert.equal(refusedA.json.error.type, "overloaded_error");
+      assert.equal(refusedA.headers.get("retry-after"), "7");
+      assert.match(refusedA.headers.get("request-id"), /^req_/);
+      assert.equal(await server.exited, 0, server.stderr());
+    } finally {
+      await server.stop();
+    }
   });
 });
 

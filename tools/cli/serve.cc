@@ -238,6 +238,7 @@ int RunServe(int argc, char** argv) {
   so.log_requests = !a.Has("disable-log-requests");
   so.signing_key = a.Get("signature-key");
   so.sse_ping_seconds = a.GetDouble("sse-ping-interval", 5.0);
+  so.drain_timeout_s = a.GetDouble("drain-timeout", 30.0);
   const long long store_size = a.GetInt("responses-store-size", 1024);
   if (store_size < 0 || so.sse_ping_seconds <= 0) {
     std::fprintf(stderr,
