@@ -163,7 +163,8 @@ describe("errors: OpenAI and Anthropic error objects", () => {
         "temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty",
         "logit_bias", "seed", "stop", "n", "logprobs", "top_logprobs", "stream", "stream_options", "tools",
         "tool_choice", "parallel_tool_calls", "chat_template_kwargs", "ignore_eos", "min_tokens",
-        "response_format", "stop_token_ids", "user", "continue_final_message", "add_generation_prompt"]],
+        "response_format", "stop_token_ids", "user", "continue_final_message", "add_generation_prompt",
+        "functions", "function_call", "audio", "modalities", "web_search_options", "prediction"]],
       [comp, { prompt: "hi", max_tokens: 2 }, ["model", "prompt", "max_tokens", "temperature", "top_p", "n",
         "logprobs", "stop", "seed", "echo", "stream", "stream_options", "logit_bias", "ignore_eos", "min_tokens",
         "response_format"]],
@@ -235,6 +236,14 @@ describe("errors: OpenAI and Anthropic error objects", () => {
       cases.push([chat, { messages: [...USER, { role: "assistant", content: null, tool_calls: [{ ...call, function: v }] }], max_tokens: 2 }]);
       cases.push([chat, { messages: [...USER, { role: "assistant", content: "x", reasoning_content: v }], max_tokens: 2 }]);
       cases.push([chat, { messages: [...USER, { role: "tool", tool_call_id: v, content: "r" }], max_tokens: 2 }]);
+      cases.push([chat, { messages: [...USER, { role: "function", name: v, content: "r" }], max_tokens: 2 }]);
+      cases.push([chat, { messages: [...USER, { role: "function", name: "f", content: v }], max_tokens: 2 }]);
+      cases.push([chat, { messages: [...USER, { role: "assistant", content: null, function_call: v }], max_tokens: 2 }]);
+      cases.push([chat, { messages: [...USER, { role: "assistant", content: null, function_call: { name: "f", arguments: v } }], max_tokens: 2 }]);
+      cases.push([chat, { messages: USER, max_tokens: 2, functions: [v] }]);
+      cases.push([chat, { messages: USER, max_tokens: 2, functions: [{ ...fn, parameters: v }] }]);
+      cases.push([chat, { messages: USER, max_tokens: 2, functions: [fn], function_call: { name: v } }]);
+      cases.push([chat, { messages: USER, max_tokens: 2, modalities: [v] }]);
       cases.push([chat, { messages: USER, max_tokens: 2, response_format: { type: "json_schema", json_schema: v } }]);
       cases.push([chat, { messages: USER, max_tokens: 2, response_format: { type: "json_schema", json_schema: { name: "s", schema: v } } }]);
       cases.push([chat, { messages: USER, max_tokens: 2, stream: true, stream_options: { include_usage: v } }]);
