@@ -23,6 +23,15 @@ static std::string ThinkingSignature(const ApiServer& s, const std::string& text
   return sig;
 }
 
+// An error of /v1/messages: Anthropic's shape, with error.details.error_code for the thread
+// error, which the SDK's message threads read to replay the conversation.
+static void SendMessagesError(HttpResponse& res, const ApiError& e) {
+  if (e.code != kThreadNotFound) return ApiServer::SendError(res, e, ApiServer::Protocol::kAnthropic);
+  OJson j = e.AnthropicJson();
+  j["error"]["details"] = {{"error_code", e.code}};
+  ApiServer::SendJson(res, j, e.status);
+}
+
 namespace {
 
 // Stream and whole-response state: one open content block at a time (thinking, text or a
@@ -204,7 +213,10 @@ void ApiServer::HandleMessages(const HttpRequest& req, HttpResponse& res) {
   OJson body;
   if (!Admit(req, res, P, &body)) return;
   AnthropicRequest ar;
-  if (auto e = ParseAnthropicRequest(ParseCtx(), body, false, &ar)) return SendError(res, *e, P);
+  if (auto e = ParseAnthropicRequest(ParseCtx(), body, false, &ar,
+                                     HasInterleavedThinkingBeta(req.headers))) {
+    return SendMessagesError(res, *e);
+  }
   ChatTurn& turn = ar.turn;
   PreparedTurn prep;
   if (auto e = PrepareTurn(&turn, &prep)) return SendError(res, *e, P);
@@ -239,7 +251,10 @@ void ApiServer::HandleCountTokens(const HttpRequest& req, HttpResponse& res) {
   OJson body;
   if (!Admit(req, res, P, &body)) return;
   AnthropicRequest ar;
-  if (auto e = ParseAnthropicRequest(ParseCtx(), body, true, &ar)) return SendError(res, *e, P);
+  if (auto e = ParseAnthropicRequest(ParseCtx(), body, true, &ar,
+                                     HasInterleavedThinkingBeta(req.headers))) {
+    return SendMessagesError(res, *e);
+  }
   ChatPrompt prompt;
   if (auto e = RenderTurn(&ar.turn, &prompt)) return SendError(res, *e, P);
   const int n = static_cast<int>(EncodeChatPrompt(*model_.tokenizer, prompt).size());

@@ -52,6 +52,100 @@ std::optional<ApiError> OptString(const OJson& o, const char* k, const std::stri
   return std::nullopt;
 }
 
+// `text` on a line of its own after *out (documents and search results are set apart from the
+// text blocks around them, which are joined as they are).
+void AppendOnOwnLine(const std::string& text, std::string* out) {
+  if (!out->empty() && out->back() != '\n') *out += '\n';
+  *out += text;
+}
+
+// An element `<tag>value</tag>` line when value is not empty.
+std::string Tagged(const char* tag, const std::string& value) {
+  if (value.empty()) return "";
+  return "<" + std::string(tag) + ">" + value + "</" + tag + ">\n";
+}
+
+// A text document (Anthropic's `document` block with source.type "text" or "content") or a
+// `search_result` block, rendered for a text-only model: its source, title and context as tagged
+// lines, then its text. `citations: {"enabled": true}` is accepted and ignored: answers carry no
+// citations (the field is optional in Anthropic's answers), the text is in the prompt all the
+// same. PDFs (base64, url, file) are refused: nothing here reads them.
+std::optional<ApiError> TextDocument(const OJson& b, const std::string& bf, std::string* out) {
+  const std::string type = TypeOf(b);
+  std::string title, context, source, body;
+  if (auto e = OptString(b, "title", bf + ".title", &title)) return e;
+  if (auto e = OptString(b, "context", bf + ".context", &context)) return e;
+  if (b.contains("citations") && !b["citations"].is_null() && !b["citations"].is_object()) {
+    return BadRequest("'" + bf + ".citations' must be an object", bf + ".citations");
+  }
+  if (type == "search_result") {
+    if (auto e = OptString(b, "source", bf + ".source", &source)) return e;
+    if (!b.contains("content") || !b["content"].is_array()) {
+      return BadRequest("'" + bf + ".content' must be an array of text blocks", bf + ".content");
+    }
+    if (auto e = TextOf(b["content"], bf + ".content", &body)) return e;
+  } else {  // document
+    const std::string sf = bf + ".source";
+    if (!b.contains("source") || !b["source"].is_object()) {
+      return BadRequest("'" + sf + "' must be an object", sf);
+    }
+    const OJson& src = b["source"];
+    const std::string kind = TypeOf(src);
+    if (kind == "text") {
+      std::string media = "text/plain";
+      if (auto e = OptString(src, "media_type", sf + ".media_type", &media)) return e;
+      if (media != "text/plain") {
+        return BadRequest("'" + sf + ".media_type' must be text/plain, got '" + media + "'",
+                          sf + ".media_type");
+      }
+      if (!src.contains("data") || !src["data"].is_string()) {
+        return BadRequest("'" + sf + ".data' must be a string", sf + ".data");
+      }
+      body = src["data"].get<std::string>();
+    } else if (kind == "content") {
+      if (!src.contains("content")) {
+        return BadRequest("'" + sf + ".content' is required", sf + ".content");
+      }
+      if (auto e = TextOf(src["content"], sf + ".content", &body)) return e;
+    } else if (kind == "base64" || kind == "url" || kind == "file") {
+      return BadRequest("'" + sf + ".type' is '" + kind +
+                            "': this engine is text-only and reads no PDFs; send the document's "
+                            "text (source.type text or content)",
+                        sf + ".type");
+    } else {
+      return BadRequest("'" + sf + ".type' must be text, content, base64, url or file", sf + ".type");
+    }
+  }
+  const char* tag = type == "search_result" ? "search_result" : "document";
+  AppendOnOwnLine("<" + std::string(tag) + ">\n" + Tagged("source", source) +
+                      Tagged("title", title) + Tagged("context", context) + "<content>\n" + body +
+                      "\n</content>\n</" + tag + ">\n",
+                  out);
+  return std::nullopt;
+}
+
+// A user message's or a tool result's content: a string, or text, document and search_result
+// blocks (the text ones; images, PDFs and audio are refused: this engine is text-only).
+std::optional<ApiError> ContentText(const OJson& c, const std::string& field, std::string* out) {
+  if (!c.is_array()) return TextOf(c, field, out);
+  for (size_t k = 0; k < c.size(); ++k) {
+    const OJson& b = c[k];
+    const std::string bf = field + "[" + std::to_string(k) + "]";
+    const std::string t = TypeOf(b);
+    if (t == "document" || t == "search_result") {
+      if (auto e = TextDocument(b, bf, out)) return e;
+    } else if (t == "text" && b.contains("text") && b["text"].is_string()) {
+      *out += b["text"].get<std::string>();
+    } else {
+      return BadRequest("'" + bf + "' has type '" + t +
+                            "': content here is text, document and search_result blocks (this "
+                            "engine is text-only)",
+                        bf);
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 // Anthropic messages (+ system) -> OpenAI-style messages for the template. System messages may
@@ -156,15 +250,17 @@ static std::optional<ApiError> ConvertMessages(const ParseContext& ctx, const OJ
         calls.push_back({{"id", id},
                          {"type", "function"},
                          {"function", {{"name", b["name"]}, {"arguments", input}}}});
+      } else if ((t == "document" || t == "search_result") && role == "user") {
+        if (auto e = TextDocument(b, bf, &text)) return e;
       } else if (t == "tool_result" && role == "user") {
         std::string result;
         if (b.contains("content") && !b["content"].is_null()) {
-          if (auto e = TextOf(b["content"], bf + ".content", &result)) return e;
+          if (auto e = ContentText(b["content"], bf + ".content", &result)) return e;
         }
         std::string use_id;
         if (auto e = OptString(b, "tool_use_id", bf + ".tool_use_id", &use_id)) return e;
         msgs.push_back({{"role", "tool"}, {"tool_call_id", use_id}, {"content", result}});
-      } else if (t == "image" || t == "document" || t == "audio" || t == "search_result") {
+      } else if (t == "image" || t == "audio") {
         return BadRequest("'" + bf + "' has type '" + t + "': this engine is text-only", bf);
       } else {
         return BadRequest(
@@ -192,11 +288,18 @@ static std::optional<ApiError> ConvertMessages(const ParseContext& ctx, const OJ
 
 namespace {
 
-// Server tools: Anthropic runs them itself (web search and fetch, code execution, tool search).
-// This server has none of them to run, so they are not offered to the model.
+bool StartsWith(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+
+// Server tools: Anthropic runs them itself and puts their results in the answer. This server
+// runs none. Web search and fetch and code execution are refused (400 naming the tool's type):
+// left out silently, the model would answer without the search or the run it was asked to use
+// and the client could not tell. Tool search is left out instead: it only finds tools marked
+// defer_loading, and this server offers every tool to the model from the start, deferred or not.
+// (bash_* / text_editor_* / computer_* / memory_* are client tools with a type: refused below
+// as not custom; Claude Code sends its tools as custom ones, tests/data/agents.)
 bool IsServerTool(const std::string& type) {
-  for (const char* p : {"web_search_", "web_fetch_", "code_execution_", "tool_search_tool_"}) {
-    if (type.rfind(p, 0) == 0) return true;
+  for (const char* p : {"web_search_", "web_fetch_", "code_execution_"}) {
+    if (StartsWith(type, p)) return true;
   }
   return false;
 }
@@ -212,7 +315,14 @@ std::optional<ApiError> ConvertTools(const OJson& body, ChatTurn* t) {
       const OJson& tool = body["tools"][i];
       const std::string f = "tools[" + std::to_string(i) + "]";
       const std::string type = TypeOf(tool);
-      if (IsServerTool(type)) continue;
+      if (StartsWith(type, "tool_search_tool_")) continue;
+      if (IsServerTool(type)) {
+        return BadRequest("'" + f + ".type' '" + type +
+                              "' is not supported: it is a server tool, which Anthropic runs "
+                              "and this server cannot; give the tools the client runs as custom "
+                              "tools with an input_schema",
+                          f + ".type");
+      }
       if (!tool.is_object() || !tool.contains("name") || !tool["name"].is_string()) {
         return BadRequest("'" + f + ".name' must be a string", f + ".name");
       }
@@ -263,8 +373,16 @@ std::optional<ApiError> ConvertTools(const OJson& body, ChatTurn* t) {
 
 // thinking: {"type": "enabled", "budget_tokens": N} (on, the reasoning block ends by force after
 // N tokens), "adaptive" / "between_tools" (on, no budget), "disabled" (off); absent: off, as the
-// Messages API.
-std::optional<ApiError> ParseThinking(const OJson& body, AnthropicRequest* r) {
+// Messages API. budget_tokens must be less than max_tokens, as Anthropic requires, except with
+// interleaved thinking (the anthropic-beta interleaved-thinking-2025-05-14, which Claude Code and
+// Qwen Code send whenever they think): there the budget covers every thinking block of the
+// assistant's turn, across its tool calls, and may exceed max_tokens (Qwen Code sends 32000 with
+// max_tokens 32000). A budget of max_tokens or more cannot bind within one request, since the
+// answer stops at max_tokens first, so it is dropped: the reasoning runs until the model ends it
+// or max_tokens does. A smaller one is kept per request (this server keeps no turn state to count
+// across requests). The minimum stays 1, not Anthropic's 1024: budgets are this engine's
+// forced end of reasoning, which small models and tests use with a few tokens.
+std::optional<ApiError> ParseThinking(const OJson& body, bool interleaved, AnthropicRequest* r) {
   if (!body.contains("thinking") || body["thinking"].is_null()) return std::nullopt;
   const OJson& th = body["thinking"];
   const std::string type = TypeOf(th);
@@ -291,13 +409,49 @@ std::optional<ApiError> ParseThinking(const OJson& body, AnthropicRequest* r) {
     return e;
   }
   const int max_tokens = r->turn.gen.stop.max_tokens;
-  if (budget < 1 || (max_tokens > 0 && budget >= max_tokens)) {
+  if (budget < 1 || (!interleaved && max_tokens > 0 && budget >= max_tokens)) {
     return BadRequest("'thinking.budget_tokens' must be at least 1 and less than max_tokens (" +
-                          std::to_string(max_tokens) + ")",
+                          std::to_string(max_tokens) +
+                          "), unless the anthropic-beta header asks for interleaved thinking",
                       "thinking.budget_tokens");
   }
+  if (max_tokens > 0 && budget >= max_tokens) return std::nullopt;  // interleaved: cannot bind
+  if (budget > INT32_MAX) return std::nullopt;  // count_tokens (no max_tokens): unused anyway
   r->turn.reasoning_budget = static_cast<int>(budget);
   return std::nullopt;
+}
+
+// thread (the message-threads beta; @anthropic-ai/sdk's toolRunner sends it by default):
+// {"type": "create"} asks the server to keep the conversation under the reply's id, and
+// {"type": "continue", "previous_message_id": id} then sends only the new messages, without
+// system and tools. This server keeps no threads: a `create` is served as the ordinary request
+// it also is (it holds the whole conversation), and every `continue` is answered with Anthropic's
+// 404 thread_not_found, on which the SDK replays the whole conversation with `create`; after a
+// second loss in a row its toolRunner stops threading (unsupportedRequestBehavior
+// continue_unthreaded), so a tool loop costs two refused requests and never a wrong conversation.
+// Storing threads instead would save those two requests at the price of a store holding every
+// conversation of every client, bounded and evicted, for a saving the prefix cache mostly makes
+// anyway (the replayed prompt is the one just computed).
+std::optional<ApiError> ParseThread(const OJson& body) {
+  if (!body.contains("thread") || body["thread"].is_null()) return std::nullopt;
+  const OJson& th = body["thread"];
+  const std::string type = TypeOf(th);
+  if (type == "create") return std::nullopt;
+  if (type != "continue") {
+    return BadRequest("'thread.type' must be create or continue", "thread.type");
+  }
+  std::string id;
+  if (auto e = OptString(th, "previous_message_id", "thread.previous_message_id", &id)) return e;
+  if (id.empty()) {
+    return BadRequest("'thread.previous_message_id' is required with type continue",
+                      "thread.previous_message_id");
+  }
+  ApiError e = NotFound("thread '" + id +
+                        "' not found: this server keeps no threads; replay the whole "
+                        "conversation (thread type create, or no thread)");
+  e.param = "thread.previous_message_id";
+  e.code = kThreadNotFound;
+  return e;
 }
 
 // output_config.format (and the beta's top-level output_format): {"type": "json_schema",
@@ -330,9 +484,12 @@ std::optional<ApiError> ParseOutputFormat(const OJson& body, ChatTurn* t) {
 }  // namespace
 
 std::optional<ApiError> ParseAnthropicRequest(const ParseContext& ctx, const OJson& body,
-                                              bool for_count, AnthropicRequest* r) {
+                                              bool for_count, AnthropicRequest* r,
+                                              bool interleaved_thinking) {
   ChatTurn& t = r->turn;
   if (auto e = CheckModel(body, ctx.defaults)) return e;
+  // Before the messages: a `continue` holds only the new ones (none at all after a pause_turn).
+  if (auto e = ParseThread(body)) return e;
   if (!for_count) {
     if (!body.contains("max_tokens")) return BadRequest("'max_tokens' is required", "max_tokens");
     // The OpenAI field parser handles the shared fields; Anthropic's names are mapped first.
@@ -361,7 +518,7 @@ std::optional<ApiError> ParseAnthropicRequest(const ParseContext& ctx, const OJs
   }
   if (auto e = ConvertMessages(ctx, body, &t.messages)) return e;
   if (auto e = ConvertTools(body, &t)) return e;
-  if (auto e = ParseThinking(body, r)) return e;
+  if (auto e = ParseThinking(body, interleaved_thinking, r)) return e;
   if (auto e = ParseOutputFormat(body, &t)) return e;
   t.template_kwargs = {{"enable_thinking", r->thinking}};
   // An assistant message last is a prefill: the answer continues it.
@@ -378,6 +535,18 @@ std::optional<ApiError> ParseAnthropicRequest(const ParseContext& ctx, const OJs
     t.continue_final_message = true;
   }
   return std::nullopt;
+}
+
+bool HasInterleavedThinkingBeta(const std::vector<std::pair<std::string, std::string>>& headers) {
+  for (const auto& [name, value] : headers) {
+    if (name.size() != 14) continue;
+    std::string lower = name;
+    for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (lower == "anthropic-beta" && value.find("interleaved-thinking-") != std::string::npos) {
+      return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace mimo

@@ -39,7 +39,7 @@ constexpr std::string_view kMessagesFields[] = {
     "model", "messages", "system", "max_tokens", "stop_sequences", "stream", "temperature",
     "top_p", "top_k", "metadata", "thinking", "tools", "tool_choice", "output_config",
     "output_format", "context_management", "container", "mcp_servers", "service_tier",
-    "inference_geo"};
+    "inference_geo", "thread"};
 constexpr std::string_view kDetokenizeFields[] = {"model", "tokens"};
 
 template <size_t N>

@@ -16,6 +16,7 @@ import { Anthropic, NANO, ROOT, ensureE2eModel, post, startServer } from "./harn
 const require = createRequire(path.join(ROOT, "third_party/package.json"));
 const { z } = require("zod");
 const { zodOutputFormat } = require("@anthropic-ai/sdk/helpers/zod");
+const { betaTool } = require("@anthropic-ai/sdk/helpers/beta/json-schema");
 
 const Q = [{ role: "user", content: "What is 27 + 15?" }];
 const WEATHER = {
@@ -145,6 +146,82 @@ describe("anthropic: the Messages API on the default model", () => {
     assert.equal(c1.input_tokens, c2.input_tokens);  // the same reasoning is rendered back
   });
 
+  test("thinking with interleaved thinking: a budget of max_tokens or more is accepted (Qwen Code's 32000/32000) and does not bind", async () => {
+    const BETA = "interleaved-thinking-2025-05-14";
+    // The reference: the same greedy request with no budget at all.
+    const free = await client.messages.create({ model: "mimo-v2-nano", max_tokens: 200, temperature: 0, thinking: { type: "adaptive" }, messages: Q });
+    assert.ok(free.content.some((b) => b.type === "thinking"), JSON.stringify(free.content));
+    for (const budget_tokens of [200, 32000]) {
+      const r = await client.beta.messages.create({
+        betas: [BETA], model: "mimo-v2-nano", max_tokens: 200, temperature: 0, thinking: { type: "enabled", budget_tokens }, messages: Q,
+      });
+      assert.deepEqual(r.content, free.content, `budget ${budget_tokens}`);
+      assert.deepEqual(r.usage.output_tokens_details, free.usage.output_tokens_details);
+      assert.equal(r.usage.output_tokens, free.usage.output_tokens);
+    }
+    // Qwen Code's request as it sends it (max_tokens 32000 is beyond this context: the room left).
+    const qwen = await fetch(server.url + "/v1/messages", {
+      method: "POST", headers: { "content-type": "application/json", "anthropic-beta": `${BETA},effort-2025-11-24` },
+      body: JSON.stringify({ model: "mimo-v2-nano", max_tokens: 32000, temperature: 0, thinking: { type: "enabled", budget_tokens: 32000 }, messages: Q }),
+    });
+    assert.equal(qwen.status, 200, await qwen.clone().text());
+    assert.match((await qwen.json()).content.filter((b) => b.type === "text").map((b) => b.text).join(""), /42/);
+    // A budget below max_tokens still ends the reasoning by force, with the header too.
+    const capped = await client.beta.messages.create({
+      betas: [BETA], model: "mimo-v2-nano", max_tokens: 200, temperature: 0, thinking: { type: "enabled", budget_tokens: 8 }, messages: Q,
+    });
+    assert.ok(capped.usage.output_tokens_details.thinking_tokens <= 8, JSON.stringify(capped.usage));
+    // Without the header, Anthropic's rule: less than max_tokens.
+    await assert.rejects(client.messages.create({ model: "mimo-v2-nano", max_tokens: 200, thinking: { type: "enabled", budget_tokens: 200 }, messages: Q }),
+      (e) => e instanceof Anthropic.BadRequestError && /budget_tokens/.test(e.message) && /interleaved/.test(e.message));
+  });
+
+  test("text documents and search results are read as text; PDFs and images are refused", async () => {
+    const count = async (content) => (await client.messages.countTokens({ model: "mimo-v2-nano", messages: [{ role: "user", content }] })).input_tokens;
+    const tokens = async (text) => (await post(server.url + "/tokenize", { prompt: text })).json.count;
+    const data = "The lighthouse of Fenwick was built in 1893 and painted red in 1911.";
+    const ask = { type: "text", text: "When was it built?" };
+    // The three text sources are the same document.
+    const asText = await count([{ type: "document", source: { type: "text", media_type: "text/plain", data } }, ask]);
+    assert.equal(await count([{ type: "document", source: { type: "content", content: data } }, ask]), asText);
+    assert.equal(await count([{ type: "document", source: { type: "content", content: [{ type: "text", text: data.slice(0, 20) }, { type: "text", text: data.slice(20) }] } }, ask]), asText);
+    // The text, the title and the context all reach the prompt (each adds at least its tokens).
+    const empty = await count([{ type: "document", source: { type: "text", media_type: "text/plain", data: "" } }, ask]);
+    assert.ok(asText - empty >= await tokens(data), `${asText} - ${empty}`);
+    const title = "Fenwick harbour records", context = "Transcribed from the harbour ledger.";
+    const titled = await count([{ type: "document", source: { type: "text", media_type: "text/plain", data }, title, context, citations: { enabled: true } }, ask]);
+    assert.ok(titled - asText >= (await tokens(title)) + (await tokens(context)), `${titled} vs ${asText}`);
+    // A search result, at the top level and inside a tool result.
+    const result = { type: "search_result", source: "https://example.org/fenwick", title, content: [{ type: "text", text: data }] };
+    const top = await count([result, ask]);
+    assert.ok(top - (await count([ask])) >= (await tokens(data)) + (await tokens(title)), String(top));
+    const history = (content) => [{ role: "user", content: "Search for Fenwick." },
+      { role: "assistant", content: [{ type: "tool_use", id: "toolu_1", name: "search", input: { q: "Fenwick" } }] },
+      { role: "user", content: [{ type: "tool_result", tool_use_id: "toolu_1", content }] }];
+    const tools = [{ name: "search", description: "Search the web.", input_schema: { type: "object", properties: { q: { type: "string" } } } }];
+    const inTool = (await client.messages.countTokens({ model: "mimo-v2-nano", tools, messages: history([result]) })).input_tokens;
+    const emptyTool = (await client.messages.countTokens({ model: "mimo-v2-nano", tools, messages: history("") })).input_tokens;
+    assert.ok(inTool - emptyTool >= (await tokens(data)) + (await tokens(title)), `${inTool} vs ${emptyTool}`);
+    // Served through the SDK, streamed, with the document in the prompt.
+    const served = [{ role: "user", content: [{ type: "document", source: { type: "text", media_type: "text/plain", data }, title }, ask] }];
+    const m = await client.messages.stream({ model: "mimo-v2-nano", max_tokens: 8, messages: served }).finalMessage();
+    assert.equal(m.type, "message");
+    const prompt = m.usage.input_tokens + m.usage.cache_read_input_tokens;
+    assert.equal(prompt, (await client.messages.countTokens({ model: "mimo-v2-nano", messages: served })).input_tokens);
+    assert.ok(prompt > asText, `${prompt} vs ${asText}`);
+    // PDFs (base64, url, file) and images are refused, naming the block.
+    for (const [source, re] of [[{ type: "base64", media_type: "application/pdf", data: "JVBERi0=" }, /base64.*text-only/],
+      [{ type: "url", url: "https://example.org/a.pdf" }, /url.*text-only/], [{ type: "file", file_id: "file_1" }, /file.*text-only/],
+      [{ type: "text", media_type: "text/html", data: "<p>x</p>" }, /text\/plain/]]) {
+      await assert.rejects(client.messages.create({ model: "mimo-v2-nano", max_tokens: 4, messages: [{ role: "user", content: [{ type: "document", source }, ask] }] }),
+        (e) => e instanceof Anthropic.BadRequestError && /messages\[0\]\.content\[0\]\.source/.test(e.message) && re.test(e.message), JSON.stringify(source));
+    }
+    await assert.rejects(client.messages.create({ model: "mimo-v2-nano", max_tokens: 4, messages: [{ role: "user", content: [{ type: "image", source: { type: "base64", media_type: "image/png", data: "iVBORw0K" } }, ask] }] }),
+      (e) => e instanceof Anthropic.BadRequestError && /text-only/.test(e.message));
+    await assert.rejects(client.messages.create({ model: "mimo-v2-nano", max_tokens: 4, tools, messages: history([{ type: "image", source: { type: "base64", media_type: "image/png", data: "iVBORw0K" } }]) }),
+      (e) => e instanceof Anthropic.BadRequestError && /content\[0\]/.test(e.message) && /text-only/.test(e.message));
+  });
+
   test("streaming: thinking and text blocks, a signature_delta, equal to the whole message", async () => {
     const body = { model: "mimo-v2-nano", max_tokens: 200, temperature: 0, thinking: { type: "adaptive" }, messages: Q };
     const whole = await client.messages.create(body);
@@ -265,6 +342,87 @@ describe("anthropic: structured outputs and errors on random weights", () => {
       assert.equal(use.name, "get_weather");
       assert.equal(typeof use.input.city, "string");
     }
+  });
+
+  test("toolRunner threads by default: each continue is answered thread_not_found and the SDK replays the whole conversation", async () => {
+    // The client, with every request it sends and the status of its answer.
+    const sent = [];
+    const c = server.anthropic({
+      fetch: async (url, init) => {
+        const res = await fetch(url, init);
+        sent.push({ body: JSON.parse(init.body), status: res.status, error: res.status === 200 ? null : await res.clone().json() });
+        return res;
+      },
+    });
+    const results = [];
+    const weather = betaTool({
+      name: WEATHER.name, description: WEATHER.description, inputSchema: WEATHER.input_schema,
+      run: async ({ city }) => { results.push(`Rain in ${city}, 9 C (report ${results.length + 1}).`); return results.at(-1); },
+    });
+    const system = "You answer weather questions with the tool.";
+    const first = { role: "user", content: "Weather in Fenwick, then in Gostead?" };
+    // Random weights call the forced tool every turn; the runner stops after 4 answers.
+    const runner = c.beta.messages.toolRunner({
+      model: "e2e", max_tokens: 120, system, tools: [weather], tool_choice: { type: "tool", name: "get_weather", disable_parallel_tool_use: true }, messages: [first], max_iterations: 4,
+    });
+    const replies = [];
+    for await (const m of runner) replies.push(m);
+    assert.equal(replies.length, 4);
+    assert.equal(results.length, 4);  // one call a turn, each answered
+    assert.ok(replies.every((m) => m.stop_reason === "tool_use"), JSON.stringify(replies.map((m) => m.stop_reason)));
+    // The SDK sent thread create, then continue (404 thread_not_found), replayed under a new
+    // thread, lost it again and went on without threads.
+    assert.deepEqual(sent.map((r) => [r.body.thread?.type ?? "none", r.status]),
+      [["create", 200], ["continue", 404], ["create", 200], ["continue", 404], ["none", 200], ["none", 200]]);
+    for (const r of sent.filter((r) => r.status === 404)) {
+      assert.equal(r.error.type, "error");
+      assert.equal(r.error.error.type, "not_found_error");
+      assert.equal(r.error.error.details.error_code, "thread_not_found");
+      assert.equal(r.body.messages.length, 1);  // only the new tool_result: never served as it is
+    }
+    // Every answered request held the whole conversation: the first message, system and tools,
+    // each earlier reply with its tool_result; and the model saw all of it (the prompt the server
+    // reports equals count_tokens of that conversation, and grows turn by turn).
+    const served = sent.filter((r) => r.status === 200);
+    let last = 0;
+    for (let k = 0; k < served.length; k++) {
+      const { body } = served[k];
+      assert.equal(body.system, system);
+      assert.equal(body.tools?.[0]?.name, "get_weather");
+      assert.deepEqual(body.messages[0], first);
+      assert.equal(body.messages.length, 1 + 2 * k, `request ${k}`);
+      for (let j = 0; j < k; j++) {
+        assert.equal(body.messages[1 + 2 * j].content.find((b) => b.type === "tool_use")?.id, replies[j].content.find((b) => b.type === "tool_use").id);
+        assert.equal(body.messages[2 + 2 * j].content[0].content, results[j]);
+      }
+      const prompt = replies[k].usage.input_tokens + replies[k].usage.cache_read_input_tokens;
+      const counted = await c.messages.countTokens({ model: "e2e", system, tools: [WEATHER], messages: body.messages });
+      assert.equal(prompt, counted.input_tokens, `request ${k}`);
+      assert.ok(prompt > last, `request ${k}: ${prompt} after ${last}`);
+      last = prompt;
+    }
+  });
+
+  test("server tools this server cannot run are refused naming the tool; tool search is left out", async () => {
+    const url = server.url + "/v1/messages";
+    for (const tool of [{ type: "web_search_20250305", name: "web_search", max_uses: 5 }, { type: "web_fetch_20250910", name: "web_fetch" },
+      { type: "code_execution_20250825", name: "code_execution" }]) {
+      const r = await post(url, { max_tokens: 4, messages: Q, tools: [WEATHER, tool] });
+      assert.equal(r.status, 400, r.text);
+      assert.equal(r.json.error.type, "invalid_request_error");
+      assert.match(r.json.error.message, new RegExp(`'tools\\[1\\]\\.type' '${tool.type}' is not supported: it is a server tool`));
+      // Through the SDK too.
+      await assert.rejects(client.messages.create({ model: "e2e", max_tokens: 4, messages: Q, tools: [tool] }),
+        (e) => e instanceof Anthropic.BadRequestError && e.message.includes(tool.type));
+    }
+    // Tool search only finds deferred tools, and every tool is offered here: the same prompt.
+    const withSearch = await client.messages.countTokens({ model: "e2e", messages: Q, tools: [{ type: "tool_search_tool_regex_20251119", name: "tool_search_tool_regex" }, { ...WEATHER, defer_loading: true }] });
+    const without = await client.messages.countTokens({ model: "e2e", messages: Q, tools: [WEATHER] });
+    assert.equal(withSearch.input_tokens, without.input_tokens);
+    // Client tools with a type of Anthropic's (bash, text editor) are refused as before.
+    const bash = await post(url, { max_tokens: 4, messages: Q, tools: [{ type: "bash_20250124", name: "bash" }] });
+    assert.equal(bash.status, 400, bash.text);
+    assert.match(bash.json.error.message, /bash_20250124/);
   });
 
   test("max_tokens N on an answer that goes on: usage.output_tokens is exactly N, whole and streamed", async () => {
