@@ -1,16 +1,20 @@
 // Coding agents against `mimo serve`.
 //
-// Fast, always: the exact requests that Claude Code 2.1.332, the Codex CLI 0.171.0 and opencode
-// 1.18.33 send (recorded from their npm releases against a capture server; tests/data/agents/,
-// README there), replayed on random weights with the agent's own headers and query strings, each
-// answered in its protocol with the events the agent reads. So the suite still checks the
-// protocol when an agent release changes what it sends. Only the output budget is lowered.
+// Fast, always: the exact requests that Claude Code 2.1.332, the Codex CLI 0.171.0, opencode
+// 1.18.33, pi 0.73.1 and Qwen Code 0.24.4 send (recorded from their npm releases against a capture
+// server; tests/data/agents/, README there), replayed on random weights with the agent's own
+// headers and query strings, each answered in its protocol with the events the agent reads. So the
+// suite still checks the protocol when an agent release changes what it sends. Only the output
+// budget is lowered.
 //
-// Real: `claude -p` and `codex exec` (third_party/node_modules) against the default model, with
-// no proxy in between: exit 0.
+// Real: `claude -p`, `codex exec`, `opencode run`, `pi -p` and `qwen` (third_party/node_modules)
+// against the default model, with no proxy in between for the first two: exit 0. The last three
+// also make a tool call, send its result back and get it answered, every answer 2xx and every
+// stream framed (seen through a byte-for-byte relay that keeps the exchanges).
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import fs from "node:fs";
+import http from "node:http";
 import os from "node:os";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -21,8 +25,9 @@ const FIXTURES = path.join(ROOT, "tests/data/agents");
 const BIN = path.join(ROOT, "third_party/node_modules/.bin");
 
 // The SSE stream of a response: [{event, data}] with data parsed (or "[DONE]").
-async function readSse(res) {
-  const text = await res.text();
+async function readSse(res) { return parseSse(await res.text()); }
+
+function parseSse(text) {
   const out = [];
   for (const block of text.split("\n\n")) {
     if (!block.trim() || block.startsWith(":")) continue;
@@ -70,6 +75,18 @@ function checkAnthropicStream(events) {
   return events[0].data.message.usage.input_tokens;
 }
 
+// Chat completions as opencode, pi and Qwen Code read them: data-only chunks of one choice, one
+// finish_reason, a usage chunk when stream_options.include_usage asks for it, then [DONE]. Returns
+// the chunks.
+function checkChatStream(events, { usage = false } = {}) {
+  assert.equal(events.at(-1).data, "[DONE]");
+  const chunks = events.slice(0, -1).map((e) => e.data);
+  for (const c of chunks) assert.equal(c.object, "chat.completion.chunk", JSON.stringify(c));
+  assert.equal(chunks.filter((c) => c.choices?.[0]?.finish_reason).length, 1);
+  if (usage) assert.ok(chunks.at(-1).usage.prompt_tokens > 0, JSON.stringify(chunks.at(-1)));
+  return chunks;
+}
+
 // Codex takes items from output_item.done and needs a final response event.
 function checkResponsesStream(events) {
   events.forEach((e, i) => { assert.equal(e.data.sequence_number, i); assert.equal(e.event, e.data.type); });
@@ -86,7 +103,7 @@ function checkResponsesStream(events) {
 describe("agents: recorded requests replayed", () => {
   let server;
   before(async () => {
-    server = await startServer(ensureE2eModel(), ["--max-model-len", "16384", "--max-num-batched-tokens", "4096"]);
+    server = await startServer(ensureE2eModel(), ["--max-model-len", "32768", "--max-num-batched-tokens", "4096"]);
   });
   after(async () => { assert.equal(await server?.stop(), 0, server?.stderr()); });
 
@@ -121,12 +138,25 @@ describe("agents: recorded requests replayed", () => {
     }
     checkResponsesStream(await replay(server.url, "opencode-03-responses-tool-result.json", (b) => { b.max_output_tokens = 8; }));
   });
+
+  test("pi: chat completions with max_completion_tokens, store: false, content parts", async () => {
+    for (const name of ["pi-01-first.json", "pi-02-tool-result.json"]) {
+      const chunks = checkChatStream(await replay(server.url, name, (b) => { b.max_completion_tokens = 8; }), { usage: true });
+      assert.ok(chunks.at(-1).usage.prompt_tokens > 1000, name);
+    }
+  });
+
+  test("Qwen Code: a 17k-token prompt with system reminders as content parts, tool results as content parts", async () => {
+    const first = checkChatStream(await replay(server.url, "qwen-code-01-first.json", (b) => { b.max_tokens = 8; }), { usage: true });
+    assert.ok(first.at(-1).usage.prompt_tokens > 9000, JSON.stringify(first.at(-1).usage));
+    checkChatStream(await replay(server.url, "qwen-code-02-tool-result.json", (b) => { b.max_tokens = 8; }), { usage: true });
+  });
 });
 
 // Runs an agent binary in a clean environment (no network but the server; a fresh HOME), without
 // blocking this process (the server's log is read from it meanwhile). Resolves {status, stdout,
-// stderr}; killed after 5 minutes.
-function runAgent(bin, args, env, cwd) {
+// stderr}; killed after timeoutMs (5 minutes).
+function runAgent(bin, args, env, cwd, timeoutMs = 300000) {
   return new Promise((resolve) => {
     const p = spawn(path.join(BIN, bin), args, {
       cwd, env: { PATH: `${BIN}:/usr/local/bin:/usr/bin:/bin`, HOME: cwd, TERM: "dumb", LANG: "C.UTF-8", ...env },
@@ -135,7 +165,7 @@ function runAgent(bin, args, env, cwd) {
     let stdout = "", stderr = "";
     p.stdout.on("data", (d) => { stdout += d; });
     p.stderr.on("data", (d) => { stderr += d; });
-    const timer = setTimeout(() => p.kill("SIGKILL"), 300000);
+    const timer = setTimeout(() => p.kill("SIGKILL"), timeoutMs);
     p.on("close", (status) => { clearTimeout(timer); resolve({ status, stdout, stderr }); });
   });
 }
@@ -150,7 +180,69 @@ function need(t, bin) {
   return false;
 }
 
-describe("agents: the real Claude Code and Codex CLIs on the default model", () => {
+// A byte-for-byte relay in front of the server that keeps every exchange ({method, path, status,
+// body: the request parsed, type, text: the answer}), so that a test sees what an agent sent and
+// got. Nothing is changed in either direction: the agent speaks to mimo serve's protocol.
+async function startRelay(target) {
+  const exchanges = [];
+  const relay = http.createServer((req, res) => {
+    const parts = [];
+    req.on("data", (c) => parts.push(c));
+    req.on("end", () => {
+      const sent = Buffer.concat(parts);
+      const keep = (status, type, text) => {
+        let body = null;
+        try { body = JSON.parse(sent.toString()); } catch { /* not JSON: kept as null */ }
+        exchanges.push({ method: req.method, path: req.url, status, body, type, text });
+      };
+      const up = http.request(target + req.url, { method: req.method, headers: req.headers }, (answer) => {
+        res.writeHead(answer.statusCode, answer.headers);
+        const got = [];
+        answer.on("data", (c) => { got.push(c); res.write(c); });
+        answer.on("end", () => { res.end(); keep(answer.statusCode, answer.headers["content-type"] ?? "", Buffer.concat(got).toString()); });
+        answer.on("error", (e) => { res.destroy(); keep(`aborted: ${e.message}`, "", Buffer.concat(got).toString()); });
+      });
+      up.on("error", (e) => { res.destroy(); keep(`no answer: ${e.message}`, "", ""); });
+      up.end(sent);
+    });
+  });
+  await new Promise((resolve) => relay.listen(0, "127.0.0.1", resolve));
+  return {
+    url: `http://127.0.0.1:${relay.address().port}`,
+    exchanges,
+    close: () => new Promise((resolve) => { relay.closeAllConnections(); relay.close(resolve); }),
+  };
+}
+
+// The protocol checks of an agent's chat-completions tool loop, on what the relay kept: every
+// answer 2xx and every stream framed (checkChatStream); an answer that calls `tool` and finishes
+// with tool_calls; a later request that sends that call's result back (role "tool" with its id),
+// answered in turn. Returns a summary for the failure messages.
+function checkChatToolLoop(exchanges, tool) {
+  const summary = exchanges.map((x) => `${x.method} ${x.path} ${x.status}`).join("\n");
+  assert.ok(exchanges.length > 0, "the agent sent nothing");
+  const calls = new Map();  // tool_call id -> the exchange whose answer made it
+  let returned = 0;
+  exchanges.forEach((x, i) => {
+    assert.ok(typeof x.status === "number" && x.status >= 200 && x.status < 300, `${x.method} ${x.path}: ${x.status} ${x.text}\n${summary}`);
+    if (!x.path.startsWith("/v1/chat/completions")) return;
+    assert.match(x.type, /text\/event-stream/, `${x.path}: the agents stream`);
+    const chunks = checkChatStream(parseSse(x.text));
+    for (const m of x.body.messages) {
+      if (m.role === "tool" && calls.get(m.tool_call_id) < i) returned++;
+    }
+    const made = chunks.flatMap((c) => c.choices?.[0]?.delta?.tool_calls ?? []).filter((t) => t.id);
+    if (made.some((t) => t.function.name === tool)) {
+      assert.equal(chunks.find((c) => c.choices?.[0]?.finish_reason).choices[0].finish_reason, "tool_calls");
+    }
+    for (const t of made) calls.set(t.id, i);
+  });
+  assert.ok(exchanges.some((x) => x.status === 200 && x.text.includes(`"name":"${tool}"`)), `no call of ${tool}:\n${summary}`);
+  assert.ok(returned > 0, `no tool result sent back:\n${summary}`);
+  return summary;
+}
+
+describe("agents: the real CLIs on the default model", () => {
   let server, work;
   before(async () => {
     // The agents' prompts are 9-12k tokens: a context larger than the toy model was trained for
@@ -196,5 +288,68 @@ describe("agents: the real Claude Code and Codex CLIs on the default model", () 
     assert.equal(r.status, 0, `codex exited ${r.status}: ${r.stderr}\n${r.stdout}\nserver: ${tail(server.stderr())}`);
     assert.ok(r.stdout.trim().length > 0);
     assert.match(server.stderr(), /POST \/v1\/responses 200 prompt_tokens=\d{4,}/);
+  });
+
+  // opencode, pi and Qwen Code each get, through their own extension mechanism, the one tool the
+  // toy model was trained to call (get_weather {city}) and the question it was trained to call it
+  // for: its call, the tool's result sent back and the answer to it are then the run's usual path.
+  // Output budgets are lowered to 1024 tokens (the toy may ramble to the budget). A relay between
+  // agent and server keeps the exchanges for the checks (checkChatToolLoop). Each run takes
+  // 5-20 s; killed after 2 minutes.
+  const QUESTION = "What is the weather in Paris?";
+
+  test("opencode run: a tool call, its result sent back and answered", async (t) => {
+    if (!need(t, "opencode")) return;
+    const dir = fs.mkdtempSync(path.join(work, "opencode-"));
+    const relay = await startRelay(server.url);
+    t.after(() => relay.close());
+    const config = path.join(dir, ".config/opencode");
+    fs.mkdirSync(path.join(config, "tool"), { recursive: true });
+    fs.writeFileSync(path.join(config, "opencode.json"), JSON.stringify({
+      $schema: "https://opencode.ai/config.json",
+      provider: { mimo: { npm: "@ai-sdk/openai-compatible", name: "mimo", options: { baseURL: `${relay.url}/v1`, apiKey: "sk-local" },
+        models: { "mimo-v2-nano": { name: "mimo-v2-nano", limit: { context: 32768, output: 1024 } } } } },
+      model: "mimo/mimo-v2-nano", small_model: "mimo/mimo-v2-nano", autoupdate: false, share: "disabled",
+    }, null, 2));
+    // A custom tool (the file name is the tool's name). No arguments: a zod schema would need the
+    // @opencode-ai/plugin package, which opencode installs from npm in the background.
+    fs.writeFileSync(path.join(config, "tool/get_weather.js"),
+      'export default { description: "Get the current weather in a city.", args: {}, async execute() { return "Sunny, 21 degrees."; } };\n');
+    const project = path.join(dir, "project");
+    fs.mkdirSync(project);
+    const r = await runAgent("opencode", ["run", QUESTION], {
+      HOME: dir, OPENCODE_DISABLE_MODELS_FETCH: "1", OPENCODE_DISABLE_AUTOUPDATE: "1", OPENCODE_DISABLE_LSP_DOWNLOAD: "1",
+      OPENCODE_DISABLE_DEFAULT_PLUGINS: "1", OPENCODE_DISABLE_SHARE: "1",
+      // that background install fails at once instead of waiting on a registry
+      npm_config_offline: "true", npm_config_registry: "http://127.0.0.1:9/",
+    }, project, 120000);
+    const summary = relay.exchanges.map((x) => `${x.method} ${x.path} ${x.status}`).join("\n");
+    assert.equal(r.status, 0, `opencode exited ${r.status}: ${r.stderr}\n${r.stdout}\nrequests:\n${summary}`);
+    checkChatToolLoop(relay.exchanges, "get_weather");
+  });
+
+  test("pi -p: a tool call, its result sent back and answered", async (t) => {
+    if (!need(t, "pi")) return;
+    const dir = fs.mkdtempSync(path.join(work, "pi-"));
+    const relay = await startRelay(server.url);
+    t.after(() => relay.close());
+    fs.mkdirSync(path.join(dir, ".pi/agent"), { recursive: true });
+    fs.writeFileSync(path.join(dir, ".pi/agent/models.json"), JSON.stringify({ providers: { mimo: {
+      baseUrl: `${relay.url}/v1`, api: "openai-completions", apiKey: "sk-local",
+      models: [{ id: "mimo-v2-nano", contextWindow: 32768, maxTokens: 1024 }] } } }, null, 2));
+    // An extension that registers the tool (parameters: a JSON Schema).
+    fs.writeFileSync(path.join(dir, "weather.mjs"), `export default function (pi) {
+  pi.registerTool({
+    name: "get_weather", label: "Weather", description: "Get the current weather in a city.",
+    parameters: { type: "object", properties: { city: { type: "string", description: "The city name." } }, required: ["city"] },
+    async execute(id, params) { return { content: [{ type: "text", text: "Sunny, 21 degrees in " + params.city + "." }], details: {} }; },
+  });
+}
+`);
+    const r = await runAgent("pi", ["-p", "--provider", "mimo", "--model", "mimo-v2-nano", "--no-session", "-e", "./weather.mjs", QUESTION],
+      { PI_OFFLINE: "1" }, dir, 120000);
+    const summary = relay.exchanges.map((x) => `${x.method} ${x.path} ${x.status}`).join("\n");
+    assert.equal(r.status, 0, `pi exited ${r.status}: ${r.stderr}\n${r.stdout}\nrequests:\n${summary}`);
+    checkChatToolLoop(relay.exchanges, "get_weather");
   });
 });

@@ -168,7 +168,7 @@ function findShellTool(tools) {
     const params = t.parameters || t.function?.parameters || {};
     const props = params.properties || {};
     if (t.type === 'local_shell') return { kind: 'local_shell' };
-    if (!['shell', 'exec_command', 'shell_command', 'bash', 'container.exec'].includes(name)) continue;
+    if (!['shell', 'exec_command', 'shell_command', 'bash', 'container.exec', 'run_shell_command'].includes(name)) continue;
     let args;
     if (props.cmd) args = { cmd: CMD };
     else if (props.command?.type === 'array') args = { command: ['bash', '-lc', CMD] };
