@@ -10,7 +10,6 @@ ResponseStore::ResponseStore(size_t max_entries, size_t max_bytes)
 
 namespace {
 
-// Calls f(item id) for every item of a stored response that has one.
 const OJson kNoItems = OJson::array();
 
 // The output items of a stored response (none when it has no "output").
@@ -20,23 +19,38 @@ const OJson& OutputOf(const StoredResponse& r) {
   return it == r.response.end() ? kNoItems : *it;
 }
 
+// An item an item_reference can name: one with a string id that is not itself a reference (a
+// request that references an item holds the reference under the item's id; indexing it would
+// make the next reference resolve to the reference).
+bool IsReferable(const OJson& item) {
+  if (!item.is_object()) return false;
+  auto id = item.find("id");
+  if (id == item.end() || !id->is_string()) return false;
+  auto type = item.find("type");
+  return type == item.end() || *type != "item_reference";
+}
+
+// Calls f(item) for every referable item of a stored response.
 template <typename F>
-void ForEachItemId(const StoredResponse& r, F f) {
+void ForEachItem(const StoredResponse& r, F f) {
   for (const OJson* list : {&r.input_items, &OutputOf(r)}) {
     if (!list->is_array()) continue;
     for (const OJson& item : *list) {
-      if (item.is_object() && item.contains("id") && item["id"].is_string())
-        f(item["id"].get<std::string>());
+      if (IsReferable(item)) f(item);
     }
   }
 }
 
+std::string IdOf(const OJson& item) { return item["id"].get<std::string>(); }
+
 }  // namespace
 
 void ResponseStore::EraseLocked(std::unordered_map<std::string, Entry>::iterator it) {
-  ForEachItemId(it->second.value, [&](const std::string& item) {
-    auto o = item_owner_.find(item);
-    if (o != item_owner_.end() && o->second == it->first) item_owner_.erase(o);
+  ForEachItem(it->second.value, [&](const OJson& item) {
+    auto o = item_owners_.find(IdOf(item));
+    if (o == item_owners_.end()) return;
+    std::erase(o->second, it->first);
+    if (o->second.empty()) item_owners_.erase(o);
   });
   bytes_ -= it->second.bytes;
   order_.erase(it->second.pos);
@@ -76,12 +90,15 @@ void ResponseStore::Put(const std::string& id, StoredResponse r) {
   // The documents, the id (twice: list and map), the entry and its map node, and the item index.
   size_t bytes = JsonHeapBytes(r.response) + JsonHeapBytes(r.input_items) +
                  JsonHeapBytes(r.messages) + 2 * (id.size() + 64) + sizeof(Entry) + 64;
-  ForEachItemId(r, [&](const std::string& item) { bytes += item.size() + id.size() + 96; });
+  ForEachItem(r, [&](const OJson& item) { bytes += IdOf(item).size() + id.size() + 96; });
   std::lock_guard<std::mutex> lock(mu_);
   if (auto it = entries_.find(id); it != entries_.end()) EraseLocked(it);
   if (max_entries_ == 0 || bytes > max_bytes_) return;
   order_.push_back(id);
-  ForEachItemId(r, [&](const std::string& item) { item_owner_[item] = id; });
+  ForEachItem(r, [&](const OJson& item) {
+    std::vector<std::string>& owners = item_owners_[IdOf(item)];
+    if (owners.empty() || owners.back() != id) owners.push_back(id);  // once per response
+  });
   Entry e{std::move(r), bytes, std::prev(order_.end())};
   entries_.emplace(id, std::move(e));
   bytes_ += bytes;
@@ -99,19 +116,18 @@ std::optional<StoredResponse> ResponseStore::Get(const std::string& id) const {
 
 std::optional<OJson> ResponseStore::FindItem(const std::string& item_id) const {
   std::lock_guard<std::mutex> lock(mu_);
-  auto o = item_owner_.find(item_id);
-  if (o == item_owner_.end()) return std::nullopt;
-  auto it = entries_.find(o->second);
-  if (it == entries_.end()) return std::nullopt;
-  std::optional<OJson> found;
-  const StoredResponse& r = it->second.value;
-  for (const OJson* list : {&r.input_items, &OutputOf(r)}) {
-    if (!list->is_array()) continue;
-    for (const OJson& item : *list) {
-      if (item.is_object() && item.value("id", OJson()) == item_id) found = item;
-    }
+  auto o = item_owners_.find(item_id);
+  if (o == item_owners_.end()) return std::nullopt;
+  for (auto owner = o->second.rbegin(); owner != o->second.rend(); ++owner) {
+    auto it = entries_.find(*owner);
+    if (it == entries_.end()) continue;
+    std::optional<OJson> found;  // the last of the response's items with that id
+    ForEachItem(it->second.value, [&](const OJson& item) {
+      if (item["id"] == item_id) found = item;
+    });
+    if (found) return found;
   }
-  return found;
+  return std::nullopt;
 }
 
 bool ResponseStore::Erase(const std::string& id) {

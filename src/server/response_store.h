@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "server/api_error.h"
 
@@ -36,7 +37,10 @@ class ResponseStore {
   // than max_bytes alone is not kept.
   void Put(const std::string& id, StoredResponse r);
   std::optional<StoredResponse> Get(const std::string& id) const;
-  // An input or output item of a stored response, by its id (the Responses API's item_reference).
+  // An input or output item of a stored response, by its id (the Responses API's item_reference):
+  // from the newest response that holds it, so an item stays referable while any response that
+  // holds it is kept. An item_reference is never itself an item (the request that references an
+  // item does not become its owner), so an item can be referenced any number of times.
   std::optional<OJson> FindItem(const std::string& item_id) const;
   bool Erase(const std::string& id);
   size_t size() const;
@@ -54,7 +58,8 @@ class ResponseStore {
   mutable std::mutex mu_;
   std::list<std::string> order_;  // oldest first
   std::unordered_map<std::string, Entry> entries_;
-  std::unordered_map<std::string, std::string> item_owner_;  // item id -> response id
+  // item id -> the stored responses holding it, oldest first
+  std::unordered_map<std::string, std::vector<std::string>> item_owners_;
   size_t bytes_ = 0;
 };
 

@@ -163,5 +163,35 @@ TEST(ResponseStore, FindsItemsOfStoredResponsesUntilEvicted) {
   EXPECT_FALSE(s.FindItem("msg_1"));
 }
 
+// Issue 47: a request that references an item keeps the reference among its input items under the
+// item's id; the reference must not shadow the item, or the second reference to it fails.
+TEST(ResponseStore, AnItemCanBeReferencedAnyNumberOfTimes) {
+  ResponseStore s(8, size_t{1} << 20);
+  StoredResponse first;
+  first.response = OJson::parse(R"({"output": [{"id": "rs_1", "type": "reasoning"}]})");
+  s.Put("resp_1", first);
+  StoredResponse ref;  // the next request: only a reference to rs_1
+  ref.input_items = OJson::parse(R"([{"id": "rs_1", "type": "item_reference"}])");
+  for (int i = 2; i < 6; ++i) {
+    s.Put("resp_" + std::to_string(i), ref);
+    ASSERT_TRUE(s.FindItem("rs_1")) << i;
+    EXPECT_EQ((*s.FindItem("rs_1"))["type"], "reasoning") << i;
+  }
+  // A response holding a copy of the item keeps it referable after the first one is gone, and
+  // erasing the copy leaves the first one's.
+  StoredResponse copy;
+  copy.input_items = OJson::parse(R"([{"id": "rs_1", "type": "reasoning", "n": 2}])");
+  s.Put("resp_copy", copy);
+  EXPECT_EQ((*s.FindItem("rs_1"))["n"], 2);  // the newest holder's
+  EXPECT_TRUE(s.Erase("resp_copy"));
+  ASSERT_TRUE(s.FindItem("rs_1"));
+  EXPECT_FALSE((*s.FindItem("rs_1")).contains("n"));
+  s.Put("resp_copy", copy);
+  EXPECT_TRUE(s.Erase("resp_1"));
+  EXPECT_EQ((*s.FindItem("rs_1"))["n"], 2);
+  EXPECT_TRUE(s.Erase("resp_copy"));
+  EXPECT_FALSE(s.FindItem("rs_1"));  // only references are left
+}
+
 }  // namespace
 }  // namespace mimo
