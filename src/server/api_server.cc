@@ -430,6 +430,9 @@ void ApiServer::Route() {
   add(
       "POST", "/v1/responses", [this](const Req& q, Res& r) { HandleResponses(q, r); }, kApi);
   add(
+      "POST", "/v1/responses/input_tokens",
+      [this](const Req& q, Res& r) { HandleResponseInputTokens(q, r); }, kApi);
+  add(
       "GET", "/v1/responses/{}", [this](const Req& q, Res& r) { HandleGetResponse(q, r); }, kApi);
   add(
       "DELETE", "/v1/responses/{}", [this](const Req& q, Res& r) { HandleDeleteResponse(q, r); },

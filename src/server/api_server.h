@@ -124,6 +124,7 @@ class ApiServer {
   void HandleGetResponse(const HttpRequest& req, HttpResponse& res);
   void HandleDeleteResponse(const HttpRequest& req, HttpResponse& res);
   void HandleResponseInputItems(const HttpRequest& req, HttpResponse& res);
+  void HandleResponseInputTokens(const HttpRequest& req, HttpResponse& res);
   void HandleModels(const HttpRequest& req, HttpResponse& res);
   void HandleModel(const HttpRequest& req, HttpResponse& res);
   void HandleTokenize(const HttpRequest& req, HttpResponse& res);

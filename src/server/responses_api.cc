@@ -11,11 +11,17 @@
 // as `content` (reasoning_text) and, with `include: ["reasoning.encrypted_content"]` (stateless
 // agents), an opaque signed copy that this server reads back: the text, base64, and an HMAC under
 // the server's key (signed, not encrypted); one that does not verify is left out of the prompt.
+// With `reasoning.summary` (auto, concise, detailed) a reasoning item also carries a summary_text
+// part, streamed with the response.reasoning_summary_* events: this model has no separate
+// summarizer, so the summary is the reasoning text itself (clients such as the AI SDK and Codex
+// show reasoning only from summaries). With `include: ["message.output_text.logprobs"]` the
+// output_text parts carry the log-probabilities of their tokens (top_logprobs alternatives each).
 
 #include <ctime>
 
 #include "chat/chat_output_parser.h"
 #include "core/base64.h"
+#include "core/utf8.h"
 #include "server/api_server.h"
 #include "server/request_json.h"
 #include "server/response_store.h"
@@ -24,6 +30,61 @@
 
 namespace mimo {
 namespace {
+
+// Which part of the output each token belongs to, from the token ids alone (the parsers see text):
+// the reasoning block (its tags included), a tool call (<tool_call> through </tool_call>), or the
+// output text - whose tokens' log-probabilities the output_text parts carry.
+class TokenPhase {
+ public:
+  struct Ids {
+    int32_t think_start = -1, think_end = -1, tool_call = -1, tool_call_end = -1;
+  };
+  TokenPhase() = default;
+  TokenPhase(const PreparedTurn& turn, Ids ids)
+      : state_(turn.prompt_in_reasoning ? State::kReasoning
+               : turn.reasons           ? State::kBefore
+                                        : State::kText),
+        ids_(ids) {}
+
+  // Advances past `id`; true when it is a token of the output text.
+  bool IsText(int32_t id) {
+    switch (state_) {
+      case State::kBefore:
+        state_ = State::kText;
+        if (id == ids_.think_start) {
+          state_ = State::kReasoning;
+          return false;
+        }
+        return IsText(id);
+      case State::kReasoning:
+        if (id == ids_.think_end) state_ = State::kText;
+        if (id == ids_.tool_call) state_ = State::kCall;  // a call ends the block, as it parses
+        return false;
+      case State::kText:
+        if (id != ids_.tool_call) return true;
+        state_ = State::kCall;
+        return false;
+      case State::kCall:
+        if (id == ids_.tool_call_end) state_ = State::kText;
+        return false;
+    }
+    return false;
+  }
+
+ private:
+  enum class State { kBefore, kReasoning, kText, kCall };
+  State state_ = State::kText;
+  Ids ids_;
+};
+
+// One logprobs entry of the Responses API (as chat completions': token, logprob, bytes,
+// top_logprobs).
+OJson LogprobEntry(const Tokenizer& tok, int32_t id, float logprob) {
+  const std::string_view b = tok.TokenBytes(id);
+  OJson bytes = OJson::array();
+  for (unsigned char c : b) bytes.push_back(static_cast<int>(c));
+  return {{"token", utf8::Repair(b)}, {"logprob", logprob}, {"bytes", std::move(bytes)}};
+}
 
 // One response, whole or streamed. Output items are opened as the parser produces reasoning,
 // content and calls, and closed when the next kind starts or the output ends.
@@ -34,6 +95,12 @@ struct ResponsesState {
   OJson echo;
   bool store = true;
   bool encrypted_reasoning = false;
+  bool summary = false;          // reasoning items carry a summary (the reasoning text)
+  bool logprobs = false;         // output_text parts carry logprobs
+  const Tokenizer* tok = nullptr;
+  TokenPhase phase;
+  OJson pending_logprobs = OJson::array();  // of text tokens the parser has not yet emitted
+  OJson text_logprobs = OJson::array();     // of the open message item's text
   OJson history;  // the conversation before this output (for the store)
   OJson input_items;
   std::unique_ptr<ChatOutputParser> parser;
@@ -93,6 +160,7 @@ struct ResponsesState {
   // Items as complete objects (for the whole response and the stored one).
   OJson ReasoningItem(const std::string& item_id, const std::string& text, bool done) const {
     OJson item = {{"type", "reasoning"}, {"id", item_id}, {"summary", OJson::array()}};
+    if (summary && done) item["summary"].push_back(SummaryPart(text));
     item["content"] = OJson::array({{{"type", "reasoning_text"}, {"text", text}}});
     if (encrypted_reasoning && done) {
       item["encrypted_content"] =
@@ -101,18 +169,22 @@ struct ResponsesState {
     item["status"] = done ? "completed" : "in_progress";
     return item;
   }
-  static OJson TextPart(const std::string& text) {
+  static OJson SummaryPart(const std::string& text) {
+    return {{"type", "summary_text"}, {"text", text}};
+  }
+  static OJson TextPart(const std::string& text, OJson logprobs = OJson::array()) {
     return {{"type", "output_text"},
             {"text", text},
             {"annotations", OJson::array()},
-            {"logprobs", OJson::array()}};
+            {"logprobs", std::move(logprobs)}};
   }
-  static OJson MessageItem(const std::string& item_id, const std::string& text, bool done) {
+  static OJson MessageItem(const std::string& item_id, const std::string& text, bool done,
+                           OJson logprobs = OJson::array()) {
     return {{"type", "message"},
             {"id", item_id},
             {"role", "assistant"},
             {"status", done ? "completed" : "in_progress"},
-            {"content", done ? OJson::array({TextPart(text)}) : OJson::array()}};
+            {"content", done ? OJson::array({TextPart(text, std::move(logprobs))}) : OJson::array()}};
   }
   ResponsesTools tools;
   // A call's item: function_call (with its namespace, if any), or custom_tool_call whose input is
@@ -148,6 +220,15 @@ struct ResponsesState {
     const int i = index();
     if (open == "reasoning") {
       const std::string item_id = output[i]["id"];
+      if (summary) {
+        const OJson at = {{"item_id", item_id}, {"output_index", i}, {"summary_index", 0}};
+        OJson e = at;
+        e["text"] = text_;
+        out += Event("response.reasoning_summary_text.done", std::move(e));
+        e = at;
+        e["part"] = SummaryPart(text_);
+        out += Event("response.reasoning_summary_part.done", std::move(e));
+      }
       out +=
           Event("response.reasoning_text.done",
                 {{"item_id", item_id}, {"output_index", i}, {"content_index", 0}, {"text", text_}});
@@ -163,12 +244,13 @@ struct ResponsesState {
                                                  {"output_index", i},
                                                  {"content_index", 0},
                                                  {"text", text_},
-                                                 {"logprobs", OJson::array()}});
+                                                 {"logprobs", text_logprobs}});
       out += Event("response.content_part.done", {{"item_id", item_id},
                                                   {"output_index", i},
                                                   {"content_index", 0},
-                                                  {"part", TextPart(text_)}});
-      output[i] = MessageItem(item_id, text_, true);
+                                                  {"part", TextPart(text_, text_logprobs)}});
+      output[i] = MessageItem(item_id, text_, true, std::move(text_logprobs));
+      text_logprobs = OJson::array();
     } else if (open == "function_call") {
       output[i] = CallItem(call_, text_, true);
       if (output[i]["type"] == "custom_tool_call") {
@@ -192,11 +274,19 @@ struct ResponsesState {
 
   std::string OpenItem(const std::string& kind, OJson item) {
     std::string out = CloseOpen();
+    // Text tokens no text came of (e.g. the whitespace before a call) are not a later message's.
+    if (kind != "message") pending_logprobs = OJson::array();
     output.push_back(item);
     open = kind;
     const int i = index();
     out += Event("response.output_item.added", {{"output_index", i}, {"item", item}});
     if (kind == "reasoning") {
+      if (summary) {
+        out += Event("response.reasoning_summary_part.added", {{"item_id", item["id"]},
+                                                               {"output_index", i},
+                                                               {"summary_index", 0},
+                                                               {"part", SummaryPart("")}});
+      }
       out += Event("response.content_part.added",
                    {{"item_id", item["id"]},
                     {"output_index", i},
@@ -218,10 +308,29 @@ struct ResponsesState {
       error = ev.error;
     }
     reasoning.Add(ev.token_ids);
+    if (logprobs) CollectLogprobs(ev);
     prompt_tokens = ev.num_prompt_tokens;
     output_tokens = ev.num_output_tokens;
     cached = ev.num_cached_tokens;
     return d;
+  }
+
+  // The log-probabilities of the event's text tokens, to go with the next text the parser emits
+  // (it holds back what may start a tag); a stop token is not text.
+  void CollectLogprobs(const RequestOutput& ev) {
+    for (size_t k = 0; k < ev.logprobs.size(); ++k) {
+      const SampledToken& t = ev.logprobs[k];
+      if (!phase.IsText(t.id)) continue;
+      if (ev.finished && k + 1 == ev.logprobs.size() && ev.finish_reason == FinishReason::kStop &&
+          ev.stop_reason == std::to_string(t.id)) {
+        continue;
+      }
+      OJson e = LogprobEntry(*tok, t.id, t.logprob);
+      OJson top = OJson::array();
+      for (const auto& [id, lp] : t.top) top.push_back(LogprobEntry(*tok, id, lp));
+      e["top_logprobs"] = std::move(top);
+      pending_logprobs.push_back(std::move(e));
+    }
   }
 
   std::string Feed(const ChatDelta& d) {
@@ -235,6 +344,12 @@ struct ResponsesState {
                                       {"status", "in_progress"}});
       }
       text_ += d.reasoning_content;
+      if (summary) {
+        out += Event("response.reasoning_summary_text.delta", {{"item_id", output[index()]["id"]},
+                                                               {"output_index", index()},
+                                                               {"summary_index", 0},
+                                                               {"delta", d.reasoning_content}});
+      }
       out += Event("response.reasoning_text.delta", {{"item_id", output[index()]["id"]},
                                                      {"output_index", index()},
                                                      {"content_index", 0},
@@ -243,11 +358,13 @@ struct ResponsesState {
     if (!d.content.empty()) {
       if (open != "message") out += OpenItem("message", MessageItem(RandomId("msg_"), "", false));
       text_ += d.content;
+      for (OJson& e : pending_logprobs) text_logprobs.push_back(e);
       out += Event("response.output_text.delta", {{"item_id", output[index()]["id"]},
                                                   {"output_index", index()},
                                                   {"content_index", 0},
                                                   {"delta", d.content},
-                                                  {"logprobs", OJson::array()}});
+                                                  {"logprobs", std::move(pending_logprobs)}});
+      pending_logprobs = OJson::array();
     }
     for (const ToolCallDelta& c : d.tool_calls) {
       if (!c.id.empty()) {
@@ -335,6 +452,13 @@ void ApiServer::HandleResponses(const HttpRequest& req, HttpResponse& res) {
   ChatTurn& turn = rr.turn;
   PreparedTurn prep;
   if (auto e = PrepareTurn(&turn, &prep)) return SendError(res, *e, P);
+  if (!rr.stream) {
+    const int room = model_.defaults.max_model_len - prep.prompt_tokens;
+    const int max_tokens = turn.gen.stop.max_tokens > 0 ? turn.gen.stop.max_tokens : room;
+    if (auto e = CheckWholeAnswerSize(1, max_tokens, turn.gen.sampling.logprobs)) {
+      return SendError(res, *e, P);
+    }
+  }
   auto st = std::make_shared<ResponsesState>();
   st->server = this;
   st->id = RandomId("resp_");
@@ -343,6 +467,11 @@ void ApiServer::HandleResponses(const HttpRequest& req, HttpResponse& res) {
   st->echo = std::move(rr.echo);
   st->store = rr.store;
   st->encrypted_reasoning = rr.encrypted_reasoning;
+  st->summary = rr.reasoning_summary;
+  st->logprobs = rr.output_logprobs;
+  st->tok = model_.tokenizer;
+  st->phase = TokenPhase(prep, {model_.think_start_id, model_.think_end_id, model_.tool_call_id,
+                                model_.tokenizer->TokenToId("</tool_call>")});
   st->history = std::move(rr.history);
   st->input_items = std::move(rr.input_items);
   st->tools = std::move(rr.tools);
@@ -363,6 +492,21 @@ void ApiServer::HandleResponses(const HttpRequest& req, HttpResponse& res) {
   Respond(
       res, session, rr.stream, std::move(w), [st](const RequestOutput& ev) { st->Accumulate(ev); },
       [st] { return st->Whole(); });
+}
+
+// POST /v1/responses/input_tokens (the openai SDK's responses.inputTokens.count): the tokens of
+// the prompt that request would render, as /v1/messages/count_tokens counts a Messages request.
+void ApiServer::HandleResponseInputTokens(const HttpRequest& req, HttpResponse& res) {
+  const Protocol P = Protocol::kOpenAi;
+  OJson body;
+  if (!Admit(req, res, P, &body)) return;
+  ResponsesRequest rr;
+  if (auto e = ParseResponsesRequest(ParseCtx(), body, &rr)) return SendError(res, *e, P);
+  ChatPrompt prompt;
+  if (auto e = RenderTurn(&rr.turn, &prompt)) return SendError(res, *e, P);
+  const int n = static_cast<int>(EncodeChatPrompt(*model_.tokenizer, prompt).size());
+  NoteRequestTokens(n, 0);
+  SendJson(res, {{"object", "response.input_tokens"}, {"input_tokens", n}});
 }
 
 static std::string PathId(const HttpRequest& req) {

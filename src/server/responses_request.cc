@@ -77,10 +77,16 @@ std::optional<ApiError> ContentText(const OJson& c, const std::string& field, st
 
 // Input items -> chat messages (appended to *msgs). A reasoning item, an assistant message and
 // the function calls that follow form one assistant turn, as the chat template renders it.
+// *items gets the input items with every item_reference replaced by the item it names, which is
+// what this response keeps as its input (so a later reference finds the item here too, even once
+// the response that first held it is evicted).
 static std::optional<ApiError> InputToMessages(const ParseContext& ctx, const OJson& input,
-                                               OJson* msgs) {
+                                               OJson* msgs, OJson* items) {
   if (input.is_string()) {
     msgs->push_back({{"role", "user"}, {"content", input}});
+    items->push_back({{"type", "message"},
+                      {"role", "user"},
+                      {"content", {{{"type", "input_text"}, {"text", input}}}}});
     return std::nullopt;
   }
   if (!input.is_array())
@@ -119,7 +125,11 @@ static std::optional<ApiError> InputToMessages(const ParseContext& ctx, const OJ
     }
     const OJson& it = referenced.is_null() ? input[i] : referenced;
     std::string type = TypeOf(it);
-    if (type.empty() && it.contains("role")) type = "message";
+    items->push_back(it);
+    if (type.empty() && it.contains("role")) {  // a message, listed as one (input_items)
+      type = "message";
+      items->back()["type"] = type;
+    }
     if (type == "message") {
       const OJson* role_j = Field(it, "role");
       if (!role_j || !role_j->is_string()) {
@@ -258,18 +268,39 @@ static std::optional<ApiError> InputToMessages(const ParseContext& ctx, const OJ
 
 namespace {
 
-// Hosted tools: the Responses API's server-side tools. This server has none of them to run, so
-// they are not offered to the model (agents such as Codex always send web_search); the request is
-// served with the tools the client runs.
-bool IsHostedTool(const std::string& type) {
-  static const char* const kHosted[] = {
-      "web_search",   "web_search_preview",   "file_search", "code_interpreter", "image_generation",
-      "computer_use", "computer_use_preview", "mcp",         "local_shell",      "shell",
-      "apply_patch",  "tool_search"};
-  for (const char* h : kHosted) {
-    if (type == h || type.rfind(std::string(h) + "_", 0) == 0) return true;
+// The Responses API's built-in tools, which OpenAI runs (web_search, file_search,
+// code_interpreter, image_generation, computer_use, mcp) or whose calls come back as their own item
+// types (local_shell, shell, apply_patch, tool_search). This server runs none of them and its
+// model writes only function calls, so a request offering one is refused naming the tool - except
+// web_search and tool_search, which agents offer on every request (Codex sends both whatever the
+// model): those are left out of the prompt and the request is served with the client's own tools.
+enum class BuiltinTool { kNone, kDropped, kRefused };
+
+BuiltinTool BuiltinToolKind(const std::string& type) {
+  static const char* const kDropped[] = {"web_search", "web_search_preview", "tool_search"};
+  static const char* const kRefused[] = {
+      "file_search",          "code_interpreter", "image_generation", "computer_use",
+      "computer_use_preview", "computer",         "mcp",              "local_shell",
+      "shell",                "apply_patch",      "programmatic_tool_calling"};
+  // Dated variants too (web_search_preview_2025_03_11, web_search_2025_08_26).
+  const auto is = [&](const char* name) {
+    return type == name || type.rfind(std::string(name) + "_2", 0) == 0;
+  };
+  for (const char* d : kDropped) {
+    if (is(d)) return BuiltinTool::kDropped;
   }
-  return false;
+  for (const char* r : kRefused) {
+    if (is(r)) return BuiltinTool::kRefused;
+  }
+  return BuiltinTool::kNone;
+}
+
+ApiError BuiltinToolRefused(const std::string& field, const std::string& type) {
+  return BadRequest("'" + field + "' '" + type +
+                        "' is not supported: this server runs no hosted or built-in tools (only "
+                        "web_search and tool_search are accepted, and left out); give function "
+                        "or custom tools, which the client runs",
+                    field);
 }
 
 void AddFunction(const OJson& tool, OJson* arr) {
@@ -282,7 +313,8 @@ void AddFunction(const OJson& tool, OJson* arr) {
 
 // Responses tools -> chat tools: function tools as they are; the functions of a namespace tool
 // flattened; a custom tool as a function of one string `input` (its grammar, if any, is shown to
-// the model in the description but not enforced); hosted tools left out. Then tool_choice (none |
+// the model in the description but not enforced); web_search and tool_search left out, other
+// built-in tools refused (BuiltinToolKind). Then tool_choice (none |
 // auto | required | {type: function | custom, name} | {type: allowed_tools, mode, tools}) and
 // parallel_tool_calls.
 std::optional<ApiError> ConvertTools(const OJson& body, ChatTurn* t, ResponsesTools* kinds) {
@@ -335,12 +367,13 @@ std::optional<ApiError> ConvertTools(const OJson& body, ChatTurn* t, ResponsesTo
               {"required", OJson::array({"input"})}}}};
         arr.push_back({{"type", "function"}, {"function", fn}});
         kinds->custom.insert(name->get<std::string>());
-      } else if (!IsHostedTool(type)) {
-        return BadRequest(
-            "'" + f + ".type' '" + type +
-                "' is not supported: tools are function, namespace and custom tools "
-                "(the client runs them; hosted tools such as web_search are left out)",
-            f + ".type");
+      } else if (BuiltinToolKind(type) == BuiltinTool::kRefused) {
+        return BuiltinToolRefused(f + ".type", type);
+      } else if (BuiltinToolKind(type) == BuiltinTool::kNone) {
+        return BadRequest("'" + f + ".type' '" + type +
+                              "' is not supported: tools are function, namespace and custom tools "
+                              "(the client runs them)",
+                          f + ".type");
       }
     }
     if (!arr.empty()) chat["tools"] = arr;
@@ -353,8 +386,9 @@ std::optional<ApiError> ConvertTools(const OJson& body, ChatTurn* t, ResponsesTo
     } else if (type == "function" || type == "custom") {
       chat["tool_choice"] = {{"type", "function"},
                              {"function", {{"name", tc->value("name", OJson())}}}};
-    } else if (IsHostedTool(type)) {
-      chat["tool_choice"] = "auto";  // a hosted tool is not offered: the model answers
+    } else if (BuiltinToolKind(type) != BuiltinTool::kNone) {
+      // Forcing a built-in tool: nothing here can make that call.
+      return BuiltinToolRefused("tool_choice.type", type);
     } else if (type == "allowed_tools") {
       // The listed tools only, with mode auto or required.
       const OJson* allowed = Field(*tc, "tools");
@@ -394,12 +428,12 @@ std::optional<ApiError> ConvertTools(const OJson& body, ChatTurn* t, ResponsesTo
           "tool_choice");
     }
   }
-  // A required choice with only hosted tools offered: nothing the model could call.
+  // A required choice with only web_search / tool_search offered: nothing the model could call.
   if (!chat.contains("tools") && chat.contains("tool_choice") && chat["tool_choice"] != "auto" &&
       chat["tool_choice"] != "none") {
     return BadRequest(
         "'tool_choice' asks for a call, but no function tool is offered "
-        "(hosted tools are not available on this server)",
+        "(web_search and tool_search are not available on this server)",
         "tool_choice");
   }
   if (!chat.contains("tools")) chat.erase("tool_choice");
@@ -491,7 +525,10 @@ std::optional<ApiError> ParseResponsesRequest(const ParseContext& ctx, const OJs
   r->store = !Field(body, "store") || body["store"].get<bool>();
   if (const OJson* inc = Field(body, "include")) {
     if (!inc->is_array()) return BadRequest("'include' must be an array of strings", "include");
-    for (const OJson& x : *inc) r->encrypted_reasoning |= x == "reasoning.encrypted_content";
+    for (const OJson& x : *inc) {
+      r->encrypted_reasoning |= x == "reasoning.encrypted_content";
+      r->output_logprobs |= x == "message.output_text.logprobs";
+    }
   }
   // Sampling: the chat fields parser, with the Responses API's names mapped.
   OJson fields = OJson::object();
@@ -508,6 +545,18 @@ std::optional<ApiError> ParseResponsesRequest(const ParseContext& ctx, const OJs
     }
     return e;
   }
+  // Log-probabilities of the output text: with the include, top_logprobs alternatives each
+  // (0 when absent); top_logprobs alone asks for nothing, as in OpenAI's API.
+  int top_logprobs = 0;
+  if (const OJson* v = Field(body, "top_logprobs")) {
+    if (!v->is_number_integer() || v->get<int64_t>() < 0 || v->get<int64_t>() > kMaxLogprobs) {
+      return BadRequest("'top_logprobs' must be an integer in [0, " +
+                            std::to_string(kMaxLogprobs) + "]",
+                        "top_logprobs");
+    }
+    top_logprobs = v->get<int>();
+  }
+  if (r->output_logprobs) t.gen.sampling.logprobs = top_logprobs;
   // The conversation: the previous response's, then instructions first, then this input.
   OJson msgs = OJson::array();
   if (const OJson* prev = Field(body, "previous_response_id")) {
@@ -528,12 +577,8 @@ std::optional<ApiError> ParseResponsesRequest(const ParseContext& ctx, const OJs
   const OJson* input = Field(body, "input");
   if (!input && r->previous_response_id.empty()) return BadRequest("'input' is required", "input");
   if (input) {
-    if (auto e = InputToMessages(ctx, *input, &msgs)) return e;
-    OJson items = input->is_string()
-                      ? OJson::array({{{"type", "message"},
-                                       {"role", "user"},
-                                       {"content", {{{"type", "input_text"}, {"text", *input}}}}}})
-                      : *input;
+    OJson items = OJson::array();
+    if (auto e = InputToMessages(ctx, *input, &msgs, &items)) return e;
     for (OJson& item : items) {
       if (item.is_object() && !item.contains("id")) item["id"] = RandomId("msg_");
     }
@@ -568,7 +613,14 @@ std::optional<ApiError> ParseResponsesRequest(const ParseContext& ctx, const OJs
       }
       reasoning_echo["effort"] = effort;
     }
-    if (const OJson* s = Field(*rs, "summary")) reasoning_echo["summary"] = *s;
+    if (const OJson* s = Field(*rs, "summary")) {
+      if (*s != "auto" && *s != "concise" && *s != "detailed") {
+        return BadRequest("'reasoning.summary' must be auto, concise or detailed",
+                          "reasoning.summary");
+      }
+      reasoning_echo["summary"] = *s;
+      r->reasoning_summary = true;
+    }
   }
   if (const OJson* kw = Field(body, "chat_template_kwargs")) {  // vLLM's extension, as in chat
     if (!kw->is_object())
@@ -590,6 +642,7 @@ std::optional<ApiError> ParseResponsesRequest(const ParseContext& ctx, const OJs
   echo["text"] = Field(body, "text") ? body["text"] : OJson{{"format", {{"type", "text"}}}};
   echo["tool_choice"] = Field(body, "tool_choice") ? body["tool_choice"] : OJson("auto");
   echo["tools"] = Field(body, "tools") ? body["tools"] : OJson::array();
+  echo["top_logprobs"] = top_logprobs;
   echo["top_p"] = t.gen.sampling.top_p;
   echo["truncation"] = "disabled";
   echo["user"] = Field(body, "user") ? body["user"] : OJson(nullptr);

@@ -33,6 +33,10 @@ struct ResponsesRequest {
   bool stream = false;
   bool store = true;
   bool encrypted_reasoning = false;  // include: ["reasoning.encrypted_content"]
+  bool output_logprobs = false;      // include: ["message.output_text.logprobs"]
+  // reasoning.summary auto | concise | detailed: reasoning items also carry a summary (this
+  // model has no summarizer: the summary is the reasoning text itself).
+  bool reasoning_summary = false;
   OJson instructions = nullptr;
   OJson input_items = OJson::array();  // as given, with ids added (for input_items)
   OJson history = OJson::array();      // messages without instructions (stored for the next turn)

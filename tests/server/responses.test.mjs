@@ -3,8 +3,11 @@
 // stream helper checks every event against the response it accumulates), a function-tool round
 // trip continued with `previous_response_id`, stored responses and their bound, `store: false`,
 // reasoning effort and reasoning items (content and the signed `encrypted_content` that stateless
-// agents send back; one this server did not sign is left out), structured output (`responses.parse` with zod) and usage. Meaningful answers
-// on the default model; validity on random weights.
+// agents send back; one this server did not sign is left out), structured output (`responses.parse` with zod) and usage;
+// item_reference (the AI SDK's default provider sends earlier items back so, in tool loops of any
+// length), output_text logprobs, reasoning summaries (the reasoning text; streamed with the
+// reasoning_summary events), responses.inputTokens.count and the built-in tools refused. Meaningful
+// answers on the default model; validity on random weights.
 import assert from "node:assert/strict";
 import { createRequire } from "node:module";
 import path from "node:path";
@@ -15,6 +18,8 @@ import { NANO, OpenAI, ROOT, assertOpenAiError, ensureE2eModel, post, startServe
 const require = createRequire(path.join(ROOT, "third_party/package.json"));
 const { z } = require("zod");
 const { zodTextFormat } = require("openai/helpers/zod");
+const { generateText, streamText, tool, stepCountIs } = require("ai");
+const { createOpenAI } = require("@ai-sdk/openai");
 
 const WEATHER = {
   type: "function", name: "get_weather", description: "Get the current weather in a city.",
@@ -160,13 +165,26 @@ describe("responses: the Responses API on the default model", () => {
     assertOpenAiError(assert, await post(url, { input: 5 }), 400, { param: "input" });
     assertOpenAiError(assert, await post(url, { input: [{ type: "web_search_call" }] }), 400, { param: "input[0].type" });
     assertOpenAiError(assert, await post(url, { input: "x", tools: [{ type: "teleport" }] }), 400, { param: "tools[0].type" });
-    // Hosted tools (Codex always offers web_search) are left out, not refused: nothing here runs
-    // them, and the prompt is the one without them.
-    const hosted = await post(url, { input: "Hi", max_output_tokens: 1, tools: [{ type: "web_search" }, { type: "file_search", vector_store_ids: [] }] });
+    // web_search and tool_search (Codex offers both on every request) are left out, not refused:
+    // nothing here runs them, and the prompt is the one without them.
+    const hosted = await post(url, { input: "Hi", max_output_tokens: 1, tools: [{ type: "web_search" }, { type: "web_search_preview_2025_03_11" }, { type: "tool_search" }] });
     assert.equal(hosted.status, 200, hosted.text);
     const plain = await post(url, { input: "Hi", max_output_tokens: 1 });
     assert.equal(hosted.json.usage.input_tokens, plain.json.usage.input_tokens);
     assertOpenAiError(assert, await post(url, { input: "x", tools: [{ type: "web_search" }], tool_choice: "required" }), 400, { param: "tool_choice" });
+    // Every other built-in tool is refused, naming it: the model would be told of no such tool
+    // while the client expects its results.
+    for (const tool of [{ type: "mcp", server_label: "deepwiki", server_url: "https://mcp.deepwiki.com/mcp", require_approval: "never" },
+      { type: "file_search", vector_store_ids: ["vs_1"] }, { type: "code_interpreter", container: { type: "auto" } },
+      { type: "computer_use_preview", display_width: 1024, display_height: 768, environment: "browser" },
+      { type: "image_generation" }, { type: "local_shell" }, { type: "shell" }, { type: "apply_patch" }]) {
+      const r = await post(url, { input: "x", tools: [WEATHER, tool] });
+      assertOpenAiError(assert, r, 400, { param: "tools[1].type" });
+      assert.ok(r.json.error.message.includes(`'${tool.type}' is not supported`), r.text);
+      assert.match(r.json.error.message, /runs no hosted or built-in tools.*function/);
+    }
+    // Forcing a built-in tool: nothing could make that call.
+    assertOpenAiError(assert, await post(url, { input: "x", tools: [WEATHER, { type: "web_search" }], tool_choice: { type: "web_search" } }), 400, { param: "tool_choice.type" });
     assertOpenAiError(assert, await post(url, { input: "x", reasoning: { effort: "huge" } }), 400, { param: "reasoning.effort" });
     assertOpenAiError(assert, await post(url, { input: "x", max_output_tokens: 0 }), 400, { param: "max_output_tokens" });
     assertOpenAiError(assert, await post(url, { input: "x", background: true }), 400, { param: "background" });
@@ -212,6 +230,207 @@ describe("responses: structured output and tool choice on random weights", () =>
       const want = typeof tool_choice === "object" ? (tool_choice.name || tool_choice.tools[0].name) : null;
       if (want) assert.equal(calls[0].name, want);
       assert.equal(typeof JSON.parse(calls[0].arguments), "object");
+    }
+  });
+});
+
+describe("responses: item references, logprobs, reasoning summaries and input_tokens (issue 47)", () => {
+  let server, client;
+  const requests = [];  // the bodies the AI SDK sent to /v1/responses
+  let provider;
+  before(async () => {
+    server = await startServer(NANO, ["--max-model-len", "2048"]);
+    client = server.openai();
+    provider = createOpenAI({
+      baseURL: server.url + "/v1", apiKey: "none",
+      // As a reasoning model the provider sends no temperature; the toy model answers greedily
+      // so that what it answers is reproducible.
+      fetch: async (url, init) => {
+        if (!String(url).endsWith("/v1/responses")) return fetch(url, init);
+        const body = JSON.parse(init.body);
+        requests.push(body);
+        return fetch(url, { ...init, body: JSON.stringify({ temperature: 0, ...body }) });
+      },
+    });
+  });
+  after(async () => { assert.equal(await server?.stop(), 0, server?.stderr()); });
+
+  // What the AI SDK sends for a reasoning model: reasoning items back as item_reference, and
+  // reasoning.summary "detailed" with an effort.
+  const REASONING = { openai: { forceReasoning: true, reasoningEffort: "low" } };
+
+  test("item_reference: the same stored items referenced by several requests", async () => {
+    const first = await client.responses.create({ model: "mimo-v2-nano", temperature: 0, input: "What is 27 + 15?", reasoning: { effort: "high" } });
+    assert.deepEqual(first.output.map((o) => o.type), ["reasoning", "message"]);
+    const inline = await client.responses.create({
+      model: "mimo-v2-nano", temperature: 0, max_output_tokens: 4, store: false, reasoning: { effort: "high" },
+      input: [{ role: "user", content: "What is 27 + 15?" }, ...first.output, { role: "user", content: "And 3 + 4?" }],
+    });
+    const ids = [];
+    for (let i = 0; i < 3; i++) {
+      const r = await client.responses.create({
+        model: "mimo-v2-nano", temperature: 0, max_output_tokens: 4, reasoning: { effort: "high" },
+        input: [{ role: "user", content: "What is 27 + 15?" }, ...first.output.map((o) => ({ type: "item_reference", id: o.id })),
+          { role: "user", content: "And 3 + 4?" }],
+      });
+      assert.equal(r.usage.input_tokens, inline.usage.input_tokens, `reference ${i}: the items rendered as sent inline`);
+      ids.push(r.id);
+    }
+    // A response keeps the items it referenced (input_items lists them, not the references).
+    const items = await client.responses.inputItems.list(ids[2], { order: "asc" });
+    assert.deepEqual(items.data.map((o) => o.type), ["message", "reasoning", "message", "message"]);
+    assert.equal(items.data[1].id, first.output[0].id);
+    // ... and they stay referable once the response that first held them is deleted.
+    await client.responses.delete(first.id);
+    const later = await client.responses.create({
+      model: "mimo-v2-nano", temperature: 0, max_output_tokens: 4, reasoning: { effort: "high" },
+      input: [{ role: "user", content: "What is 27 + 15?" }, ...first.output.map((o) => ({ type: "item_reference", id: o.id })),
+        { role: "user", content: "And 3 + 4?" }],
+    });
+    assert.equal(later.usage.input_tokens, inline.usage.input_tokens);
+  });
+
+  test("AI SDK: a tool loop of three steps with reasoning, every step answered", async () => {
+    requests.length = 0;
+    const cities = [];
+    const r = await generateText({
+      model: provider("mimo-v2-nano"), maxRetries: 0, stopWhen: stepCountIs(5), providerOptions: REASONING,
+      prompt: "What is the weather in Fenwick?",
+      // The toy model calls once and then answers; step 2 is made to call again, so that step 3
+      // sends the first step's reasoning back a second time.
+      prepareStep: ({ stepNumber }) => (stepNumber === 1 ? { toolChoice: { type: "tool", toolName: "get_weather" } } : {}),
+      tools: {
+        get_weather: tool({
+          description: "Get the current weather in a city.",
+          inputSchema: z.object({ city: z.string().describe("The city name.") }),
+          execute: async ({ city }) => { cities.push(city); return { city, temperature: 9, condition: "rainy" }; },
+        }),
+      },
+    });
+    assert.equal(r.steps.length, 3, JSON.stringify(r.steps.map((s) => s.finishReason)));
+    assert.deepEqual(r.steps.map((s) => s.finishReason), ["tool-calls", "tool-calls", "stop"]);
+    assert.equal(cities.length, 2);
+    assert.equal(cities[0], "Fenwick");
+    assert.ok(r.text.length > 0);
+    for (const s of r.steps) assert.match(s.response.id, /^resp_/);
+    assert.ok(r.steps[0].reasoningText.length > 0, "the first step reasoned");
+    // The loop did reference one item in two requests (what failed before).
+    assert.equal(requests.length, 3);
+    const refs = (body) => body.input.filter((i) => i.type === "item_reference").map((i) => i.id);
+    const twice = refs(requests[1]).filter((id) => refs(requests[2]).includes(id));
+    assert.ok(twice.length >= 1, JSON.stringify(requests.map(refs)));
+  });
+
+  test("logprobs: include message.output_text.logprobs fills them, whole and streamed", async () => {
+    const q = "What is 27 + 15?";
+    const chat = await client.chat.completions.create({
+      model: "mimo-v2-nano", temperature: 0, messages: [{ role: "user", content: q }], logprobs: true, top_logprobs: 2,
+      chat_template_kwargs: { enable_thinking: false },
+    });
+    // The chat completion's tokens but its stop token, which is no part of the text.
+    const want = chat.choices[0].logprobs.content.slice(0, -1);
+    assert.equal(chat.choices[0].logprobs.content.at(-1).token, "<|im_end|>");
+    const body = { model: "mimo-v2-nano", temperature: 0, input: q, reasoning: { effort: "none" }, top_logprobs: 2, include: ["message.output_text.logprobs"] };
+    const r = await client.responses.create(body);
+    const part = r.output[0].content[0];
+    assert.equal(part.text, chat.choices[0].message.content);
+    assert.deepEqual(part.logprobs, want);
+    assert.equal(part.logprobs.map((l) => l.token).join(""), r.output_text);
+    for (const l of part.logprobs) {
+      assert.equal(l.top_logprobs.length, 2);
+      assert.deepEqual(l.bytes, [...Buffer.from(l.token)]);
+    }
+    assert.equal(r.top_logprobs, 2);
+    // Streamed: each output_text.delta carries the logprobs of its text; the SDK's accumulated
+    // response has them all.
+    const s = client.responses.stream(body);
+    const deltas = [];
+    s.on("response.output_text.delta", (e) => { deltas.push(e); });
+    const f = await s.finalResponse();
+    assert.deepEqual(deltas.flatMap((d) => d.logprobs), want);
+    for (const d of deltas) assert.equal(d.logprobs.map((l) => l.token).join(""), d.delta);
+    assert.deepEqual(f.output[0].content[0].logprobs, want);
+    // Reasoning on: only the output text's tokens.
+    const withReasoning = await client.responses.create({ ...body, reasoning: { effort: "high" } });
+    assert.deepEqual(withReasoning.output.map((o) => o.type), ["reasoning", "message"]);
+    assert.equal(withReasoning.output[1].content[0].logprobs.map((l) => l.token).join(""), withReasoning.output_text);
+    // Without the include: none (top_logprobs alone asks for nothing, as in OpenAI's API).
+    const none = await client.responses.create({ ...body, include: [] });
+    assert.deepEqual(none.output[0].content[0].logprobs, []);
+    assertOpenAiError(assert, await post(server.url + "/v1/responses", { ...body, top_logprobs: 21 }), 400, { param: "top_logprobs" });
+  });
+
+  test("reasoning summary: the reasoning text as summary_text, with the summary events in OpenAI's order", async () => {
+    const body = { model: "mimo-v2-nano", temperature: 0, input: "What is 27 + 15?", reasoning: { effort: "high", summary: "auto" } };
+    const r = await client.responses.create(body);
+    const rs = r.output[0];
+    assert.equal(rs.type, "reasoning");
+    assert.match(rs.content[0].text, /Ones: 7 \+ 5 = 12/);
+    assert.deepEqual(rs.summary, [{ type: "summary_text", text: rs.content[0].text }]);
+    assert.equal(r.reasoning.summary, "auto");
+    const s = client.responses.stream({ ...body, reasoning: { effort: "high", summary: "detailed" } });
+    const events = [];
+    s.on("event", (e) => events.push(e));
+    const f = await s.finalResponse();
+    assert.deepEqual(f.output[0].summary, rs.summary);
+    // For the reasoning item: added, summary part added, text deltas, text done, part done, item done.
+    const ofItem = events.filter((e) => e.output_index === 0 && (e.type.startsWith("response.reasoning_summary") || e.type.startsWith("response.output_item")));
+    const kinds = ofItem.map((e) => e.type).filter((t, i, a) => t !== a[i - 1]);
+    assert.deepEqual(kinds, ["response.output_item.added", "response.reasoning_summary_part.added", "response.reasoning_summary_text.delta",
+      "response.reasoning_summary_text.done", "response.reasoning_summary_part.done", "response.output_item.done"]);
+    const summaryEvents = ofItem.filter((e) => e.type.startsWith("response.reasoning_summary"));
+    for (const e of summaryEvents) {
+      assert.equal(e.item_id, f.output[0].id);
+      assert.equal(e.summary_index, 0);
+    }
+    assert.deepEqual(summaryEvents[0].part, { type: "summary_text", text: "" });
+    assert.equal(summaryEvents.filter((e) => e.type.endsWith("text.delta")).map((e) => e.delta).join(""), rs.content[0].text);
+    assert.equal(summaryEvents.find((e) => e.type.endsWith("text.done")).text, rs.content[0].text);
+    // No summary asked: none, and no summary events (as before).
+    const plain = client.responses.stream({ ...body, reasoning: { effort: "high" } });
+    const plainKinds = new Set();
+    plain.on("event", (e) => plainKinds.add(e.type));
+    const p = await plain.finalResponse();
+    assert.deepEqual(p.output[0].summary, []);
+    assert.ok(![...plainKinds].some((t) => t.startsWith("response.reasoning_summary")), [...plainKinds].join());
+    assertOpenAiError(assert, await post(server.url + "/v1/responses", { ...body, reasoning: { summary: "long" } }), 400, { param: "reasoning.summary" });
+  });
+
+  test("AI SDK: streamText shows the reasoning as it comes (from the summary events)", async () => {
+    const s = streamText({ model: provider("mimo-v2-nano"), maxRetries: 0, prompt: "What is 27 + 15?", providerOptions: REASONING });
+    let reasoning = "", text = "", reasoningDeltas = 0;
+    for await (const part of s.fullStream) {
+      if (part.type === "reasoning-delta") { reasoning += part.text; reasoningDeltas++; }
+      if (part.type === "text-delta") text += part.text;
+      if (part.type === "error") throw part.error;
+    }
+    assert.ok(reasoningDeltas > 1, `reasoning deltas: ${reasoningDeltas}`);
+    assert.match(reasoning, /Ones: 7 \+ 5 = 12/);
+    assert.match(text, /42/);
+    const stored = await client.responses.retrieve((await s.response).id);
+    assert.equal(reasoning, stored.output[0].content[0].text);
+  });
+
+  test("input_tokens: responses.inputTokens.count is the prompt a create renders; unknown routes are 404", async () => {
+    const body = {
+      model: "mimo-v2-nano", temperature: 0, instructions: "Be brief.", tools: [WEATHER], reasoning: { effort: "none" },
+      input: [{ role: "user", content: "What is the weather in Fenwick?" }],
+    };
+    const count = await client.responses.inputTokens.count(body);
+    assert.equal(count.object, "response.input_tokens");
+    const r = await client.responses.create({ ...body, max_output_tokens: 1 });
+    assert.equal(count.input_tokens, r.usage.input_tokens);
+    const shorter = await client.responses.inputTokens.count({ model: "mimo-v2-nano", temperature: 0, input: "Hi" });
+    assert.ok(shorter.input_tokens > 0 && shorter.input_tokens < count.input_tokens);
+    // Continued from a stored response: its conversation counts too.
+    const cont = await client.responses.inputTokens.count({ ...body, previous_response_id: r.id, input: "And in Gostead?" });
+    assert.ok(cont.input_tokens > count.input_tokens);
+    await assert.rejects(client.responses.inputTokens.count({ model: "mimo-v2-nano", temperature: 0, input: 5 }),
+      (e) => e instanceof OpenAI.BadRequestError && e.error?.param === "input");
+    for (const [method, p] of [["POST", "/v1/responses/foo/bar"], ["GET", "/v1/responses/resp_1/nope"], ["POST", "/v1/responses/input_tokens/x"]]) {
+      const res = await fetch(server.url + p, { method, headers: { "Content-Type": "application/json" }, body: method === "POST" ? "{}" : undefined });
+      const text = await res.text();
+      assertOpenAiError(assert, { status: res.status, text, json: JSON.parse(text) }, 404);
     }
   });
 });
