@@ -437,6 +437,8 @@ bool Engine::Step() {
     if (r->first_scheduled_time == 0) {
       r->first_scheduled_time = now;
       local_stats_.prompt_tokens += r->num_prompt_tokens();
+      // At once rather than with the step's events, which come after its forward pass.
+      if (r->params->report_admission) (*r->sink)(MakeOutput(*r));
     }
   }
   StatusOr<KvStepPlan> kv_plan = kv_->PlanStep(plan.ToStepBatch());

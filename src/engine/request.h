@@ -28,6 +28,10 @@ struct GenerationRequest {
   StopParams stop;
   int n = 1;
   ConstraintFactory constraint;  // structured output; null: unconstrained
+  // Deliver an event with no tokens when each sample is first scheduled, before its prompt is
+  // computed: it carries the prefix-cache hit (num_cached_tokens), which Anthropic's
+  // message_start reports before a long prefill.
+  bool report_admission = false;
 };
 
 // Monotonic seconds (steady clock) since an arbitrary origin; the event timestamps.

@@ -2,8 +2,8 @@
 // engine and chat template, so coding agents that speak either protocol work. The request becomes
 // a ChatTurn (anthropic_request.h); the output goes through the `mimo` parsers and comes back as
 // thinking / text / tool_use blocks (thinking signed, so that it can come back), whole or as the
-// message_start ... message_stop event stream (message_start at once, pings while the prompt is
-// processed).
+// message_start ... message_stop event stream (message_start as soon as the engine schedules the
+// request, pings while the prompt is processed).
 
 #include "chat/chat_output_parser.h"
 #include "core/base64.h"
@@ -44,12 +44,14 @@ struct MessageState {
   ReasoningTokenCounter reasoning;
   bool omit_thinking = false;
   int input_tokens = 0, output_tokens = 0, cached = 0;
+  int output_budget = 0;  // PreparedTurn::output_budget
   FinishReason reason = FinishReason::kNone;
   std::string stop_reason_text;
   bool made_calls = false;
   // Whole response.
   ChatParseResult result;
   // Stream.
+  bool started = false;       // message_start written
   int block = -1;             // index of the open block
   std::string block_type;     // "thinking" | "text" | "tool_use"
   std::string block_thinking;  // text of the open thinking block (for its signature)
@@ -79,7 +81,7 @@ struct MessageState {
   ChatDelta Apply(const RequestOutput& ev) {
     ChatDelta d = ParseEvent(parser.get(), ev);
     if (ev.finished) {
-      reason = ev.finish_reason;
+      reason = AnswerFinishReason(ev, *parser, output_budget);  // a call cut to fit: max_tokens
       stop_reason_text = ev.stop_reason;
     }
     for (const ToolCallDelta& t : d.tool_calls) made_calls |= !t.id.empty();
@@ -116,8 +118,15 @@ struct MessageState {
                     DumpJson({{"type", "content_block_delta"}, {"index", block}, {"delta", delta}}));
   }
 
-  // message_start, written as soon as the request is admitted.
-  std::string Start() const {
+  // message_start, once: with the engine's admission event (GenerationRequest::
+  // report_admission), which comes when the request is first scheduled, before its prompt is
+  // computed, and carries the prefix-cache hit, so message_start reports the same split of the
+  // prompt into input_tokens and cache_read_input_tokens as message_delta. A request still queued
+  // when the first ping is due gets its message_start then, before the hit is known (the whole
+  // prompt as input_tokens; message_delta has the split).
+  std::string StartOnce() {
+    if (started) return "";
+    started = true;
     OJson msg = {{"id", id},
                  {"type", "message"},
                  {"role", "assistant"},
@@ -126,16 +135,16 @@ struct MessageState {
                  {"stop_reason", nullptr},
                  {"stop_sequence", nullptr},
                  {"usage",
-                  {{"input_tokens", input_tokens},
+                  {{"input_tokens", input_tokens - cached},
                    {"cache_creation_input_tokens", 0},
-                   {"cache_read_input_tokens", 0},
+                   {"cache_read_input_tokens", cached},
                    {"output_tokens", 0}}}};
     return SseEvent("message_start", DumpJson({{"type", "message_start"}, {"message", msg}}));
   }
 
   std::string StreamEvent(const RequestOutput& ev) {
     const ChatDelta d = Apply(ev);
-    std::string out;
+    std::string out = StartOnce();
     if (!d.reasoning_content.empty()) {
       if (block_type != "thinking") {
         out += Open("thinking", {{"type", "thinking"}, {"thinking", ""}, {"signature", ""}});
@@ -230,12 +239,14 @@ void ApiServer::HandleMessages(const HttpRequest& req, HttpResponse& res) {
       ReasoningTokenCounter(prep, model_.think_start_id, model_.think_end_id, model_.tool_call_id);
   st->omit_thinking = ar.omit_thinking;
   st->input_tokens = prep.prompt_tokens;
+  st->output_budget = prep.output_budget;
+  turn.gen.report_admission = ar.stream;  // for message_start
   auto session = std::make_shared<GenerationSession>(*model_.engine, *metrics_, 1);
   const Status s = session->Submit(std::move(turn.gen), 0);
   if (!s.ok()) return SendError(res, FromStatus(s, "messages"), P);
   StreamWriters w;
-  w.head = st->Start();
   w.on_event = [st](const RequestOutput& ev) { return st->StreamEvent(ev); };
+  w.before_keepalive = [st] { return st->StartOnce(); };
   w.tail = [] { return std::string(); };
   w.keepalive = SseEvent("ping", DumpJson({{"type", "ping"}}));
   w.error_tail = ErrorTail(P, ar.stream);

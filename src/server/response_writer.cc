@@ -57,6 +57,7 @@ class SessionSource : public BodySource {
       last_ = now;
     } else if (stream_ && !w_.keepalive.empty() &&
                now - last_ >= std::chrono::duration<double>(w_.keepalive_seconds)) {
+      if (w_.before_keepalive) *out += w_.before_keepalive();
       *out += w_.keepalive;
       last_ = now;
     }

@@ -30,6 +30,9 @@ struct StreamWriters {
   // Written whenever nothing else was for `keepalive_seconds` (Anthropic's ping event, an SSE
   // comment), so clients and proxies with idle timeouts wait through a long prompt.
   std::string keepalive = ": keepalive\n\n";
+  // Called before each keep-alive when set (Anthropic: a message_start that waited for the
+  // engine's admission event is written then if it has not come yet).
+  std::function<std::string()> before_keepalive;
   double keepalive_seconds = 5;
   // When a sample ends with FinishReason::kError (an engine step failed, or the server stopped
   // the engine at the end of its drain): what is written instead of `tail` - for a stream the

@@ -272,6 +272,26 @@ describe("anthropic: the Messages API on the default model", () => {
     assert.equal(ev.at(-1).type, "message_stop");
   });
 
+  test("message_start reports the prompt's prefix-cache hit, the same split as message_delta", async () => {
+    const url = server.url + "/v1/messages";
+    const body = { max_tokens: 4, stream: true, system: "You are a careful calculator. ".repeat(20), messages: Q };
+    const split = (u) => [u.input_tokens, u.cache_read_input_tokens];
+    const counted = (await client.messages.countTokens({ model: "mimo-v2-nano", system: body.system, messages: Q })).input_tokens;
+    await sseEvents(url, body);  // the prompt is cached now
+    const ev = await sseEvents(url, body);
+    const start = ev[0].message.usage, delta = ev.find((e) => e.type === "message_delta").usage;
+    assert.ok(start.cache_read_input_tokens > 0, JSON.stringify(start));
+    assert.deepEqual(split(start), split(delta));
+    assert.equal(start.input_tokens + start.cache_read_input_tokens, counted);
+    // The SDK's stream keeps message_start's usage and takes message_delta's over it: the same.
+    const stream = client.messages.stream({ model: "mimo-v2-nano", ...body });
+    let first;
+    stream.on("streamEvent", (e) => { if (e.type === "message_start") first = e.message.usage; });
+    const m = await stream.finalMessage();
+    assert.deepEqual(split(first), split(m.usage));
+    assert.ok(first.cache_read_input_tokens > 0);
+  });
+
   test("usage.output_tokens is the number of tokens generated (chat's completion_tokens, one logprob each), whole and streamed", async () => {
     const chat = server.url + "/v1/chat/completions", msgs = server.url + "/v1/messages";
     for (const [thinking, enable_thinking] of [[{ type: "disabled" }, false], [{ type: "adaptive" }, true]]) {
