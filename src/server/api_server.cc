@@ -456,7 +456,8 @@ void ApiServer::Route() {
         AddCors(req, res);
         // Anthropic's name for the id (its SDK reads it into _request_id); every response also
         // has x-request-id (the HTTP layer's).
-        if (ProtocolOf(req.path) == Protocol::kAnthropic) res.set_header("request-id", req.request_id);
+        if (ProtocolOf(req.path) == Protocol::kAnthropic)
+          res.set_header("request-id", req.request_id);
       },
       // What the HTTP layer itself refuses (no route, a wrong method, a malformed or oversized
       // request, a full server) gets an error object in the shape of the path's protocol.

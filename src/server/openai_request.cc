@@ -354,8 +354,9 @@ void LegacyFunctionMessagesAsTools(OJson* messages) {
       const OJson args = fc.contains("arguments") && fc["arguments"].is_string()
                              ? fc["arguments"]
                              : OJson("{}");
-      msg["tool_calls"] = OJson::array(
-          {{{"id", id}, {"type", "function"}, {"function", {{"name", fc["name"]}, {"arguments", args}}}}});
+      OJson call = {{"id", id}, {"type", "function"}};
+      call["function"] = {{"name", fc["name"]}, {"arguments", args}};
+      msg["tool_calls"] = OJson::array({std::move(call)});
       msg.erase("function_call");
       open.emplace_back(fc["name"].get<std::string>(), id);
     } else if (msg.value("role", "") == "function") {

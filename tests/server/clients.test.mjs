@@ -152,7 +152,9 @@ describe("clients: legacy functions and function_call through the openai client"
     return j.tokens;
   };
   before(async () => {
-    server = await startServer(ensureE2eModel(), ["--max-model-len", "1024"]);
+    // Strings bounded, so a random-weight call always closes within max_tokens (a call cut by
+    // max_tokens is reported "length").
+    server = await startServer(ensureE2eModel(), ["--max-model-len", "1024", "--grammar-max-string-length", "16"]);
     client = server.openai();
   });
   after(async () => { assert.equal(await server?.stop(), 0, server?.stderr()); });

@@ -439,8 +439,10 @@ std::string AllUsage() {
     // Continuation lines keep their place under the first: "usage: " and its blank twin are as
     // wide.
     std::string u = m.usage;
-    for (size_t p = u.find('\n'); p != std::string::npos && p + 1 < u.size(); p = u.find('\n', p + 1))
+    for (size_t p = u.find('\n'); p != std::string::npos && p + 1 < u.size();
+         p = u.find('\n', p + 1)) {
       u.insert(p + 1, "       ");
+    }
     out += (out.empty() ? "usage: " : "       ") + u;
   }
   return out;
