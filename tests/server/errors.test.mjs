@@ -518,6 +518,7 @@ const ROUTES = [
   { route: "POST /v1/messages", auth: "key", body: { model: "e2e", max_tokens: 1, messages: USER } },
   { route: "POST /v1/messages/count_tokens", auth: "key", body: { model: "e2e", messages: USER } },
   { route: "POST /v1/responses", auth: "key", body: { input: "hi", max_output_tokens: 1 } },
+  { route: "POST /v1/responses/input_tokens", auth: "key", body: { input: "hi" } },
   { route: "GET /v1/responses/{}", auth: "key", stored: (id) => `/v1/responses/${id}` },
   { route: "DELETE /v1/responses/{}", auth: "key", stored: (id) => `/v1/responses/${id}` },
   { route: "GET /v1/responses/{}/input_items", auth: "key", stored: (id) => `/v1/responses/${id}/input_items` },
