@@ -68,6 +68,9 @@ class ChatOutputParser {
   static ChatParseResult Parse(const ToolSchema& schema, std::string_view text,
                                ChatParserOptions options);
 
+  // A tool call has been emitted (its header at least).
+  bool made_tool_calls() const { return saw_tool_call_; }
+
  private:
   void AddContent(const ToolParseDelta& tools, ChatDelta* out);
   void Route(ReasoningDelta r, ChatDelta* out);  // reasoning, calls in it, content -> out

@@ -40,6 +40,17 @@ ChatDelta ParseEvent(ChatOutputParser* parser, const RequestOutput& ev) {
   return d;
 }
 
+FinishReason AnswerFinishReason(const RequestOutput& ev, const ChatOutputParser& parser,
+                                int output_budget) {
+  if (!ev.finished || ev.finish_reason != FinishReason::kStop || !parser.made_tool_calls() ||
+      output_budget <= 0) {
+    return ev.finish_reason;
+  }
+  const int end_slot = ev.stop_reason == "grammar" ? 1 : 0;  // kept after a self-ending grammar
+  return ev.num_output_tokens + end_slot >= output_budget ? FinishReason::kLength
+                                                           : ev.finish_reason;
+}
+
 std::optional<ApiError> ApiServer::RenderTurn(ChatTurn* t, ChatPrompt* prompt) const {
   // Thinking unset: the template's own default, made explicit so that template and parser agree.
   if (!t->template_kwargs.contains("enable_thinking") && !t->template_kwargs.contains("thinking")) {
@@ -112,6 +123,7 @@ std::optional<ApiError> ApiServer::PrepareTurn(ChatTurn* t, PreparedTurn* out) c
   c.prompt_in_reasoning = out->prompt_in_reasoning;
   c.reasoning_budget = out->reasons ? t->reasoning_budget : -1;
   c.max_tokens = stop.max_tokens > 0 ? stop.max_tokens : room;
+  out->output_budget = room > 0 ? std::min(c.max_tokens, room) : c.max_tokens;
   return BuildConstraint(c, model_, &t->gen.constraint);
 }
 

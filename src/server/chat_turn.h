@@ -45,7 +45,21 @@ struct PreparedTurn {
   bool prompt_in_reasoning = false;  // the prompt itself opened it
   int prompt_tokens = 0;
   bool max_tokens_fitted = false;  // max_tokens was lowered to the room left in the context
+  // Tokens the output may take: max_tokens, within the room the prompt leaves in the context.
+  int output_budget = 0;
 };
+
+// How a chat answer ended, for every protocol to report (chat completions "length", Anthropic
+// "max_tokens", Responses "incomplete"/max_output_tokens): the engine's reason, except that an
+// answer with tool calls that ended as its token budget ran out is kLength. Under an output
+// constraint a call always closes as valid JSON, steered to its end in time
+// (grammar/output_constraint.h), so the engine sees a normal end (its EOS on the budget's last
+// token, or the grammar's own end one before it, the slot the engine keeps for the end); but its
+// arguments were cut to fit ("Fen" for "Fenwick"), so the client must not take them as complete.
+// A call the model itself ended on exactly that token is reported so too: the two cannot be told
+// apart from the output (one token more of budget tells).
+FinishReason AnswerFinishReason(const RequestOutput& ev, const ChatOutputParser& parser,
+                                int output_budget);
 
 // Counts the output tokens of the reasoning block (usage's reasoning_tokens, Anthropic's
 // thinking_tokens): the tokens between a leading <think> (or the start of the output when the

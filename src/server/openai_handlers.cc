@@ -97,6 +97,8 @@ struct ChatChoice {
   std::unique_ptr<ChatOutputParser> parser;
   ChatParseResult result;   // accumulated (whole responses)
   OJson logprobs = OJson::array();
+  // Streamed: logprobs of tokens whose text no chunk has carried yet (see StreamEvent).
+  OJson pending_logprobs = OJson::array();
   bool started = false;     // streamed the role chunk
   bool made_calls = false;
   FinishReason reason = FinishReason::kNone;
@@ -129,6 +131,7 @@ struct ChatState {
   std::vector<ChatChoice> choices;
   int prompt_tokens = 0;
   int cached_tokens = 0;
+  int output_budget = 0;  // PreparedTurn::output_budget
   const Tokenizer* tok = nullptr;
 
   OJson Chunk(int index, OJson delta, OJson logprobs_json, OJson finish) const {
@@ -161,7 +164,7 @@ struct ChatState {
   ChatDelta Apply(const RequestOutput& ev) {
     ChatChoice& c = choices[ev.index];
     ChatDelta d = ParseEvent(c.parser.get(), ev);
-    if (ev.finished) c.reason = ev.finish_reason;
+    if (ev.finished) c.reason = AnswerFinishReason(ev, *c.parser, output_budget);  // cut: length
     for (const ToolCallDelta& t : d.tool_calls) c.made_calls |= !t.id.empty();
     c.reasoning.Add(ev.token_ids);
     c.output_tokens = ev.num_output_tokens;
@@ -178,15 +181,24 @@ struct ChatState {
       out += SseData(DumpJson(Chunk(ev.index, {{"role", "assistant"}, {"content", ""}}, nullptr, nullptr)));
     }
     const ChatDelta d = Apply(ev);
-    OJson lp = logprobs && !ev.logprobs.empty()
-                   ? OJson{{"content", ChatLogprobs(*tok, ev.logprobs)}}
-                   : OJson(nullptr);
+    // A token that shows no text yet (the `<think>` tag, a tag the parser still holds) sends no
+    // chunk of its own, whose delta would be empty: its logprobs ride on the next chunk with a
+    // delta, or on the finish chunk, so the stream's logprobs still cover every token, in order.
+    if (logprobs) {
+      for (OJson& e : ChatLogprobs(*tok, ev.logprobs)) c.pending_logprobs.push_back(std::move(e));
+    }
+    auto take_logprobs = [&c] {
+      if (c.pending_logprobs.empty()) return OJson(nullptr);
+      OJson lp = {{"content", std::move(c.pending_logprobs)}};
+      c.pending_logprobs = OJson::array();
+      return lp;
+    };
     OJson delta = DeltaJson(d, legacy_functions);
-    if (!delta.empty() || !lp.is_null()) {
-      out += SseData(DumpJson(Chunk(ev.index, std::move(delta), lp, nullptr)));
+    if (!delta.empty()) {
+      out += SseData(DumpJson(Chunk(ev.index, std::move(delta), take_logprobs(), nullptr)));
     }
     if (ev.finished) {
-      out += SseData(DumpJson(Chunk(ev.index, OJson::object(), nullptr,
+      out += SseData(DumpJson(Chunk(ev.index, OJson::object(), take_logprobs(),
                                     OpenAiFinishReason(c.reason, c.made_calls, legacy_functions))));
     }
     return out;
@@ -266,6 +278,7 @@ void ApiServer::HandleChat(const HttpRequest& req, HttpResponse& res) {
   st->legacy_functions = cr.legacy_functions;
   st->tok = model_.tokenizer;
   st->prompt_tokens = prep.prompt_tokens;
+  st->output_budget = prep.output_budget;
   for (int i = 0; i < turn.gen.n; ++i) {
     st->choices.emplace_back();
     st->choices.back().parser = std::make_unique<ChatOutputParser>(prep.schema, prep.parser);

@@ -106,6 +106,7 @@ struct ResponsesState {
   std::unique_ptr<ChatOutputParser> parser;
   ReasoningTokenCounter reasoning;
   int prompt_tokens = 0, output_tokens = 0, cached = 0;
+  int output_budget = 0;  // PreparedTurn::output_budget
   FinishReason reason = FinishReason::kNone;
   std::string error;
   // Output so far.
@@ -304,7 +305,7 @@ struct ResponsesState {
   ChatDelta Apply(const RequestOutput& ev) {
     ChatDelta d = ParseEvent(parser.get(), ev);
     if (ev.finished) {
-      reason = ev.finish_reason;
+      reason = AnswerFinishReason(ev, *parser, output_budget);  // a call cut to fit: incomplete
       error = ev.error;
     }
     reasoning.Add(ev.token_ids);
@@ -479,6 +480,7 @@ void ApiServer::HandleResponses(const HttpRequest& req, HttpResponse& res) {
   st->reasoning =
       ReasoningTokenCounter(prep, model_.think_start_id, model_.think_end_id, model_.tool_call_id);
   st->prompt_tokens = prep.prompt_tokens;
+  st->output_budget = prep.output_budget;
   auto session = std::make_shared<GenerationSession>(*model_.engine, *metrics_, 1);
   const Status s = session->Submit(std::move(turn.gen), 0);
   if (!s.ok()) return SendError(res, FromStatus(s, "input"), P);
