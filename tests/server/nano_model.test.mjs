@@ -176,6 +176,77 @@ describe("nano model: answers through the OpenAI and Anthropic clients", () => {
     assert.equal(final.stop_reason, "end_turn");
   });
 
+  // The nano model calls get_weather({"city": "Fenwick"}) in 22 tokens (21 with parallel calls
+  // off, whose grammar ends by itself). Under a smaller max_tokens the output constraint still
+  // closes the call as valid JSON, cutting the value short to fit: its arguments are not what the
+  // model meant, so every protocol reports the limit, not a finished call (issue 47).
+  test("a tool call cut to fit max_tokens reports length / max_tokens / incomplete", async () => {
+    const messages = [{ role: "user", content: "What is the weather in Fenwick?" }];
+    const cut = (city) => typeof city === "string" && city.length < "Fenwick".length && "Fenwick".startsWith(city);
+    for (const parallel_tool_calls of [true, false]) {
+      const body = { messages, tools: TOOLS, temperature: 0, parallel_tool_calls, ...OFF };
+      const short = await openai.chat.completions.create({ ...body, max_tokens: 20 });
+      assert.equal(short.choices[0].finish_reason, "length", JSON.stringify(short));
+      const args = JSON.parse(short.choices[0].message.tool_calls[0].function.arguments);
+      assert.ok(cut(args.city), JSON.stringify(args));
+      let finish = null;
+      for await (const ch of await openai.chat.completions.create({ ...body, max_tokens: 20, stream: true })) {
+        if (ch.choices[0]?.finish_reason) finish = ch.choices[0].finish_reason;
+      }
+      assert.equal(finish, "length");
+      const room = await openai.chat.completions.create({ ...body, max_tokens: 64 });
+      assert.equal(room.choices[0].finish_reason, "tool_calls");
+      assert.deepEqual(JSON.parse(room.choices[0].message.tool_calls[0].function.arguments), { city: "Fenwick" });
+    }
+    for (const [max_tokens, stop_reason] of [[20, "max_tokens"], [64, "tool_use"]]) {
+      const r = await anthropic.messages.create({
+        model: "mimo-v2-nano", max_tokens, tools: ANTHROPIC_TOOLS, messages, temperature: 0, thinking: { type: "disabled" },
+      });
+      assert.equal(r.stop_reason, stop_reason, JSON.stringify(r));
+      const use = r.content.find((b) => b.type === "tool_use");
+      assert.ok(stop_reason === "tool_use" ? use.input.city === "Fenwick" : cut(use.input.city), JSON.stringify(use));
+    }
+    const tools = TOOLS.map((t) => ({ type: "function", ...t.function }));
+    for (const [max_output_tokens, status] of [[20, "incomplete"], [64, "completed"]]) {
+      const r = await openai.responses.create({
+        model: "mimo-v2-nano", input: messages, tools, max_output_tokens, temperature: 0, reasoning: { effort: "none" },
+      });
+      assert.equal(r.status, status, JSON.stringify(r));
+      assert.deepEqual(r.incomplete_details, status === "incomplete" ? { reason: "max_output_tokens" } : null);
+      const call = r.output.find((o) => o.type === "function_call");
+      assert.equal(call.name, "get_weather");
+    }
+  });
+
+  // The <think> token shows no text: its logprob rides on the next chunk that has a delta (no
+  // chunk is an empty delta holding only logprobs), and the stream's logprobs are the whole
+  // answer's, token for token (issue 47).
+  test("streamed chat logprobs with thinking: no empty-delta chunk, every token covered", async () => {
+    const body = {
+      messages: [{ role: "user", content: "What is 27 + 15?" }], max_tokens: 80, temperature: 0, logprobs: true,
+      chat_template_kwargs: { enable_thinking: true },
+    };
+    const whole = await openai.chat.completions.create(body);
+    const tokens = whole.choices[0].logprobs.content.map((t) => t.token);
+    assert.equal(tokens.length, whole.usage.completion_tokens);
+    assert.equal(tokens[0], "<think>");
+    assert.match(whole.choices[0].message.reasoning_content, WORKING);
+    const streamed = [];
+    let reasoning = "";
+    for await (const ch of await openai.chat.completions.create({ ...body, stream: true })) {
+      const c = ch.choices[0];
+      if (!c) continue;
+      if (c.logprobs?.content?.length && !c.finish_reason) {
+        const d = c.delta;
+        assert.ok(d.content || d.reasoning_content || d.tool_calls?.length || d.role, "logprobs on an empty delta: " + JSON.stringify(ch));
+      }
+      streamed.push(...(c.logprobs?.content || []).map((t) => t.token));
+      reasoning += c.delta?.reasoning_content || "";
+    }
+    assert.deepEqual(streamed, tokens);
+    assert.equal(reasoning, whole.choices[0].message.reasoning_content);
+  });
+
   test("Anthropic thinking blocks and stop_sequences", async () => {
     const r = await anthropic.messages.create({
       model: "mimo-v2-nano", max_tokens: 256, messages: [{ role: "user", content: "What is 27 + 15?" }],
