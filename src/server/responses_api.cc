@@ -58,7 +58,12 @@ class TokenPhase {
         return IsText(id);
       case State::kReasoning:
         if (id == ids_.think_end) state_ = State::kText;
-        if (id == ids_.tool_call) state_ = State::kCall;  // a call ends the block, as it parses
+        // A call inside the block: the block goes on after it, as the reasoning parser reads it.
+        if (id == ids_.tool_call) state_ = State::kReasoningCall;
+        return false;
+      case State::kReasoningCall:
+        if (id == ids_.tool_call_end) state_ = State::kReasoning;
+        if (id == ids_.think_end) state_ = State::kText;  // `</think>` ends both
         return false;
       case State::kText:
         if (id != ids_.tool_call) return true;
@@ -72,7 +77,7 @@ class TokenPhase {
   }
 
  private:
-  enum class State { kBefore, kReasoning, kText, kCall };
+  enum class State { kBefore, kReasoning, kReasoningCall, kText, kCall };
   State state_ = State::kText;
   Ids ids_;
 };
