@@ -259,6 +259,8 @@ struct ResponsesState {
       text_logprobs = OJson::array();
     } else if (open == "function_call") {
       output[i] = CallItem(call_, text_, true);
+      // Closed by the end of an output cut at max_output_tokens: its arguments were cut to fit.
+      if (reason == FinishReason::kLength) output[i]["status"] = "incomplete";
       if (output[i]["type"] == "custom_tool_call") {
         out += Event(
             "response.custom_tool_call_input.done",

@@ -215,6 +215,7 @@ describe("nano model: answers through the OpenAI and Anthropic clients", () => {
       assert.deepEqual(r.incomplete_details, status === "incomplete" ? { reason: "max_output_tokens" } : null);
       const call = r.output.find((o) => o.type === "function_call");
       assert.equal(call.name, "get_weather");
+      assert.equal(call.status, status === "incomplete" ? "incomplete" : "completed");
     }
   });
 
