@@ -26,7 +26,8 @@ static std::string ThinkingSignature(const ApiServer& s, const std::string& text
 // An error of /v1/messages: Anthropic's shape, with error.details.error_code for the thread
 // error, which the SDK's message threads read to replay the conversation.
 static void SendMessagesError(HttpResponse& res, const ApiError& e) {
-  if (e.code != kThreadNotFound) return ApiServer::SendError(res, e, ApiServer::Protocol::kAnthropic);
+  if (e.code != kThreadNotFound)
+    return ApiServer::SendError(res, e, ApiServer::Protocol::kAnthropic);
   OJson j = e.AnthropicJson();
   j["error"]["details"] = {{"error_code", e.code}};
   ApiServer::SendJson(res, j, e.status);
@@ -51,11 +52,11 @@ struct MessageState {
   // Whole response.
   ChatParseResult result;
   // Stream.
-  bool started = false;       // message_start written
-  int block = -1;             // index of the open block
-  std::string block_type;     // "thinking" | "text" | "tool_use"
+  bool started = false;        // message_start written
+  int block = -1;              // index of the open block
+  std::string block_type;      // "thinking" | "text" | "tool_use"
   std::string block_thinking;  // text of the open thinking block (for its signature)
-  int open_call = -1;         // tool-call index of the open tool_use block
+  int open_call = -1;          // tool-call index of the open tool_use block
 
   std::string StopReason() const {
     if (reason == FinishReason::kLength) return "max_tokens";
@@ -109,13 +110,14 @@ struct MessageState {
     ++block;
     block_type = type;
     out += SseEvent("content_block_start", DumpJson({{"type", "content_block_start"},
-                                                      {"index", block},
-                                                      {"content_block", content_block}}));
+                                                     {"index", block},
+                                                     {"content_block", content_block}}));
     return out;
   }
   std::string Delta(OJson delta) const {
-    return SseEvent("content_block_delta",
-                    DumpJson({{"type", "content_block_delta"}, {"index", block}, {"delta", delta}}));
+    return SseEvent(
+        "content_block_delta",
+        DumpJson({{"type", "content_block_delta"}, {"index", block}, {"delta", delta}}));
   }
 
   // message_start, once: with the engine's admission event (GenerationRequest::
@@ -165,7 +167,8 @@ struct MessageState {
                                  {"name", c.name},
                                  {"input", OJson::object()}});
       }
-      if (!c.arguments.empty()) out += Delta({{"type", "input_json_delta"}, {"partial_json", c.arguments}});
+      if (!c.arguments.empty())
+        out += Delta({{"type", "input_json_delta"}, {"partial_json", c.arguments}});
     }
     // An engine error ends the stream with an error event instead (StreamWriters::error_tail).
     if (ev.finished && ev.finish_reason != FinishReason::kError) {
@@ -190,7 +193,8 @@ struct MessageState {
            {"thinking", omit_thinking ? "" : result.reasoning_content},
            {"signature", ThinkingSignature(*server, result.reasoning_content, omit_thinking)}});
     }
-    if (!result.content.empty() && !(made_calls && result.content.find_first_not_of(" \t\r\n") == std::string::npos)) {
+    if (!result.content.empty() &&
+        !(made_calls && result.content.find_first_not_of(" \t\r\n") == std::string::npos)) {
       content.push_back({{"type", "text"}, {"text", result.content}});
     }
     for (const ToolCall& c : result.tool_calls) {

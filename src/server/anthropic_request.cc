@@ -113,7 +113,8 @@ std::optional<ApiError> TextDocument(const OJson& b, const std::string& bf, std:
                             "text (source.type text or content)",
                         sf + ".type");
     } else {
-      return BadRequest("'" + sf + ".type' must be text, content, base64, url or file", sf + ".type");
+      return BadRequest("'" + sf + ".type' must be text, content, base64, url or file",
+                        sf + ".type");
     }
   }
   const char* tag = type == "search_result" ? "search_result" : "document";

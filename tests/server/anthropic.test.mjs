@@ -365,12 +365,12 @@ describe("anthropic: structured outputs and errors on random weights", () => {
   });
 
   test("toolRunner threads by default: each continue is answered thread_not_found and the SDK replays the whole conversation", async () => {
-    // The client, with every request it sends and the status of its answer.
+    // The client, with every message request it sends and the status of its answer.
     const sent = [];
     const c = server.anthropic({
       fetch: async (url, init) => {
         const res = await fetch(url, init);
-        sent.push({ body: JSON.parse(init.body), status: res.status, error: res.status === 200 ? null : await res.clone().json() });
+        if (!String(url).includes("count_tokens")) sent.push({ body: JSON.parse(init.body), status: res.status, error: res.status === 200 ? null : await res.clone().json() });
         return res;
       },
     });
@@ -421,6 +421,25 @@ describe("anthropic: structured outputs and errors on random weights", () => {
       assert.ok(prompt > last, `request ${k}: ${prompt} after ${last}`);
       last = prompt;
     }
+
+    // A message thread of its own (unsupportedRequestBehavior "error", the default): every turn
+    // after the first is a continue refused, then the whole conversation under a new thread.
+    sent.length = 0;
+    const thread = c.beta.messages.thread({ model: "e2e", max_tokens: 3, temperature: 0, system });
+    const turns = ["Hello.", "And then?", "Go on."];
+    const answers = [];
+    for (const [k, text] of turns.entries()) {
+      const reply = k === 1 ? await thread.stream({ role: "user", content: text }).finalMessage() : await thread.send({ role: "user", content: text });
+      answers.push(reply);
+      const ok = sent.at(-1);
+      assert.equal(ok.status, 200);
+      assert.equal(ok.body.thread.type, "create");
+      assert.deepEqual(ok.body.messages.filter((m) => m.role === "user").map((m) => m.content), turns.slice(0, k + 1));
+      assert.equal(ok.body.messages.length, 2 * k + 1);
+      const counted = await c.messages.countTokens({ model: "e2e", system, messages: ok.body.messages });
+      assert.equal(reply.usage.input_tokens + reply.usage.cache_read_input_tokens, counted.input_tokens);
+    }
+    assert.deepEqual(sent.map((r) => r.status), [200, 404, 200, 404, 200]);
   });
 
   test("server tools this server cannot run are refused naming the tool; tool search is left out", async () => {
