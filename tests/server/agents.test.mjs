@@ -8,9 +8,10 @@
 // budget is lowered.
 //
 // Real: `claude -p`, `codex exec`, `opencode run`, `pi -p` and `qwen` (third_party/node_modules)
-// against the default model, with no proxy in between for the first two: exit 0. The last three
-// also make a tool call, send its result back and get it answered, every answer 2xx and every
-// stream framed (seen through a byte-for-byte relay that keeps the exchanges).
+// against the default model, configured as README "Use with agents" says: exit 0, every answer
+// 2xx, every stream framed, any tool call's result sent back and answered (seen through a
+// byte-for-byte relay that keeps the exchanges; no proxy changes anything). opencode and pi must
+// make a tool call: they get a tool the toy model calls.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import fs from "node:fs";
@@ -214,36 +215,66 @@ async function startRelay(target) {
   };
 }
 
-// The protocol checks of an agent's chat-completions exchanges, on what the relay kept: every
-// answer 2xx and every stream framed (checkChatStream); an answer that makes a tool call finishes
-// with tool_calls; a request that sends a call's result back (role "tool" with its id) is answered
-// in turn (its answer is one of the exchanges). Returns {calls: the names of the tools called,
+// The protocol checks of an agent's exchanges, on what the relay kept: every answer 2xx; every
+// stream framed as its protocol's agents read it (checkChatStream, checkAnthropicStream,
+// checkResponsesStream); an answer that makes a tool call says so in its finish/stop reason; a
+// request that sends a call's result back (a chat `role: "tool"` message, an Anthropic
+// `tool_result` block, a Responses `function_call_output` item, with the call's id) is answered in
+// turn (its answer is one of the exchanges). Returns {calls: the names of the tools called,
 // returned: the names of those whose results were sent back, summary: one line per exchange for
 // failure messages}.
-function checkChatExchanges(exchanges) {
+function checkExchanges(exchanges) {
   const summary = exchanges.map((x) => `${x.method} ${x.path} ${x.status}`).join("\n");
   assert.ok(exchanges.length > 0, "the agent sent nothing");
-  const made = new Map();  // tool_call id -> {name, at: the exchange whose answer made it}
+  const made = new Map();  // call id -> {name, at: the exchange whose answer made it}
   const calls = [], returned = [];
+  const sentBack = (id, i) => {
+    const call = made.get(id);
+    if (call && call.at < i) returned.push(call.name);
+  };
+  const called = (id, name, i) => { made.set(id, { name, at: i }); calls.push(name); };
   exchanges.forEach((x, i) => {
     assert.ok(typeof x.status === "number" && x.status >= 200 && x.status < 300, `${x.method} ${x.path}: ${x.status} ${x.text}\n${summary}`);
-    if (!x.path.startsWith("/v1/chat/completions")) return;
-    assert.match(x.type, /text\/event-stream/, `${x.path}: the agents stream`);
-    const chunks = checkChatStream(parseSse(x.text));
-    for (const m of x.body.messages) {
-      const call = m.role === "tool" ? made.get(m.tool_call_id) : undefined;
-      if (call && call.at < i) returned.push(call.name);
+    if (!/text\/event-stream/.test(x.type)) return;
+    const events = parseSse(x.text);
+    const route = x.path.split("?")[0];
+    if (route === "/v1/chat/completions") {
+      const chunks = checkChatStream(events);
+      for (const m of x.body.messages) if (m.role === "tool") sentBack(m.tool_call_id, i);
+      const starts = chunks.flatMap((c) => c.choices?.[0]?.delta?.tool_calls ?? []).filter((t) => t.id);
+      if (starts.length) assert.equal(chunks.find((c) => c.choices?.[0]?.finish_reason).choices[0].finish_reason, "tool_calls");
+      for (const t of starts) called(t.id, t.function.name, i);
+    } else if (route === "/v1/messages") {
+      checkAnthropicStream(events);
+      for (const m of x.body.messages) {
+        for (const b of Array.isArray(m.content) ? m.content : []) if (b.type === "tool_result") sentBack(b.tool_use_id, i);
+      }
+      const uses = events.filter((e) => e.data.type === "content_block_start" && e.data.content_block.type === "tool_use");
+      if (uses.length) assert.equal(events.find((e) => e.data.type === "message_delta").data.delta.stop_reason, "tool_use");
+      for (const e of uses) called(e.data.content_block.id, e.data.content_block.name, i);
+    } else if (route === "/v1/responses") {
+      const response = checkResponsesStream(events);
+      for (const item of Array.isArray(x.body.input) ? x.body.input : []) {
+        if (/_call_output$/.test(item.type ?? "")) sentBack(item.call_id, i);
+      }
+      for (const o of response.output) if (/_call$/.test(o.type) && o.call_id) called(o.call_id, o.name ?? o.type, i);
+    } else {
+      assert.fail(`${x.path}: a stream from a route the agents tests do not know\n${summary}`);
     }
-    const starts = chunks.flatMap((c) => c.choices?.[0]?.delta?.tool_calls ?? []).filter((t) => t.id);
-    if (starts.length) assert.equal(chunks.find((c) => c.choices?.[0]?.finish_reason).choices[0].finish_reason, "tool_calls");
-    for (const t of starts) { made.set(t.id, { name: t.function.name, at: i }); calls.push(t.function.name); }
   });
   return { calls, returned, summary };
 }
 
-// checkChatExchanges, and a call of `tool` whose result was sent back and answered.
-function checkChatToolLoop(exchanges, tool) {
-  const { calls, returned, summary } = checkChatExchanges(exchanges);
+// checkExchanges, and where the toy model made tool calls (sampled: a run may make none), a result
+// sent back and answered.
+function checkAnswered(exchanges) {
+  const { calls, returned, summary } = checkExchanges(exchanges);
+  if (calls.length) assert.ok(returned.length > 0, `${calls} called, no result sent back:\n${summary}`);
+}
+
+// checkExchanges, and a call of `tool` whose result was sent back and answered.
+function checkToolLoop(exchanges, tool) {
+  const { calls, returned, summary } = checkExchanges(exchanges);
   assert.ok(calls.includes(tool), `no call of ${tool} (calls: ${calls}):\n${summary}`);
   assert.ok(returned.includes(tool), `no result of ${tool} sent back (results sent: ${returned}):\n${summary}`);
 }
@@ -261,15 +292,17 @@ describe("agents: the real CLIs on the default model", () => {
     fs.rmSync(work, { recursive: true, force: true });
   });
 
-  test("claude -p exits 0", async (t) => {
+  test("claude -p exits 0, every answer framed", async (t) => {
     if (!need(t, "claude")) return;
     const dir = fs.mkdtempSync(path.join(work, "claude-"));
+    const relay = await startRelay(server.url);
+    t.after(() => relay.close());
     // CLAUDE_CODE_MAX_OUTPUT_TOKENS as users of a 32k-context server set it: left at its 32000,
     // the ~12k-token prompt plus the output reserve exceed the 32k window, and the first time the
     // sampled toy answer is a tool call Claude Code compacts instead of sending the tool result
     // ("Prompt is too long · automatic compaction failed"; reproduced with a canned tool_use).
     const r = await runAgent("claude", ["-p", "What is 27 + 15?"], {
-      ANTHROPIC_BASE_URL: server.url, ANTHROPIC_API_KEY: "sk-local", ANTHROPIC_MODEL: "mimo-v2-nano",
+      ANTHROPIC_BASE_URL: relay.url, ANTHROPIC_API_KEY: "sk-local", ANTHROPIC_MODEL: "mimo-v2-nano",
       ANTHROPIC_SMALL_FAST_MODEL: "mimo-v2-nano", ANTHROPIC_DEFAULT_HAIKU_MODEL: "mimo-v2-nano",
       CLAUDE_CODE_MAX_CONTEXT_TOKENS: "32768", CLAUDE_CODE_MAX_OUTPUT_TOKENS: "8192", DISABLE_TELEMETRY: "1", DISABLE_ERROR_REPORTING: "1",
       DISABLE_AUTOUPDATER: "1", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
@@ -277,23 +310,27 @@ describe("agents: the real CLIs on the default model", () => {
     assert.equal(r.status, 0, `claude exited ${r.status}: ${r.stderr}\n${r.stdout}\nserver: ${tail(server.stderr())}`);
     assert.ok(r.stdout.trim().length > 0);
     assert.match(server.stderr(), /POST \/v1\/messages 200 prompt_tokens=\d{4,}/);
+    checkAnswered(relay.exchanges);
   });
 
-  test("codex exec exits 0", async (t) => {
+  test("codex exec exits 0, every answer framed", async (t) => {
     if (!need(t, "codex")) return;
     const dir = fs.mkdtempSync(path.join(work, "codex-"));
+    const relay = await startRelay(server.url);
+    t.after(() => relay.close());
     const home = path.join(dir, "codex-home");
     fs.mkdirSync(home);
     fs.writeFileSync(path.join(home, "config.toml"), [
       'model = "mimo-v2-nano"', 'model_provider = "mimo"', 'approval_policy = "never"', 'sandbox_mode = "read-only"',
       'web_search = "disabled"', "check_for_update_on_startup = false", "[analytics]", "enabled = false",
-      "[feedback]", "enabled = false", "[model_providers.mimo]", 'name = "mimo"', `base_url = "${server.url}/v1"`,
+      "[feedback]", "enabled = false", "[model_providers.mimo]", 'name = "mimo"', `base_url = "${relay.url}/v1"`,
       'env_key = "MIMO_API_KEY"', 'wire_api = "responses"', ""].join("\n"));
     const r = await runAgent("codex", ["exec", "--skip-git-repo-check", "What is 27 + 15?"],
       { CODEX_HOME: home, MIMO_API_KEY: "sk-local" }, dir);
     assert.equal(r.status, 0, `codex exited ${r.status}: ${r.stderr}\n${r.stdout}\nserver: ${tail(server.stderr())}`);
     assert.ok(r.stdout.trim().length > 0);
     assert.match(server.stderr(), /POST \/v1\/responses 200 prompt_tokens=\d{4,}/);
+    checkAnswered(relay.exchanges);
   });
 
   // opencode and pi each get, through their own extension mechanism, the one tool the toy model
@@ -301,7 +338,7 @@ describe("agents: the real CLIs on the default model", () => {
   // call it for: the call (12 of 12 samples of each agent's first request), the tool's result
   // sent back and the answer to it are then the run's usual path. Output budgets are lowered to
   // 1024 tokens (the toy may ramble to the budget). A relay between agent and server keeps the
-  // exchanges for the checks (checkChatToolLoop). Each run takes 5-20 s; killed after 2 minutes.
+  // exchanges for the checks (checkToolLoop). Each run takes 5-20 s; killed after 2 minutes.
   const QUESTION = "What is the weather in Paris?";
 
   test("opencode run: a tool call, its result sent back and answered", async (t) => {
@@ -333,7 +370,7 @@ describe("agents: the real CLIs on the default model", () => {
     }, project, 120000);
     const summary = relay.exchanges.map((x) => `${x.method} ${x.path} ${x.status}`).join("\n");
     assert.equal(r.status, 0, `opencode exited ${r.status}: ${r.stderr}\n${r.stdout}\nrequests:\n${summary}`);
-    checkChatToolLoop(relay.exchanges, "get_weather");
+    checkToolLoop(relay.exchanges, "get_weather");
   });
 
   test("pi -p: a tool call, its result sent back and answered", async (t) => {
@@ -361,7 +398,7 @@ describe("agents: the real CLIs on the default model", () => {
       { PI_OFFLINE: "1" }, dir, 120000);
     const summary = relay.exchanges.map((x) => `${x.method} ${x.path} ${x.status}`).join("\n");
     assert.equal(r.status, 0, `pi exited ${r.status}: ${r.stderr}\n${r.stdout}\nrequests:\n${summary}`);
-    checkChatToolLoop(relay.exchanges, "get_weather");
+    checkToolLoop(relay.exchanges, "get_weather");
   });
 
   // Qwen Code puts its system reminders (skills, environment, today's date) into the user message,
@@ -392,8 +429,7 @@ describe("agents: the real CLIs on the default model", () => {
     const summary = relay.exchanges.map((x) => `${x.method} ${x.path} ${x.status}`).join("\n");
     assert.equal(r.status, 0, `qwen exited ${r.status}: ${r.stderr}\n${r.stdout}\nrequests:\n${summary}`);
     assert.ok(r.stdout.trim().length > 0);
-    const { returned, calls } = checkChatExchanges(relay.exchanges);
     assert.ok(relay.exchanges[0].body.tools.length > 5, summary);
-    if (calls.length) assert.ok(returned.length > 0, `${calls} called, no result sent back:\n${summary}`);
+    checkAnswered(relay.exchanges);
   });
 });
