@@ -196,6 +196,49 @@ TEST(Engine, PreemptionUnderASmallCacheKeepsOutputs) {
   EXPECT_EQ(s.kv_free_blocks_per_group, s.kv_total_blocks_per_group);  // nothing leaked
 }
 
+// report_admission: the first event of each request has no tokens and comes before its prompt
+// is computed, with the prefix-cache hit that every later event reports (Anthropic's
+// message_start says it); without the flag there is no such event.
+TEST(Engine, AdmissionEventCarriesThePrefixHitBeforeAnyToken) {
+  auto e = MakeEngine(4, 32);  // chunked prefill: the prompts take several steps
+  for (int round = 0; round < 2; ++round) {
+    GenerationRequest g = GreedyPastEos("Where does Venlo live?", 3);
+    g.prompt_ids = MixedPrompt(0);
+    g.report_admission = true;
+    std::vector<RequestOutput> events;
+    RequestStream s;
+    ASSERT_TRUE(e->Submit(g, s.Sink()).ok());
+    e->RunUntilIdle();
+    RequestOutput ev;
+    while (s.Next(&ev, 0.0)) events.push_back(ev);
+    ASSERT_GE(events.size(), 2u);
+    EXPECT_TRUE(events[0].token_ids.empty());
+    EXPECT_FALSE(events[0].finished);
+    EXPECT_EQ(events[0].num_output_tokens, 0);
+    EXPECT_EQ(events[0].first_token_time, 0.0);
+    EXPECT_GT(events[0].first_scheduled_time, 0.0);
+    for (const RequestOutput& x : events) {
+      EXPECT_EQ(x.num_cached_tokens, events[0].num_cached_tokens);
+      EXPECT_EQ(x.num_prompt_tokens, static_cast<int>(g.prompt_ids.size()));
+    }
+    if (round == 0) {
+      EXPECT_EQ(events[0].num_cached_tokens, 0);
+    } else {
+      EXPECT_GE(events[0].num_cached_tokens, 32);  // the first round's blocks
+    }
+    EXPECT_EQ(events.back().num_output_tokens, 3);
+    EXPECT_TRUE(events.back().finished);
+  }
+  // Without the flag the first event already holds a token.
+  GenerationRequest g = GreedyPastEos("Where does Venlo live?", 2);
+  RequestStream s;
+  ASSERT_TRUE(e->Submit(g, s.Sink()).ok());
+  e->RunUntilIdle();
+  RequestOutput ev;
+  ASSERT_TRUE(s.Next(&ev, 0.0));
+  EXPECT_FALSE(ev.token_ids.empty());
+}
+
 TEST(Engine, CancellationFreesEveryBlockAtOnce) {
   auto e = MakeEngine(8, 64);
   e->Start();
