@@ -22,8 +22,12 @@ apt_install "${APT_PACKAGES[@]}"
 
 if [ ! -d third_party/node_modules ] ||
    [ third_party/package-lock.json -nt third_party/node_modules/.package-lock.json ]; then
-  echo "[setup-tests] npm ci (third_party)"
-  (cd third_party && npm ci --no-audit --no-fund --loglevel=error)
+  # `npm install --no-save` installs exactly the locked versions and leaves the lock as it is.
+  # Not `npm ci`: the agents ship their binaries as optional per-platform packages
+  # (opencode-darwin-arm64, ...), and the registry reachable here has only the Linux ones, so the
+  # lock cannot list the others and `npm ci` refuses it as out of sync.
+  echo "[setup-tests] npm install --no-save (third_party)"
+  (cd third_party && npm install --no-save --no-audit --no-fund --loglevel=error)
 fi
 for s in scripts/setup-tests.d/*.sh; do
   [ -e "$s" ] && bash "$s"

@@ -97,6 +97,47 @@ ChatDelta ChatOutputParser::Finish() {
   return out;
 }
 
+namespace {
+
+// The rank of what a delta holds first and last: reasoning 0, content 1, calls 2 (-1: nothing).
+int FirstRank(const ChatDelta& d) {
+  return !d.reasoning_content.empty() ? 0 : !d.content.empty() ? 1 : !d.tool_calls.empty() ? 2 : -1;
+}
+int LastRank(const ChatDelta& d) {
+  return !d.tool_calls.empty() ? 2 : !d.content.empty() ? 1 : !d.reasoning_content.empty() ? 0 : -1;
+}
+
+// Appends `d` to the last part when that keeps the order, else starts a new part.
+void AppendInOrder(ChatDelta d, std::vector<ChatDelta>* parts) {
+  if (d.empty()) return;
+  if (parts->empty() || FirstRank(d) < LastRank(parts->back())) {
+    parts->push_back(std::move(d));
+    return;
+  }
+  ChatDelta& last = parts->back();
+  last.reasoning_content += d.reasoning_content;
+  last.content += d.content;
+  for (ToolCallDelta& t : d.tool_calls) {
+    // A call's next fragment joins the one before it (one event, not one per byte).
+    if (t.id.empty() && !last.tool_calls.empty() && last.tool_calls.back().index == t.index) {
+      last.tool_calls.back().arguments += t.arguments;
+    } else {
+      last.tool_calls.push_back(std::move(t));
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<ChatDelta> ChatOutputParser::FeedInOrder(std::string_view text, bool finish) {
+  std::vector<ChatDelta> parts;
+  // One byte at a time: each step releases what that byte completes, so the steps come in the
+  // text's order (the parsers give the same result at every chunk size: the matrix test).
+  for (size_t i = 0; i < text.size(); ++i) AppendInOrder(Feed(text.substr(i, 1)), &parts);
+  if (finish) AppendInOrder(Finish(), &parts);
+  return parts;
+}
+
 ChatParseResult ChatOutputParser::Parse(const ToolSchema& schema, std::string_view text,
                                         ChatParserOptions options) {
   ChatOutputParser parser(schema, options);

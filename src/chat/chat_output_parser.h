@@ -65,6 +65,13 @@ class ChatOutputParser {
   ChatDelta Feed(std::string_view text);
   ChatDelta Finish();
 
+  // Feed, keeping the order of what the text holds. A ChatDelta lists reasoning, then content,
+  // then calls; a burst of several tokens (speculative decoding) may hold the end of a call and
+  // the text after it, which writers of ordered blocks (Anthropic content blocks, Responses output
+  // items) must see in that order. Each element is in reasoning -> content -> calls order, and
+  // together they hold exactly what Feed would return. `finish`: also Finish() at the end.
+  std::vector<ChatDelta> FeedInOrder(std::string_view text, bool finish);
+
   static ChatParseResult Parse(const ToolSchema& schema, std::string_view text,
                                ChatParserOptions options);
 

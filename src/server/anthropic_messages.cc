@@ -79,18 +79,19 @@ struct MessageState {
             {"output_tokens_details", {{"thinking_tokens", reasoning.count()}}}};
   }
 
-  ChatDelta Apply(const RequestOutput& ev) {
-    ChatDelta d = ParseEvent(parser.get(), ev);
+  std::vector<ChatDelta> Apply(const RequestOutput& ev) {
+    std::vector<ChatDelta> parts = ParseEventInOrder(parser.get(), ev);
     if (ev.finished) {
       reason = AnswerFinishReason(ev, *parser, output_budget);  // a call cut to fit: max_tokens
       stop_reason_text = ev.stop_reason;
     }
-    for (const ToolCallDelta& t : d.tool_calls) made_calls |= !t.id.empty();
+    for (const ChatDelta& d : parts)
+      for (const ToolCallDelta& t : d.tool_calls) made_calls |= !t.id.empty();
     reasoning.Add(ev.token_ids);
     input_tokens = ev.num_prompt_tokens;
     output_tokens = ev.num_output_tokens;
     cached = ev.num_cached_tokens;
-    return d;
+    return parts;
   }
 
   std::string Close() {
@@ -144,9 +145,9 @@ struct MessageState {
     return SseEvent("message_start", DumpJson({{"type", "message_start"}, {"message", msg}}));
   }
 
-  std::string StreamEvent(const RequestOutput& ev) {
-    const ChatDelta d = Apply(ev);
-    std::string out = StartOnce();
+  // The events of one in-order part of an event (reasoning, text, calls).
+  std::string Blocks(const ChatDelta& d) {
+    std::string out;
     if (!d.reasoning_content.empty()) {
       if (block_type != "thinking") {
         out += Open("thinking", {{"type", "thinking"}, {"thinking", ""}, {"signature", ""}});
@@ -170,6 +171,13 @@ struct MessageState {
       if (!c.arguments.empty())
         out += Delta({{"type", "input_json_delta"}, {"partial_json", c.arguments}});
     }
+    return out;
+  }
+
+  std::string StreamEvent(const RequestOutput& ev) {
+    const std::vector<ChatDelta> parts = Apply(ev);  // first: it reads the prefix-cache hit
+    std::string out = StartOnce();
+    for (const ChatDelta& d : parts) out += Blocks(d);
     // An engine error ends the stream with an error event instead (StreamWriters::error_tail).
     if (ev.finished && ev.finish_reason != FinishReason::kError) {
       out += Close();
@@ -256,7 +264,9 @@ void ApiServer::HandleMessages(const HttpRequest& req, HttpResponse& res) {
   w.error_tail = ErrorTail(P, ar.stream);
   Respond(
       res, session, ar.stream, std::move(w),
-      [st](const RequestOutput& ev) { AccumulateChatDelta(st->Apply(ev), &st->result); },
+      [st](const RequestOutput& ev) {
+        for (const ChatDelta& d : st->Apply(ev)) AccumulateChatDelta(d, &st->result);
+      },
       [st] { return st->Whole(); });
 }
 

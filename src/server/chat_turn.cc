@@ -40,6 +40,10 @@ ChatDelta ParseEvent(ChatOutputParser* parser, const RequestOutput& ev) {
   return d;
 }
 
+std::vector<ChatDelta> ParseEventInOrder(ChatOutputParser* parser, const RequestOutput& ev) {
+  return parser->FeedInOrder(ev.text, ev.finished);
+}
+
 FinishReason AnswerFinishReason(const RequestOutput& ev, const ChatOutputParser& parser,
                                 int output_budget) {
   if (!ev.finished || ev.finish_reason != FinishReason::kStop || !parser.made_tool_calls() ||

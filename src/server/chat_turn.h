@@ -36,6 +36,9 @@ struct ChatTurn {
 // The parsed delta of one engine event: its text fed to the sample's parser and, when the sample
 // finished, what the parser still held.
 ChatDelta ParseEvent(ChatOutputParser* parser, const RequestOutput& ev);
+// The same, in the order the event's text holds its parts (ChatOutputParser::FeedInOrder): for
+// the writers whose blocks or items are ordered (Anthropic, Responses).
+std::vector<ChatDelta> ParseEventInOrder(ChatOutputParser* parser, const RequestOutput& ev);
 
 // What the answer is built with.
 struct PreparedTurn {

@@ -309,8 +309,8 @@ struct ResponsesState {
     return out;
   }
 
-  ChatDelta Apply(const RequestOutput& ev) {
-    ChatDelta d = ParseEvent(parser.get(), ev);
+  std::vector<ChatDelta> Apply(const RequestOutput& ev) {
+    std::vector<ChatDelta> parts = ParseEventInOrder(parser.get(), ev);
     if (ev.finished) {
       reason = AnswerFinishReason(ev, *parser, output_budget);  // a call cut to fit: incomplete
       error = ev.error;
@@ -320,7 +320,7 @@ struct ResponsesState {
     prompt_tokens = ev.num_prompt_tokens;
     output_tokens = ev.num_output_tokens;
     cached = ev.num_cached_tokens;
-    return d;
+    return parts;
   }
 
   // The log-probabilities of the event's text tokens, to go with the next text the parser emits
@@ -424,7 +424,8 @@ struct ResponsesState {
   }
 
   std::string StreamEvent(const RequestOutput& ev) {
-    std::string out = Feed(Apply(ev));
+    std::string out;
+    for (const ChatDelta& d : Apply(ev)) out += Feed(d);  // in the text's order
     if (!ev.finished) return out;
     out += CloseOpen();
     Store();
@@ -436,7 +437,7 @@ struct ResponsesState {
   }
 
   void Accumulate(const RequestOutput& ev) {
-    Feed(Apply(ev));
+    for (const ChatDelta& d : Apply(ev)) Feed(d);
     if (ev.finished) {
       CloseOpen();
       seq = 0;

@@ -231,5 +231,58 @@ TEST(ChatOutputParser, BurstsAtEveryOffset) {
   ExpectWeatherCall(second);
 }
 
+
+// A burst of tokens (speculative decoding) that ends a call and goes on with text: the writers of
+// ordered blocks must see the call before the text. Expectations: the text's own order.
+TEST(ChatOutputParser, FeedInOrderKeepsTheTextsOrder) {
+  ChatParserOptions o = Opts(true, /*prefilled=*/true);
+  // Prompt ended in <think>: reasoning, a call inside it, </think>, then the answer's text.
+  const std::string text = std::string("Need weather. ") + kCall + "</think>\nChecking.";
+  ChatOutputParser p(Schema(), o);
+  std::vector<ChatDelta> parts = p.FeedInOrder(text, /*finish=*/true);
+  ASSERT_EQ(parts.size(), 2u);
+  EXPECT_EQ(parts[0].reasoning_content, "Need weather. ");
+  EXPECT_EQ(parts[0].content, "");
+  ASSERT_EQ(parts[0].tool_calls.size(), 1u);  // the call's fragments joined into one delta
+  EXPECT_EQ(parts[0].tool_calls[0].name, "get_weather");
+  EXPECT_EQ(json::parse(parts[0].tool_calls[0].arguments),
+            json::parse(R"({"city": "Paris", "days": 2})"));
+  EXPECT_EQ(parts[1].reasoning_content, "");
+  EXPECT_EQ(parts[1].content, "\nChecking.");
+  EXPECT_TRUE(parts[1].tool_calls.empty());
+
+  // Together the parts are what Feed + Finish give, at every split of the text into two events.
+  const ChatParseResult whole = ChatOutputParser::Parse(Schema(), text, o);
+  for (size_t cut = 0; cut <= text.size(); ++cut) {
+    ChatOutputParser q(Schema(), o);
+    ChatParseResult r;
+    for (const ChatDelta& d : q.FeedInOrder(text.substr(0, cut), false)) AccumulateChatDelta(d, &r);
+    std::vector<ChatDelta> tail = q.FeedInOrder(text.substr(cut), true);
+    for (const ChatDelta& d : tail) AccumulateChatDelta(d, &r);
+    EXPECT_EQ(r.ToJson(), whole.ToJson()) << "cut at " << cut;
+    // Within a part nothing comes before what precedes it in the text: a part that holds the
+    // answer's text holds no call (the call came first, in its own part).
+    for (const ChatDelta& d : tail) EXPECT_FALSE(!d.content.empty() && !d.tool_calls.empty());
+  }
+}
+
+// Reasoning, text, a call: one part (already in that order). The text between two calls comes
+// after the first: a new part, so an Anthropic writer closes the first tool_use block, writes the
+// text block, then opens the second call's block.
+TEST(ChatOutputParser, FeedInOrderSplitsWhenTheOrderTurnsBack) {
+  ChatOutputParser p(Schema(), Opts(true));
+  std::vector<ChatDelta> parts = p.FeedInOrder(
+      std::string("<think>a</think>Hi ") + kCall + "\n" + kCall, /*finish=*/true);
+  ASSERT_EQ(parts.size(), 2u);
+  EXPECT_EQ(parts[0].reasoning_content, "a");
+  EXPECT_EQ(parts[0].content, "Hi ");
+  ASSERT_EQ(parts[0].tool_calls.size(), 1u);
+  EXPECT_EQ(parts[0].tool_calls[0].index, 0);
+  EXPECT_EQ(parts[1].reasoning_content, "");
+  EXPECT_EQ(parts[1].content, "\n");
+  ASSERT_EQ(parts[1].tool_calls.size(), 1u);
+  EXPECT_EQ(parts[1].tool_calls[0].index, 1);
+}
+
 }  // namespace
 }  // namespace mimo
