@@ -99,21 +99,17 @@ void MimoReasoningParser::Step(ReasoningDelta* out) {
         return;
       }
       case State::kToolCall: {
+        // The call runs to its `</tool_call>`: a `</think>` before it is text of the call (a
+        // parameter value may hold it: the output constraint allows it there, and the tool-call
+        // parser reads values verbatim).
         size_t end = buf.find(kToolCallClose);
-        size_t close = buf.find(kThinkClose);
-        if (end != std::string_view::npos && (close == std::string_view::npos || end < close)) {
+        if (end != std::string_view::npos) {
           AppendToolCallText(buf.substr(0, end + kToolCallClose.size()), true, out);
           buf_.erase(0, end + kToolCallClose.size());
           state_ = State::kReasoning;  // the think block goes on after the call
           continue;
         }
-        if (close != std::string_view::npos) {  // `</tool_call>` missing: `</think>` ends both
-          AppendToolCallText(buf.substr(0, close), true, out);
-          buf_.erase(0, close + kThinkClose.size());
-          state_ = State::kContent;
-          continue;
-        }
-        size_t hold = PartialTagSuffix(buf, {kToolCallClose, kThinkClose});
+        size_t hold = PartialTagSuffix(buf, {kToolCallClose});
         AppendToolCallText(buf.substr(0, buf.size() - hold), false, out);
         buf_.erase(0, buf.size() - hold);
         return;

@@ -62,8 +62,8 @@ class TokenPhase {
         if (id == ids_.tool_call) state_ = State::kReasoningCall;
         return false;
       case State::kReasoningCall:
+        // The call runs to its `</tool_call>` (a `</think>` before it is the call's text).
         if (id == ids_.tool_call_end) state_ = State::kReasoning;
-        if (id == ids_.think_end) state_ = State::kText;  // `</think>` ends both
         return false;
       case State::kText:
         if (id != ids_.tool_call) return true;

@@ -171,9 +171,12 @@ std::vector<Case> Cases() {
       {"unknown function inside think",
        "r <tool_call><function=nope></function></tool_call></think>ok", "r ",
        "<tool_call><function=nope></function></tool_call>ok", {}},
-      {"</think> before the call's </tool_call> ends both",
-       "r <tool_call><function=run><parameter=command>pwd</parameter></think>Done.", "r ",
-       "Done.", {{"run", R"({"command": "pwd"})"}}},
+      // A `</think>` inside a call is the call's text (the output constraint allows it in a
+      // value): the call runs to its `</tool_call>`, and the think block goes on after it.
+      {"</think> inside a parameter value inside think",
+       "r <tool_call><function=run><parameter=command>echo </think> x</parameter></function>"
+       "</tool_call>s</think>Done.", "r s",
+       "Done.", {{"run", R"({"command": "echo </think> x"})"}}},
   };
 }
 

@@ -74,9 +74,13 @@ TEST(MimoReasoningParser, ToolCallInsideReasoningGoesToToolCalls) {
   // Two calls in one block, with reasoning between and after them.
   ExpectParse("a " + call + " b " + call + " c</think>", Prefilled(false), "a  b  c", "",
               call + call);
-  // `</think>` before the call's `</tool_call>` ends both.
-  ExpectParse("a <tool_call><function=f></function></think>x", Prefilled(true), "a ", "x",
-              "<tool_call><function=f></function>");
+  // A call runs to its `</tool_call>`: a `</think>` before that is the call's text (a parameter
+  // value may hold it; the output constraint allows it there).
+  ExpectParse("a <tool_call><function=f></function></think>x", Prefilled(true), "a ", "",
+              "<tool_call><function=f></function></think>x");
+  ExpectParse("a <tool_call><function=f><parameter=x>1</think>2</parameter></function></tool_call>b",
+              Prefilled(true), "a b", "",
+              "<tool_call><function=f><parameter=x>1</think>2</parameter></function></tool_call>");
   // Cut inside the call: what came is for the tool-call parser; a partial tag too.
   ExpectParse("a <tool_call><function=f><parameter=x>1</para", Prefilled(true), "a ", "",
               "<tool_call><function=f><parameter=x>1</para");

@@ -213,14 +213,17 @@ def _start_server(mimo_bin, model, *extra):
 
 def _check_choice(kind, choice, params, validate_schema):
     """Why this choice is wrong, or None. A finish 'length' is wrong unless the answer may be free
-    text (auto without a call)."""
+    text (auto without a call), or it is a call the constraint closed, valid, as the budget ran out:
+    since issue 47 such a call reports 'length' (its arguments were cut to fit; the exact rule,
+    length iff the call ended on the budget's last token, is AnswerFinishReason's unit test in
+    tests/server/chat_turn_test.cc), and it must still be complete and valid here."""
     msg = choice["message"]
     calls = msg.get("tool_calls") or []
     content = msg.get("content") or ""
     if kind != "schema" and "<tool_call>" in content:  # a call the parser could not read
         return "raw tool-call markup in the content: " + content[:200]
     if kind in ("required", "named") or (kind == "auto" and calls):
-        if choice["finish_reason"] != "tool_calls" or not calls:
+        if choice["finish_reason"] not in ("tool_calls", "length") or not calls:
             return f"finish {choice['finish_reason']} with {len(calls)} calls: {content[:120]}"
         for c in calls:
             fn = c["function"]
