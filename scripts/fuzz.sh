@@ -26,7 +26,7 @@ CRYPTO_LIBS=$(pkg-config --libs libcrypto)  # core/sha256.cc
 
 # Harness -> the library sources it links (src/ paths; globs allowed).
 declare -A SOURCES=(
-  [io_parsers]="src/io/safetensors.cc src/io/hf_config.cc src/io/torch_pickle.cc src/core/status.cc src/core/log.cc src/core/tensor.cc src/core/dtype.cc"
+  [io_parsers]="src/io/safetensors.cc src/io/hf_config.cc src/io/torch_pickle.cc src/io/zip_archive.cc src/core/status.cc src/core/log.cc src/core/tensor.cc src/core/dtype.cc"
   [tokenizer_json]="src/tokenizer/*.cc src/core/status.cc src/core/log.cc"
   [jinja_template]="src/jinja/jinja_*.cc src/core/json_escape.cc src/core/status.cc src/core/log.cc"
   [tool_call_parser]="src/chat/tool_call_parser.cc src/chat/tool_schema.cc src/core/json_escape.cc src/core/status.cc src/core/log.cc"
