@@ -65,17 +65,17 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(MimoV2Model& model, ExecContext
   const int model_len = o.max_model_len > 0 ? o.max_model_len
                         : cfg.max_position_embeddings > 0 ? cfg.max_position_embeddings
                                                           : 4096;
+  // Without a speculator the step's speculative stage is the null one (NoSpeculator).
+  e->spec_ = o.speculator ? o.speculator : std::make_shared<NoSpeculator>();
+  Speculator* spec = e->spec_.get();  // held by the engine as long as the scheduler
   PagedKvOptions kv = o.kv;
+  kv.mtp_sequences_per_sequence = spec->mtp_sequences_per_sequence();
+  kv.mtp_chunk_tokens = spec->mtp_chunk_tokens();
   SchedulerOptions sched = so;
-  if (o.speculator) {
-    kv.mtp_sequences_per_sequence = o.speculator->mtp_sequences_per_sequence();
-    kv.mtp_chunk_tokens = o.speculator->mtp_chunk_tokens();
-    sched.prefix_hit_margin = o.speculator->prefix_hit_margin();
-    Speculator* spec = o.speculator.get();  // held by the engine (spec_) as long as the scheduler
-    sched.restorable_prefix = [spec](std::span<const int32_t> t) {
-      return spec->RestorablePrefix(t);
-    };
-  }
+  sched.prefix_hit_margin = spec->prefix_hit_margin();
+  sched.restorable_prefix = [spec](std::span<const int32_t> t) {
+    return spec->RestorablePrefix(t);
+  };
   kv.max_sequences = so.max_num_seqs;
   kv.max_context = model_len;
   kv.max_chunk_tokens = so.max_num_batched_tokens;
@@ -115,11 +115,8 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(MimoV2Model& model, ExecContext
   e->eos_ids_ = o.eos_token_ids.empty() ? ModelEosIds(cfg, GenerationConfig{}, tokenizer)
                                         : o.eos_token_ids;
   e->scheduler_ = std::make_unique<Scheduler>(*e->kv_, sched);
-  if (o.speculator) {
-    MIMO_RETURN_IF_ERROR(o.speculator->Attach(*e->kv_, kv.block_size));
-    e->spec_ = o.speculator;
-    e->local_stats_.spec_accepted_per_pos.assign(o.speculator->num_speculative_tokens(), 0);
-  }
+  MIMO_RETURN_IF_ERROR(spec->Attach(*e->kv_, kv.block_size));
+  e->local_stats_.spec_accepted_per_pos.assign(spec->num_speculative_tokens(), 0);
   e->PublishStats();
   return e;
 }
@@ -280,6 +277,7 @@ void Engine::Finish(Request* r, RequestOutput&& out) {
     it->second.erase(std::remove(it->second.begin(), it->second.end(), seq), it->second.end());
     if (it->second.empty()) seqs_of_.erase(it);
   }
+  spec_->Release(seq);  // its draft state goes with it
   std::unique_ptr<Request> gone = scheduler_->Remove(seq);
   outbox_.emplace_back(std::move(sink), std::move(out));
 }
@@ -293,7 +291,6 @@ void Engine::PublishAndFlush() {
 }
 
 void Engine::Abort(Request* r, FinishReason reason, const std::string& error) {
-  if (spec_) spec_->Release(r->seq_id);
   RequestOutput out = MakeOutput(*r);
   out.finish_reason = reason;
   out.error = error;
@@ -391,7 +388,9 @@ bool Engine::VerifyAndEmit(Request* r, const float* logits, int num_draft) {
   return EmitTokens(r, std::move(v.tokens));
 }
 
-void Engine::Propose(const std::vector<Request*>& reqs) {
+// Drafts for the next step, for the requests that sampled and continue; max_drafts bounds each
+// by its remaining max_tokens and context.
+void Engine::Draft(const std::vector<Request*>& reqs) {
   std::vector<int> max_drafts;
   for (Request* r : reqs) {
     const int remaining = r->max_tokens - static_cast<int>(r->output.size());
@@ -401,12 +400,10 @@ void Engine::Propose(const std::vector<Request*>& reqs) {
   spec_->Propose(ctx_, reqs, max_drafts);
 }
 
-bool Engine::Step() {
-  const bool inputs = DrainInputs();
-  SchedulePlan plan = scheduler_->Schedule();
-  if (spec_) {
-    for (int seq : plan.preempted) spec_->Release(seq);
-  }
+// The step's schedule ended requests that can never run, and those the scheduler preempted
+// lose their drafts.
+void Engine::SettleSchedule(const SchedulePlan& plan) {
+  for (int seq : plan.preempted) spec_->Release(seq);
   for (int seq : plan.unschedulable) {
     Request* r = scheduler_->Find(seq);
     Abort(r, FinishReason::kError,
@@ -414,23 +411,28 @@ bool Engine::Step() {
                     "%lld): raise --kv-cache-memory",
                     r->num_tokens(), static_cast<long long>(kv_->memory_plan().tokens_that_fit)));
   }
-  if (plan.empty()) {
-    const bool progress = inputs || !plan.unschedulable.empty() || !plan.preempted.empty();
-    if (!progress && scheduler_->has_work()) {
-      // Requests are queued or running, nothing new arrived, and none could be given a token to
-      // compute: no later step would differ from this one. End them with an error rather than
-      // spin (RunUntilIdle and the serving loop would never return).
-      const std::string why = StrFormat(
-          "internal error: the engine cannot advance the %d running and %d waiting requests",
-          scheduler_->num_running(), scheduler_->num_waiting());
-      std::fprintf(stderr, "mimo engine: %s\n", why.c_str());
-      AbortAll(FinishReason::kError, why);
-      PublishAndFlush();
-      return true;
-    }
+}
+
+// A step that scheduled nothing: true when it made progress (inputs, failed requests).
+bool Engine::IdleStep(bool inputs, const SchedulePlan& plan) {
+  const bool progress = inputs || !plan.unschedulable.empty() || !plan.preempted.empty();
+  if (!progress && scheduler_->has_work()) {
+    // Requests are queued or running, nothing new arrived, and none could be given a token to
+    // compute: no later step would differ from this one. End them with an error rather than
+    // spin (RunUntilIdle and the serving loop would never return).
+    const std::string why = StrFormat(
+        "internal error: the engine cannot advance the %d running and %d waiting requests",
+        scheduler_->num_running(), scheduler_->num_waiting());
+    std::fprintf(stderr, "mimo engine: %s\n", why.c_str());
+    AbortAll(FinishReason::kError, why);
     PublishAndFlush();
-    return inputs || !plan.unschedulable.empty();
+    return true;
   }
+  PublishAndFlush();
+  return inputs || !plan.unschedulable.empty();
+}
+
+void Engine::MarkScheduled(const SchedulePlan& plan) {
   const double now = NowSeconds();
   for (const ScheduledChunk& c : plan.chunks) {
     Request* r = scheduler_->Find(c.seq_id);
@@ -441,18 +443,24 @@ bool Engine::Step() {
       if (r->params->report_admission) (*r->sink)(MakeOutput(*r));
     }
   }
-  StatusOr<KvStepPlan> kv_plan = kv_->PlanStep(plan.ToStepBatch());
-  if (!kv_plan.ok()) {
-    // The scheduler reserved every slot, so this is a bug: the step's requests end with it.
-    const std::string why = "internal error: " + kv_plan.status().message();
-    std::fprintf(stderr, "mimo engine: %s\n", why.c_str());
-    for (const ScheduledChunk& c : plan.chunks) {
-      if (Request* r = scheduler_->Find(c.seq_id)) Abort(r, FinishReason::kError, why);
-    }
-    PublishAndFlush();
-    return true;
+}
+
+// The scheduler reserved every slot, so a plan that fails is a bug: the step's requests end
+// with it.
+bool Engine::FailStep(const SchedulePlan& plan, const Status& status) {
+  const std::string why = "internal error: " + status.message();
+  std::fprintf(stderr, "mimo engine: %s\n", why.c_str());
+  for (const ScheduledChunk& c : plan.chunks) {
+    if (Request* r = scheduler_->Find(c.seq_id)) Abort(r, FinishReason::kError, why);
   }
-  const StepBatch& batch = kv_plan->batch;
+  PublishAndFlush();
+  return true;
+}
+
+// One batched forward pass by the KV plan: the logits of the rows to sample (and verify) into
+// logits_, and what the speculator reads of every row (its features) into hidden_, which it
+// observes at once.
+void Engine::Forward(const SchedulePlan& plan, const KvStepPlan& kv_plan) {
   const std::vector<int> rows = plan.SampleRows();
   ForwardOutputs fo;
   if (!rows.empty()) {
@@ -460,23 +468,26 @@ bool Engine::Step() {
     fo.logit_rows = rows;
     fo.logits = logits_.data();
   }
-  if (spec_) {
-    // What the drafter reads of every row: the captured layers (DFlash) or the last hidden state.
+  if (spec_->reads_features()) {
+    // The captured layers (DFlash) or the last hidden state (MTP).
     fo.capture_layers = spec_->capture_layers();
     const size_t width = std::max<size_t>(1, fo.capture_layers.size());
-    hidden_.resize(batch.num_tokens * width * model_.config().hidden_size);
+    hidden_.resize(kv_plan.batch.num_tokens * width * model_.config().hidden_size);
     (fo.capture_layers.empty() ? fo.prenorm_hidden : fo.captured) = hidden_.data();
   }
-  RunForward(model_, ctx_, *kv_, *kv_plan, plan.token_ids.data(), fo);
+  RunForward(model_, ctx_, *kv_, kv_plan, plan.token_ids.data(), fo);
   local_stats_.weight_bytes_read += model_.last_forward_stats().weight_bytes;
-  if (spec_) {
-    std::vector<Request*> chunk_reqs;
-    for (const ScheduledChunk& c : plan.chunks) chunk_reqs.push_back(scheduler_->Find(c.seq_id));
-    spec_->ObserveStep(plan, hidden_.data(), chunk_reqs);
-  }
-  scheduler_->OnStepDone(plan);
+  std::vector<Request*> chunk_reqs;
+  for (const ScheduledChunk& c : plan.chunks) chunk_reqs.push_back(scheduler_->Find(c.seq_id));
+  spec_->ObserveStep(plan, hidden_.data(), chunk_reqs);
+}
+
+// Every sampled chunk's rows: verified (drafts) or sampled, then committed (tokens appended,
+// stop rules, events, rejected drafts rolled back, finished requests freed). Returns the
+// requests that continue.
+std::vector<Request*> Engine::SampleAndCommit(const SchedulePlan& plan) {
   size_t k = 0;
-  std::vector<Request*> draft_next;  // requests that sampled and continue
+  std::vector<Request*> continuing;
   for (const ScheduledChunk& c : plan.chunks) {
     if (!c.sample) continue;
     Request* r = scheduler_->Find(c.seq_id);
@@ -491,13 +502,25 @@ bool Engine::Step() {
                       r->num_computed, r->num_tokens(), r->num_tokens() - 1));
       done = true;
     }
-    if (done) {
-      if (spec_) spec_->Release(c.seq_id);
-    } else if (spec_) {
-      draft_next.push_back(r);
-    }
+    if (!done) continuing.push_back(r);
   }
-  if (spec_ && !draft_next.empty()) Propose(draft_next);
+  return continuing;
+}
+
+// schedule -> plan KV -> forward (the drafter observes its features) -> verify / sample ->
+// commit -> draft the next step's tokens. The speculative parts are stages of every step: with
+// no speculator they are NoSpeculator's no-ops.
+bool Engine::Step() {
+  const bool inputs = DrainInputs();
+  const SchedulePlan plan = scheduler_->Schedule();
+  SettleSchedule(plan);
+  if (plan.empty()) return IdleStep(inputs, plan);
+  MarkScheduled(plan);
+  const StatusOr<KvStepPlan> kv_plan = kv_->PlanStep(plan.ToStepBatch());
+  if (!kv_plan.ok()) return FailStep(plan, kv_plan.status());
+  Forward(plan, *kv_plan);
+  scheduler_->OnStepDone(plan);
+  Draft(SampleAndCommit(plan));
   ++local_stats_.num_steps;
   PublishAndFlush();
   return true;

@@ -121,7 +121,14 @@ class Engine {
   bool EmitTokens(Request* r, std::vector<SampledToken> tokens);
   bool SampleAndEmit(Request* r, const float* logits);
   bool VerifyAndEmit(Request* r, const float* logits, int num_draft);
-  void Propose(const std::vector<Request*>& reqs);
+  // The step's stages, in order (Step reads as this list).
+  void SettleSchedule(const SchedulePlan& plan);
+  bool IdleStep(bool inputs, const SchedulePlan& plan);
+  void MarkScheduled(const SchedulePlan& plan);
+  bool FailStep(const SchedulePlan& plan, const Status& status);
+  void Forward(const SchedulePlan& plan, const KvStepPlan& kv_plan);
+  std::vector<Request*> SampleAndCommit(const SchedulePlan& plan);
+  void Draft(const std::vector<Request*>& reqs);
   void PublishStats();
   // PublishStats, then deliver the events of the step (outbox_) to their sinks.
   void PublishAndFlush();
@@ -143,7 +150,7 @@ class Engine {
   std::vector<float> logits_;  // [sampled rows, vocab]
   std::vector<float> hidden_;  // [T, hidden or layers * hidden] the drafter's features of each row
   std::vector<uint32_t> allowed_;  // [ceil(vocab / 32)] a constrained request's mask
-  std::shared_ptr<Speculator> spec_;
+  std::shared_ptr<Speculator> spec_;  // never null: NoSpeculator without speculation
   std::unordered_map<uint64_t, std::vector<int>> seqs_of_;  // request id -> seq ids alive
   int next_seq_id_ = 0;
   EngineStats local_stats_;

@@ -45,6 +45,9 @@ class Speculator {
   // Once, after the engine built its KV cache.
   virtual Status Attach(KvCache& kv, int block_size) = 0;
 
+  // Whether the drafter reads the target's features at all (false: no speculation, the forward
+  // pass keeps nothing for it).
+  virtual bool reads_features() const { return true; }
   // Target layers whose outputs the drafter reads (DFlash); empty: the pre-norm hidden state
   // after the last layer (MTP).
   virtual std::vector<int> capture_layers() const { return {}; }
@@ -68,6 +71,26 @@ class Speculator {
                        std::span<const int> max_drafts) = 0;
   // The request left the running set (finished, cancelled or preempted): drop its draft state.
   virtual void Release(int seq_id) = 0;
+};
+
+// No speculation: the engine's speculative stage with nothing in it. It drafts nothing, so no
+// step verifies, and it asks the forward pass for no features; the engine runs it when
+// EngineOptions::speculator is null, so its step has no branch on whether speculation is on.
+class NoSpeculator final : public Speculator {
+ public:
+  int num_speculative_tokens() const override { return 0; }
+  int mtp_sequences_per_sequence() const override { return 0; }
+  int mtp_chunk_tokens() const override { return 0; }
+  int prefix_hit_margin() const override { return 0; }
+  Status Attach(KvCache&, int) override { return Status::Ok(); }
+  bool reads_features() const override { return false; }
+  void ObserveStep(const SchedulePlan&, const float*, std::span<Request* const>) override {}
+  VerifyResult Verify(Request&, const float*, int64_t, const std::vector<int32_t>&,
+                      Sampler&) override {
+    return {};  // never called: no request has drafts
+  }
+  void Propose(ExecContext&, std::span<Request* const>, std::span<const int>) override {}
+  void Release(int) override {}
 };
 
 }  // namespace mimo
