@@ -73,15 +73,222 @@ std::optional<ApiError> ContentText(const OJson& c, const std::string& field, st
   return std::nullopt;
 }
 
-}  // namespace
+// The chat messages that input items become, with the assistant turn being gathered: a reasoning
+// item, an assistant message and the function calls that follow form one assistant turn, as the
+// chat template renders it.
+class InputTurns {
+ public:
+  explicit InputTurns(OJson* msgs) : msgs_(msgs) {}
+  // A message that is not the assistant's ends the turn being gathered.
+  void Push(OJson message) {
+    Flush();
+    msgs_->push_back(std::move(message));
+  }
+  // The turn to put a text or a reasoning in: a new one once the turn has text or calls.
+  OJson& AssistantForText() {
+    OJson& a = Assistant();
+    if (!a["content"].get<std::string>().empty() || a.contains("tool_calls")) {
+      Flush();
+      Assistant();
+    }
+    return pending_;
+  }
+  void AddCall(OJson call) {
+    OJson& a = Assistant();
+    if (!a.contains("tool_calls")) a["tool_calls"] = OJson::array();
+    a["tool_calls"].push_back(std::move(call));
+  }
+  void Flush() {
+    if (!pending_.is_null()) msgs_->push_back(std::move(pending_));
+    pending_ = nullptr;
+  }
 
-// Input items -> chat messages (appended to *msgs). A reasoning item, an assistant message and
-// the function calls that follow form one assistant turn, as the chat template renders it.
-// *items gets the input items with every item_reference replaced by the item it names, which is
-// what this response keeps as its input (so a later reference finds the item here too, even once
-// the response that first held it is evicted).
-static std::optional<ApiError> InputToMessages(const ParseContext& ctx, const OJson& input,
-                                               OJson* msgs, OJson* items) {
+ private:
+  OJson& Assistant() {
+    if (pending_.is_null()) pending_ = {{"role", "assistant"}, {"content", ""}};
+    return pending_;
+  }
+  OJson* msgs_;
+  OJson pending_ = nullptr;  // the assistant turn being gathered
+};
+
+// An item_reference: the item of a stored response it names (the AI SDK sends the previous output
+// so), into *item.
+std::optional<ApiError> ReferencedItem(const ParseContext& ctx, const OJson& ref,
+                                       const std::string& f, OJson* item) {
+  const OJson* id = Field(ref, "id");
+  if (!id || !id->is_string()) return BadRequest("'" + f + ".id' must be a string", f + ".id");
+  std::optional<OJson> found = ctx.store ? ctx.store->FindItem(*id) : std::nullopt;
+  if (!found) {
+    ApiError e = NotFound("Item with id '" + id->get<std::string>() +
+                          "' not found (never stored, deleted, or evicted from the bounded "
+                          "store).");
+    e.param = f + ".id";
+    return e;
+  }
+  *item = std::move(*found);
+  return std::nullopt;
+}
+
+// A message item: user, system and developer messages stand alone (developer is the Responses
+// API's name for system instructions); an assistant message's text joins the assistant turn.
+std::optional<ApiError> MessageItem(const OJson& it, const std::string& f, InputTurns* turns) {
+  const OJson* role_j = Field(it, "role");
+  if (!role_j || !role_j->is_string()) {
+    return BadRequest("'" + f + ".role' must be user, assistant, system or developer", f + ".role");
+  }
+  const std::string role = *role_j;
+  if (role != "user" && role != "assistant" && role != "system" && role != "developer") {
+    return BadRequest(
+        "'" + f + ".role' must be user, assistant, system or developer, got '" + role + "'",
+        f + ".role");
+  }
+  std::string text;
+  const OJson* c = Field(it, "content");
+  if (!c) return BadRequest("'" + f + ".content' is required", f + ".content");
+  if (auto e = ContentText(*c, f + ".content", &text)) return e;
+  if (role == "assistant") {
+    turns->AssistantForText()["content"] = text;
+  } else {
+    turns->Push({{"role", role == "user" ? "user" : "system"}, {"content", text}});
+  }
+  return std::nullopt;
+}
+
+// A function_call item: a call of the assistant turn, its arguments a JSON object text.
+std::optional<ApiError> FunctionCallItem(const OJson& it, const std::string& f, InputTurns* turns) {
+  const OJson* name = Field(it, "name");
+  const OJson* call_id = Field(it, "call_id");
+  const OJson* args = Field(it, "arguments");
+  if (!name || !name->is_string())
+    return BadRequest("'" + f + ".name' must be a string", f + ".name");
+  if (!call_id || !call_id->is_string()) {
+    return BadRequest("'" + f + ".call_id' must be a string", f + ".call_id");
+  }
+  if (args && !args->is_string()) {
+    return BadRequest("'" + f + ".arguments' must be a string (JSON)", f + ".arguments");
+  }
+  OJson parsed = ParseNestedJson(args ? args->get<std::string>() : "{}");
+  if (parsed.is_discarded() || !parsed.is_object()) {
+    return BadRequest("'" + f + ".arguments' must be a JSON object text, nested at most " +
+                          std::to_string(kMaxJsonDepth) + " levels deep",
+                      f + ".arguments");
+  }
+  turns->AddCall({{"id", *call_id},
+                  {"type", "function"},
+                  {"function", {{"name", *name}, {"arguments", parsed}}}});
+  return std::nullopt;
+}
+
+// A custom_tool_call item: a free-form call (see ConvertTools), which the model wrote as a
+// function of `input`.
+std::optional<ApiError> CustomToolCallItem(const OJson& it, const std::string& f,
+                                           InputTurns* turns) {
+  const OJson* name = Field(it, "name");
+  const OJson* call_id = Field(it, "call_id");
+  const OJson* in = Field(it, "input");
+  if (!name || !name->is_string() || !call_id || !call_id->is_string() ||
+      (in && !in->is_string())) {
+    return BadRequest("'" + f + "' (a custom_tool_call) needs string name, call_id and input", f);
+  }
+  turns->AddCall(
+      {{"id", *call_id},
+       {"type", "function"},
+       {"function", {{"name", *name}, {"arguments", {{"input", in ? *in : OJson("")}}}}}});
+  return std::nullopt;
+}
+
+// A function_call_output or custom_tool_call_output item: a tool message.
+std::optional<ApiError> CallOutputItem(const OJson& it, const std::string& f, InputTurns* turns) {
+  const OJson* call_id = Field(it, "call_id");
+  const OJson* out = Field(it, "output");
+  if (!call_id || !call_id->is_string()) {
+    return BadRequest("'" + f + ".call_id' must be a string", f + ".call_id");
+  }
+  std::string text;
+  if (out) {
+    if (auto e = ContentText(*out, f + ".output", &text)) return e;
+  }
+  turns->Push({{"role", "tool"}, {"tool_call_id", *call_id}, {"content", text}});
+  return std::nullopt;
+}
+
+// The text of a reasoning item's encrypted_content ("mimo1.<base64 text>.<signature>", as this
+// server issued it), or "" when this server did not issue it: such content (modified, another
+// provider's, or from before a restart) is left out rather than refused, so a stateless agent's
+// conversation goes on.
+std::string DecryptedReasoning(const ParseContext& ctx, const OJson& enc, const std::string& f) {
+  const std::string s = enc.is_string() ? enc.get<std::string>() : "";
+  const size_t dot = s.rfind('.');
+  std::optional<std::string> decoded;
+  if (s.rfind(kEncryptedPrefix, 0) == 0 && dot != std::string::npos && dot > 5) {
+    decoded = Base64Decode(std::string_view(s).substr(6, dot - 6));
+  }
+  if (decoded && ctx.verify &&
+      ctx.verify(kReasoningKind, *decoded, std::string_view(s).substr(dot + 1))) {
+    return *decoded;
+  }
+  MIMO_LOG_WARN(
+      "%s.encrypted_content was not issued by this server: the reasoning is "
+      "left out of the prompt",
+      f.c_str());
+  return "";
+}
+
+// The text parts of an array of parts, joined (other parts are skipped).
+std::string JoinedPartTexts(const OJson& parts) {
+  std::string text;
+  for (const OJson& p : parts) {
+    if (p.is_object() && p.contains("text") && p["text"].is_string())
+      text += p["text"].get<std::string>();
+  }
+  return text;
+}
+
+// A reasoning item: the reasoning of the assistant turn, from its content, else its
+// encrypted_content, else its summary.
+std::optional<ApiError> ReasoningItem(const ParseContext& ctx, const OJson& it,
+                                      const std::string& f, InputTurns* turns) {
+  std::string text;
+  if (const OJson* c = Field(it, "content")) {
+    if (!c->is_array()) return BadRequest("'" + f + ".content' must be an array", f + ".content");
+    text = JoinedPartTexts(*c);
+  }
+  if (const OJson* enc = Field(it, "encrypted_content"); enc && text.empty()) {
+    text = DecryptedReasoning(ctx, *enc, f);
+  }
+  if (text.empty()) {
+    if (const OJson* sum = Field(it, "summary"); sum && sum->is_array())
+      text = JoinedPartTexts(*sum);
+  }
+  OJson& a = turns->AssistantForText();
+  a["reasoning_content"] = a.value("reasoning_content", "") + text;
+  return std::nullopt;
+}
+
+// One input item (an item_reference already replaced by the item it names) into *turns.
+std::optional<ApiError> InputItem(const ParseContext& ctx, const OJson& it, const std::string& type,
+                                  const std::string& f, InputTurns* turns) {
+  if (type == "message") return MessageItem(it, f, turns);
+  if (type == "function_call") return FunctionCallItem(it, f, turns);
+  if (type == "custom_tool_call") return CustomToolCallItem(it, f, turns);
+  if (type == "function_call_output" || type == "custom_tool_call_output") {
+    return CallOutputItem(it, f, turns);
+  }
+  if (type == "reasoning") return ReasoningItem(ctx, it, f, turns);
+  return BadRequest("'" + f + ".type' '" + type +
+                        "' is not supported: input items are message, function_call, "
+                        "function_call_output, custom_tool_call(_output), reasoning and "
+                        "item_reference",
+                    f + ".type");
+}
+
+// Input items -> chat messages (appended to *msgs), an assistant turn gathered as InputTurns
+// does. *items gets the input items with every item_reference replaced by the item it names,
+// which is what this response keeps as its input (so a later reference finds the item here too,
+// even once the response that first held it is evicted).
+std::optional<ApiError> InputToMessages(const ParseContext& ctx, const OJson& input, OJson* msgs,
+                                        OJson* items) {
   if (input.is_string()) {
     msgs->push_back({{"role", "user"}, {"content", input}});
     items->push_back({{"type", "message"},
@@ -96,32 +303,13 @@ static std::optional<ApiError> InputToMessages(const ParseContext& ctx, const OJ
                           std::to_string(kMaxMessages) + " are allowed",
                       "input");
   }
-  OJson pending = nullptr;  // the assistant turn being gathered
-  auto flush = [&] {
-    if (!pending.is_null()) msgs->push_back(std::move(pending));
-    pending = nullptr;
-  };
-  auto assistant = [&]() -> OJson& {
-    if (pending.is_null()) pending = {{"role", "assistant"}, {"content", ""}};
-    return pending;
-  };
+  InputTurns turns(msgs);
   for (size_t i = 0; i < input.size(); ++i) {
     const std::string f = "input[" + std::to_string(i) + "]";
     if (!input[i].is_object()) return BadRequest("'" + f + "' must be an object", f);
-    // item_reference: an item of a stored response (the AI SDK sends the previous output so).
     OJson referenced;
     if (TypeOf(input[i]) == "item_reference") {
-      const OJson* id = Field(input[i], "id");
-      if (!id || !id->is_string()) return BadRequest("'" + f + ".id' must be a string", f + ".id");
-      std::optional<OJson> item = ctx.store ? ctx.store->FindItem(*id) : std::nullopt;
-      if (!item) {
-        ApiError e = NotFound("Item with id '" + id->get<std::string>() +
-                              "' not found (never stored, deleted, or evicted from the bounded "
-                              "store).");
-        e.param = f + ".id";
-        return e;
-      }
-      referenced = std::move(*item);
+      if (auto e = ReferencedItem(ctx, input[i], f, &referenced)) return e;
     }
     const OJson& it = referenced.is_null() ? input[i] : referenced;
     std::string type = TypeOf(it);
@@ -130,143 +318,11 @@ static std::optional<ApiError> InputToMessages(const ParseContext& ctx, const OJ
       type = "message";
       items->back()["type"] = type;
     }
-    if (type == "message") {
-      const OJson* role_j = Field(it, "role");
-      if (!role_j || !role_j->is_string()) {
-        return BadRequest("'" + f + ".role' must be user, assistant, system or developer",
-                          f + ".role");
-      }
-      const std::string role = *role_j;
-      if (role != "user" && role != "assistant" && role != "system" && role != "developer") {
-        return BadRequest(
-            "'" + f + ".role' must be user, assistant, system or developer, got '" + role + "'",
-            f + ".role");
-      }
-      std::string text;
-      const OJson* c = Field(it, "content");
-      if (!c) return BadRequest("'" + f + ".content' is required", f + ".content");
-      if (auto e = ContentText(*c, f + ".content", &text)) return e;
-      if (role == "assistant") {
-        OJson& a = assistant();
-        if (!a["content"].get<std::string>().empty() || a.contains("tool_calls")) {
-          flush();
-          assistant();
-        }
-        pending["content"] = text;
-      } else {
-        flush();
-        // developer is the Responses API's name for system instructions.
-        msgs->push_back({{"role", role == "user" ? "user" : "system"}, {"content", text}});
-      }
-    } else if (type == "function_call") {
-      const OJson* name = Field(it, "name");
-      const OJson* call_id = Field(it, "call_id");
-      const OJson* args = Field(it, "arguments");
-      if (!name || !name->is_string())
-        return BadRequest("'" + f + ".name' must be a string", f + ".name");
-      if (!call_id || !call_id->is_string()) {
-        return BadRequest("'" + f + ".call_id' must be a string", f + ".call_id");
-      }
-      if (args && !args->is_string()) {
-        return BadRequest("'" + f + ".arguments' must be a string (JSON)", f + ".arguments");
-      }
-      OJson parsed = ParseNestedJson(args ? args->get<std::string>() : "{}");
-      if (parsed.is_discarded() || !parsed.is_object()) {
-        return BadRequest("'" + f + ".arguments' must be a JSON object text, nested at most " +
-                              std::to_string(kMaxJsonDepth) + " levels deep",
-                          f + ".arguments");
-      }
-      OJson& a = assistant();
-      if (!a.contains("tool_calls")) a["tool_calls"] = OJson::array();
-      a["tool_calls"].push_back({{"id", *call_id},
-                                 {"type", "function"},
-                                 {"function", {{"name", *name}, {"arguments", parsed}}}});
-    } else if (type == "custom_tool_call") {
-      // A free-form call (see ConvertTools): the model wrote it as a function of `input`.
-      const OJson* name = Field(it, "name");
-      const OJson* call_id = Field(it, "call_id");
-      const OJson* in = Field(it, "input");
-      if (!name || !name->is_string() || !call_id || !call_id->is_string() ||
-          (in && !in->is_string())) {
-        return BadRequest("'" + f + "' (a custom_tool_call) needs string name, call_id and input",
-                          f);
-      }
-      OJson& a = assistant();
-      if (!a.contains("tool_calls")) a["tool_calls"] = OJson::array();
-      a["tool_calls"].push_back(
-          {{"id", *call_id},
-           {"type", "function"},
-           {"function", {{"name", *name}, {"arguments", {{"input", in ? *in : OJson("")}}}}}});
-    } else if (type == "function_call_output" || type == "custom_tool_call_output") {
-      const OJson* call_id = Field(it, "call_id");
-      const OJson* out = Field(it, "output");
-      if (!call_id || !call_id->is_string()) {
-        return BadRequest("'" + f + ".call_id' must be a string", f + ".call_id");
-      }
-      std::string text;
-      if (out) {
-        if (auto e = ContentText(*out, f + ".output", &text)) return e;
-      }
-      flush();
-      msgs->push_back({{"role", "tool"}, {"tool_call_id", *call_id}, {"content", text}});
-    } else if (type == "reasoning") {
-      std::string text;
-      if (const OJson* c = Field(it, "content")) {
-        if (!c->is_array())
-          return BadRequest("'" + f + ".content' must be an array", f + ".content");
-        for (const OJson& p : *c) {
-          if (p.is_object() && p.contains("text") && p["text"].is_string())
-            text += p["text"].get<std::string>();
-        }
-      }
-      if (const OJson* enc = Field(it, "encrypted_content"); enc && text.empty()) {
-        // "mimo1.<base64 text>.<signature>", as this server issued it.
-        const std::string s = enc->is_string() ? enc->get<std::string>() : "";
-        const size_t dot = s.rfind('.');
-        std::optional<std::string> decoded;
-        if (s.rfind(kEncryptedPrefix, 0) == 0 && dot != std::string::npos && dot > 5) {
-          decoded = Base64Decode(std::string_view(s).substr(6, dot - 6));
-        }
-        // Only reasoning this server wrote reaches the model: content it did not issue (modified,
-        // another provider's, or from before a restart) is left out rather than refused, so a
-        // stateless agent's conversation goes on.
-        if (decoded && ctx.verify &&
-            ctx.verify(kReasoningKind, *decoded, std::string_view(s).substr(dot + 1))) {
-          text = *decoded;
-        } else {
-          MIMO_LOG_WARN(
-              "%s.encrypted_content was not issued by this server: the reasoning is "
-              "left out of the prompt",
-              f.c_str());
-        }
-      }
-      if (text.empty()) {
-        if (const OJson* sum = Field(it, "summary"); sum && sum->is_array()) {
-          for (const OJson& p : *sum) {
-            if (p.is_object() && p.contains("text") && p["text"].is_string())
-              text += p["text"].get<std::string>();
-          }
-        }
-      }
-      OJson& a = assistant();
-      if (!a["content"].get<std::string>().empty() || a.contains("tool_calls")) {
-        flush();
-        assistant();
-      }
-      pending["reasoning_content"] = pending.value("reasoning_content", "") + text;
-    } else {
-      return BadRequest("'" + f + ".type' '" + type +
-                            "' is not supported: input items are message, function_call, "
-                            "function_call_output, custom_tool_call(_output), reasoning and "
-                            "item_reference",
-                        f + ".type");
-    }
+    if (auto e = InputItem(ctx, it, type, f, &turns)) return e;
   }
-  flush();
+  turns.Flush();
   return std::nullopt;
 }
-
-namespace {
 
 // The Responses API's built-in tools, which OpenAI runs (web_search, file_search,
 // code_interpreter, image_generation, computer_use, mcp) or whose calls come back as their own item
@@ -311,122 +367,149 @@ void AddFunction(const OJson& tool, OJson* arr) {
   arr->push_back({{"type", "function"}, {"function", fn}});
 }
 
-// Responses tools -> chat tools: function tools as they are; the functions of a namespace tool
-// flattened; a custom tool as a function of one string `input` (its grammar, if any, is shown to
-// the model in the description but not enforced); web_search and tool_search left out, other
-// built-in tools refused (BuiltinToolKind). Then tool_choice (none |
-// auto | required | {type: function | custom, name} | {type: allowed_tools, mode, tools}) and
-// parallel_tool_calls.
+// A namespace tool: its functions, flattened, each remembered with its namespace.
+std::optional<ApiError> AddNamespace(const OJson& tool, const std::string& f, OJson* arr,
+                                     ResponsesTools* kinds) {
+  const OJson* ns = Field(tool, "name");
+  const OJson* inner = Field(tool, "tools");
+  if (!ns || !ns->is_string() || !inner || !inner->is_array()) {
+    return BadRequest("'" + f + "' (a namespace) needs a string 'name' and 'tools'", f);
+  }
+  for (size_t k = 0; k < inner->size(); ++k) {
+    const OJson& fn = (*inner)[k];
+    const std::string ff = f + ".tools[" + std::to_string(k) + "]";
+    if (TypeOf(fn) != "function") {
+      return BadRequest("'" + ff + ".type' must be function", ff + ".type");
+    }
+    AddFunction(fn, arr);
+    if (const OJson* n = Field(fn, "name"); n && n->is_string()) {
+      kinds->namespace_of[n->get<std::string>()] = *ns;
+    }
+  }
+  return std::nullopt;
+}
+
+// A custom (free-form) tool: a function of one string `input`, its grammar (if any) shown to the
+// model in the description but not enforced.
+std::optional<ApiError> AddCustomTool(const OJson& tool, const std::string& f, OJson* arr,
+                                      ResponsesTools* kinds) {
+  const OJson* name = Field(tool, "name");
+  if (!name || !name->is_string())
+    return BadRequest("'" + f + ".name' must be a string", f + ".name");
+  std::string desc = tool.value("description", OJson("")).is_string()
+                         ? tool.value("description", OJson("")).get<std::string>()
+                         : "";
+  const OJson* format = Field(tool, "format");
+  if (format && format->is_object() && (*format).value("definition", OJson()).is_string()) {
+    desc += "\n\nThe input follows this " + (*format).value("syntax", OJson("")).dump() +
+            " grammar:\n" + (*format)["definition"].get<std::string>();
+  }
+  OJson fn = {
+      {"name", *name},
+      {"description", desc},
+      {"parameters",
+       {{"type", "object"},
+        {"properties",
+         {{"input", {{"type", "string"}, {"description", "The input, as free-form text."}}}}},
+        {"required", OJson::array({"input"})}}}};
+  arr->push_back({{"type", "function"}, {"function", fn}});
+  kinds->custom.insert(name->get<std::string>());
+  return std::nullopt;
+}
+
+// `tools` -> chat tools in *arr: function tools as they are, namespace and custom tools as above,
+// web_search and tool_search left out, other built-in tools refused (BuiltinToolKind).
+std::optional<ApiError> ConvertToolList(const OJson& tools, OJson* arr, ResponsesTools* kinds) {
+  if (!tools.is_array()) return BadRequest("'tools' must be an array", "tools");
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const OJson& tool = tools[i];
+    const std::string f = "tools[" + std::to_string(i) + "]";
+    const std::string type = TypeOf(tool);
+    if (type == "function") {
+      AddFunction(tool, arr);
+    } else if (type == "namespace") {
+      if (auto e = AddNamespace(tool, f, arr, kinds)) return e;
+    } else if (type == "custom") {
+      if (auto e = AddCustomTool(tool, f, arr, kinds)) return e;
+    } else if (BuiltinToolKind(type) == BuiltinTool::kRefused) {
+      return BuiltinToolRefused(f + ".type", type);
+    } else if (BuiltinToolKind(type) == BuiltinTool::kNone) {
+      return BadRequest("'" + f + ".type' '" + type +
+                            "' is not supported: tools are function, namespace and custom tools "
+                            "(the client runs them)",
+                        f + ".type");
+    }
+  }
+  return std::nullopt;
+}
+
+// tool_choice {type: allowed_tools, mode, tools}: the chat tools cut to the listed ones, and the
+// mode (auto or required) as the chat tool_choice.
+std::optional<ApiError> ConvertAllowedTools(const OJson& tc, OJson* chat) {
+  const OJson* allowed = Field(tc, "tools");
+  const OJson* mode_j = Field(tc, "mode");
+  const std::string mode = !mode_j ? "auto" : mode_j->is_string() ? mode_j->get<std::string>() : "";
+  if (!allowed || !allowed->is_array() || (mode != "auto" && mode != "required")) {
+    return BadRequest(
+        "'tool_choice' allowed_tools needs 'tools' (an array) and mode auto or "
+        "required",
+        "tool_choice");
+  }
+  std::vector<std::string> names;
+  for (const OJson& a : *allowed) {
+    if (a.is_object() && a.contains("name") && a["name"].is_string()) names.push_back(a["name"]);
+  }
+  OJson kept = OJson::array();
+  for (const OJson& tool : chat->value("tools", OJson::array())) {
+    const OJson* name = Field(tool["function"], "name");
+    if (name && name->is_string() &&
+        std::find(names.begin(), names.end(), name->get<std::string>()) != names.end()) {
+      kept.push_back(tool);
+    }
+  }
+  if (kept.empty()) {
+    chat->erase("tools");
+  } else {
+    (*chat)["tools"] = kept;
+  }
+  (*chat)["tool_choice"] = mode;
+  return std::nullopt;
+}
+
+// tool_choice: none | auto | required | {type: function | custom, name} | {type: allowed_tools}
+// -> the chat tool_choice (a built-in tool cannot be forced: nothing here can make that call).
+std::optional<ApiError> ConvertToolChoice(const OJson& tc, OJson* chat) {
+  const std::string type = TypeOf(tc);
+  if (tc.is_string()) {
+    (*chat)["tool_choice"] = tc;
+  } else if (type == "function" || type == "custom") {
+    (*chat)["tool_choice"] = {{"type", "function"},
+                              {"function", {{"name", tc.value("name", OJson())}}}};
+  } else if (BuiltinToolKind(type) != BuiltinTool::kNone) {
+    return BuiltinToolRefused("tool_choice.type", type);
+  } else if (type == "allowed_tools") {
+    return ConvertAllowedTools(tc, chat);
+  } else {
+    return BadRequest(
+        "'tool_choice' must be none, auto, required, {\"type\": \"function\", "
+        "\"name\"} or {\"type\": \"allowed_tools\", ...}",
+        "tool_choice");
+  }
+  return std::nullopt;
+}
+
+// Responses tools, tool_choice and parallel_tool_calls -> the chat shape (the converters above),
+// checked by the chat completions' CheckTools.
 std::optional<ApiError> ConvertTools(const OJson& body, ChatTurn* t, ResponsesTools* kinds) {
   OJson chat = OJson::object();
   if (const OJson* tools = Field(body, "tools")) {
-    if (!tools->is_array()) return BadRequest("'tools' must be an array", "tools");
     OJson arr = OJson::array();
-    for (size_t i = 0; i < tools->size(); ++i) {
-      const OJson& tool = (*tools)[i];
-      const std::string f = "tools[" + std::to_string(i) + "]";
-      const std::string type = TypeOf(tool);
-      if (type == "function") {
-        AddFunction(tool, &arr);
-      } else if (type == "namespace") {
-        const OJson* ns = Field(tool, "name");
-        const OJson* inner = Field(tool, "tools");
-        if (!ns || !ns->is_string() || !inner || !inner->is_array()) {
-          return BadRequest("'" + f + "' (a namespace) needs a string 'name' and 'tools'", f);
-        }
-        for (size_t k = 0; k < inner->size(); ++k) {
-          const OJson& fn = (*inner)[k];
-          const std::string ff = f + ".tools[" + std::to_string(k) + "]";
-          if (TypeOf(fn) != "function") {
-            return BadRequest("'" + ff + ".type' must be function", ff + ".type");
-          }
-          AddFunction(fn, &arr);
-          if (const OJson* n = Field(fn, "name"); n && n->is_string()) {
-            kinds->namespace_of[n->get<std::string>()] = *ns;
-          }
-        }
-      } else if (type == "custom") {
-        const OJson* name = Field(tool, "name");
-        if (!name || !name->is_string())
-          return BadRequest("'" + f + ".name' must be a string", f + ".name");
-        std::string desc = tool.value("description", OJson("")).is_string()
-                               ? tool.value("description", OJson("")).get<std::string>()
-                               : "";
-        const OJson* format = Field(tool, "format");
-        if (format && format->is_object() && (*format).value("definition", OJson()).is_string()) {
-          desc += "\n\nThe input follows this " + (*format).value("syntax", OJson("")).dump() +
-                  " grammar:\n" + (*format)["definition"].get<std::string>();
-        }
-        OJson fn = {
-            {"name", *name},
-            {"description", desc},
-            {"parameters",
-             {{"type", "object"},
-              {"properties",
-               {{"input", {{"type", "string"}, {"description", "The input, as free-form text."}}}}},
-              {"required", OJson::array({"input"})}}}};
-        arr.push_back({{"type", "function"}, {"function", fn}});
-        kinds->custom.insert(name->get<std::string>());
-      } else if (BuiltinToolKind(type) == BuiltinTool::kRefused) {
-        return BuiltinToolRefused(f + ".type", type);
-      } else if (BuiltinToolKind(type) == BuiltinTool::kNone) {
-        return BadRequest("'" + f + ".type' '" + type +
-                              "' is not supported: tools are function, namespace and custom tools "
-                              "(the client runs them)",
-                          f + ".type");
-      }
-    }
+    if (auto e = ConvertToolList(*tools, &arr, kinds)) return e;
     if (!arr.empty()) chat["tools"] = arr;
   }
   if (const OJson* p = Field(body, "parallel_tool_calls")) chat["parallel_tool_calls"] = *p;
   if (const OJson* tc = Field(body, "tool_choice")) {
-    const std::string type = TypeOf(*tc);
-    if (tc->is_string()) {
-      chat["tool_choice"] = *tc;
-    } else if (type == "function" || type == "custom") {
-      chat["tool_choice"] = {{"type", "function"},
-                             {"function", {{"name", tc->value("name", OJson())}}}};
-    } else if (BuiltinToolKind(type) != BuiltinTool::kNone) {
-      // Forcing a built-in tool: nothing here can make that call.
-      return BuiltinToolRefused("tool_choice.type", type);
-    } else if (type == "allowed_tools") {
-      // The listed tools only, with mode auto or required.
-      const OJson* allowed = Field(*tc, "tools");
-      const OJson* mode_j = Field(*tc, "mode");
-      const std::string mode = !mode_j               ? "auto"
-                               : mode_j->is_string() ? mode_j->get<std::string>()
-                                                     : "";
-      if (!allowed || !allowed->is_array() || (mode != "auto" && mode != "required")) {
-        return BadRequest(
-            "'tool_choice' allowed_tools needs 'tools' (an array) and mode auto or "
-            "required",
-            "tool_choice");
-      }
-      std::vector<std::string> names;
-      for (const OJson& a : *allowed) {
-        if (a.is_object() && a.contains("name") && a["name"].is_string())
-          names.push_back(a["name"]);
-      }
-      OJson kept = OJson::array();
-      for (const OJson& tool : chat.value("tools", OJson::array())) {
-        const OJson* name = Field(tool["function"], "name");
-        if (name && name->is_string() &&
-            std::find(names.begin(), names.end(), name->get<std::string>()) != names.end()) {
-          kept.push_back(tool);
-        }
-      }
-      if (kept.empty()) {
-        chat.erase("tools");
-      } else {
-        chat["tools"] = kept;
-      }
-      chat["tool_choice"] = mode;
-    } else {
-      return BadRequest(
-          "'tool_choice' must be none, auto, required, {\"type\": \"function\", "
-          "\"name\"} or {\"type\": \"allowed_tools\", ...}",
-          "tool_choice");
-    }
+    if (auto e = ConvertToolChoice(*tc, &chat)) return e;
   }
   // A required choice with only web_search / tool_search offered: nothing the model could call.
   if (!chat.contains("tools") && chat.contains("tool_choice") && chat["tool_choice"] != "auto" &&
@@ -467,12 +550,10 @@ std::optional<ApiError> ConvertTextFormat(const OJson& body, ChatTurn* t) {
                     "text.format.type");
 }
 
-}  // namespace
-
 // What is kept with a stored response as the client sent it, within OpenAI's limits: metadata is
 // at most kMaxMetadataPairs string pairs (keys of kMaxMetadataKeyChars, values of
 // kMaxMetadataValueChars characters), `user` a string of kMaxUserChars.
-static std::optional<ApiError> CheckStoredAnnotations(const OJson& body) {
+std::optional<ApiError> CheckStoredAnnotations(const OJson& body) {
   if (const OJson* m = Field(body, "metadata")) {
     if (!m->is_object())
       return BadRequest("'metadata' must be an object of string values", "metadata");
@@ -505,10 +586,10 @@ static std::optional<ApiError> CheckStoredAnnotations(const OJson& body) {
   return std::nullopt;
 }
 
-std::optional<ApiError> ParseResponsesRequest(const ParseContext& ctx, const OJson& body,
-                                              ResponsesRequest* r) {
-  ChatTurn& t = r->turn;
-  const ServerDefaults& d = ctx.defaults;
+// The request's switches: model, the unsupported background / conversation / prompt, stream,
+// store, the stored metadata and user, and include.
+std::optional<ApiError> ParseSwitches(const OJson& body, const ServerDefaults& d,
+                                      ResponsesRequest* r) {
   if (auto e = CheckModel(body, d)) return e;
   for (const char* k : {"background", "conversation", "prompt"}) {
     const OJson* v = Field(body, k);
@@ -530,13 +611,20 @@ std::optional<ApiError> ParseResponsesRequest(const ParseContext& ctx, const OJs
       r->output_logprobs |= x == "message.output_text.logprobs";
     }
   }
-  // Sampling: the chat fields parser, with the Responses API's names mapped.
+  return std::nullopt;
+}
+
+// Sampling: the chat fields parser, with the Responses API's names mapped; then the
+// log-probabilities of the output text: with the include, top_logprobs alternatives each (0 when
+// absent; *top_logprobs); top_logprobs alone asks for nothing, as in OpenAI's API.
+std::optional<ApiError> ParseSampling(const OJson& body, const ServerDefaults& d,
+                                      ResponsesRequest* r, int* top_logprobs) {
   OJson fields = OJson::object();
   if (const OJson* m = Field(body, "max_output_tokens")) fields["max_tokens"] = *m;
   for (const char* k : {"temperature", "top_p"}) {
     if (const OJson* v = Field(body, k)) fields[k] = *v;
   }
-  if (auto e = ParseGenerationFields(fields, d, true, &t.gen)) {
+  if (auto e = ParseGenerationFields(fields, d, true, &r->turn.gen)) {
     if (e->param == "max_tokens") {  // named as the client sent it
       e->param = "max_output_tokens";
       for (size_t at; (at = e->message.find("'max_tokens'")) != std::string::npos;) {
@@ -545,19 +633,21 @@ std::optional<ApiError> ParseResponsesRequest(const ParseContext& ctx, const OJs
     }
     return e;
   }
-  // Log-probabilities of the output text: with the include, top_logprobs alternatives each
-  // (0 when absent); top_logprobs alone asks for nothing, as in OpenAI's API.
-  int top_logprobs = 0;
   if (const OJson* v = Field(body, "top_logprobs")) {
     if (!v->is_number_integer() || v->get<int64_t>() < 0 || v->get<int64_t>() > kMaxLogprobs) {
       return BadRequest("'top_logprobs' must be an integer in [0, " +
                             std::to_string(kMaxLogprobs) + "]",
                         "top_logprobs");
     }
-    top_logprobs = v->get<int>();
+    *top_logprobs = v->get<int>();
   }
-  if (r->output_logprobs) t.gen.sampling.logprobs = top_logprobs;
-  // The conversation: the previous response's, then instructions first, then this input.
+  if (r->output_logprobs) r->turn.gen.sampling.logprobs = *top_logprobs;
+  return std::nullopt;
+}
+
+// The conversation: the previous response's messages, then instructions first, then this input.
+std::optional<ApiError> ParseConversation(const ParseContext& ctx, const OJson& body,
+                                          ResponsesRequest* r) {
   OJson msgs = OJson::array();
   if (const OJson* prev = Field(body, "previous_response_id")) {
     if (!prev->is_string())
@@ -591,43 +681,47 @@ std::optional<ApiError> ParseResponsesRequest(const ParseContext& ctx, const OJs
     msgs.insert(msgs.begin(), OJson{{"role", "system"}, {"content", *ins}});
   }
   if (msgs.empty()) return BadRequest("'input' must not be empty", "input");
-  t.messages = MergeLeadingSystemMessages(std::move(msgs));
-  const Status st = ChatTemplate::ParseToolCallArguments(&t.messages, kMaxJsonDepth);
+  r->turn.messages = MergeLeadingSystemMessages(std::move(msgs));
+  const Status st = ChatTemplate::ParseToolCallArguments(&r->turn.messages, kMaxJsonDepth);
   if (!st.ok()) return BadRequest(st.message(), "input");
-  if (auto e = ConvertTools(body, &t, &r->tools)) return e;
-  if (auto e = ConvertTextFormat(body, &t)) return e;
-  // reasoning.effort: none = off; otherwise on, with a budget; absent: the template's default.
-  OJson reasoning_echo = {{"effort", nullptr}, {"summary", nullptr}};
-  if (const OJson* rs = Field(body, "reasoning")) {
-    if (!rs->is_object()) return BadRequest("'reasoning' must be an object", "reasoning");
-    if (const OJson* eff = Field(*rs, "effort")) {
-      const std::string effort = eff->is_string() ? eff->get<std::string>() : "";
-      if (effort == "none") {
-        t.template_kwargs["enable_thinking"] = false;
-      } else if (auto b = EffortBudget(effort)) {
-        t.template_kwargs["enable_thinking"] = true;
-        t.reasoning_budget = *b;
-      } else {
-        return BadRequest("'reasoning.effort' must be none, minimal, low, medium, high or xhigh",
-                          "reasoning.effort");
-      }
-      reasoning_echo["effort"] = effort;
+  return std::nullopt;
+}
+
+// reasoning.effort: none = off; otherwise on, with a budget; absent: the template's default.
+// reasoning.summary asks for summaries. *echo: what the Response repeats of them.
+std::optional<ApiError> ParseReasoning(const OJson& body, ResponsesRequest* r, OJson* echo) {
+  const OJson* rs = Field(body, "reasoning");
+  if (!rs) return std::nullopt;
+  if (!rs->is_object()) return BadRequest("'reasoning' must be an object", "reasoning");
+  ChatTurn& t = r->turn;
+  if (const OJson* eff = Field(*rs, "effort")) {
+    const std::string effort = eff->is_string() ? eff->get<std::string>() : "";
+    if (effort == "none") {
+      t.template_kwargs["enable_thinking"] = false;
+    } else if (auto b = EffortBudget(effort)) {
+      t.template_kwargs["enable_thinking"] = true;
+      t.reasoning_budget = *b;
+    } else {
+      return BadRequest("'reasoning.effort' must be none, minimal, low, medium, high or xhigh",
+                        "reasoning.effort");
     }
-    if (const OJson* s = Field(*rs, "summary")) {
-      if (*s != "auto" && *s != "concise" && *s != "detailed") {
-        return BadRequest("'reasoning.summary' must be auto, concise or detailed",
-                          "reasoning.summary");
-      }
-      reasoning_echo["summary"] = *s;
-      r->reasoning_summary = true;
+    (*echo)["effort"] = effort;
+  }
+  if (const OJson* s = Field(*rs, "summary")) {
+    if (*s != "auto" && *s != "concise" && *s != "detailed") {
+      return BadRequest("'reasoning.summary' must be auto, concise or detailed",
+                        "reasoning.summary");
     }
+    (*echo)["summary"] = *s;
+    r->reasoning_summary = true;
   }
-  if (const OJson* kw = Field(body, "chat_template_kwargs")) {  // vLLM's extension, as in chat
-    if (!kw->is_object())
-      return BadRequest("'chat_template_kwargs' must be an object", "chat_template_kwargs");
-    for (auto it = kw->begin(); it != kw->end(); ++it) t.template_kwargs[it.key()] = it.value();
-  }
-  // What the Response object repeats back.
+  return std::nullopt;
+}
+
+// What the Response object repeats back of the request.
+void EchoRequest(const OJson& body, const OJson& reasoning_echo, int top_logprobs,
+                 ResponsesRequest* r) {
+  const ChatTurn& t = r->turn;
   OJson& echo = r->echo;
   echo["instructions"] = r->instructions;
   echo["max_output_tokens"] =
@@ -646,6 +740,27 @@ std::optional<ApiError> ParseResponsesRequest(const ParseContext& ctx, const OJs
   echo["top_p"] = t.gen.sampling.top_p;
   echo["truncation"] = "disabled";
   echo["user"] = Field(body, "user") ? body["user"] : OJson(nullptr);
+}
+
+}  // namespace
+
+std::optional<ApiError> ParseResponsesRequest(const ParseContext& ctx, const OJson& body,
+                                              ResponsesRequest* r) {
+  ChatTurn& t = r->turn;
+  if (auto e = ParseSwitches(body, ctx.defaults, r)) return e;
+  int top_logprobs = 0;
+  if (auto e = ParseSampling(body, ctx.defaults, r, &top_logprobs)) return e;
+  if (auto e = ParseConversation(ctx, body, r)) return e;
+  if (auto e = ConvertTools(body, &t, &r->tools)) return e;
+  if (auto e = ConvertTextFormat(body, &t)) return e;
+  OJson reasoning_echo = {{"effort", nullptr}, {"summary", nullptr}};
+  if (auto e = ParseReasoning(body, r, &reasoning_echo)) return e;
+  if (const OJson* kw = Field(body, "chat_template_kwargs")) {  // vLLM's extension, as in chat
+    if (!kw->is_object())
+      return BadRequest("'chat_template_kwargs' must be an object", "chat_template_kwargs");
+    for (auto it = kw->begin(); it != kw->end(); ++it) t.template_kwargs[it.key()] = it.value();
+  }
+  EchoRequest(body, reasoning_echo, top_logprobs, r);
   return std::nullopt;
 }
 
