@@ -344,15 +344,8 @@ bool ProbeInstructions() {
 }
 
 void FillTable(KernelTable* t) {
-  t->isa = Isa::kAvx2;
-  t->linear_rows = &LinearRows;
-  cpu::FillElementwise<V>(t);
-  t->dot_rows = &DotRows;
-  t->axpy_rows = &AxpyRows;
-  t->exp_shifted = &ExpShifted;
-  t->attend_keys = &AttendKeys;
-  t->read_probe = &ReadProbe;
-  t->fma_probe = &FmaProbe;
+  cpu::FillUnitTable<V>(t, {Isa::kAvx2, &LinearRows, &DotRows, &AxpyRows, &ExpShifted, &AttendKeys,
+                            &ReadProbe, &FmaProbe});
 }
 
 }  // namespace mimo::avx2

@@ -203,4 +203,31 @@ void FillElementwise(KernelTable* t) {
   t->convert_row = &ConvertRow<V>;
 }
 
+// The KernelTable entries a CPU unit writes itself (its attention kernels and probes differ per
+// width: see elementwise_avx2.cc / elementwise_avx512.cc).
+struct UnitKernels {
+  Isa isa;
+  decltype(KernelTable::linear_rows) linear_rows;
+  decltype(KernelTable::dot_rows) dot_rows;
+  decltype(KernelTable::axpy_rows) axpy_rows;
+  decltype(KernelTable::exp_shifted) exp_shifted;
+  decltype(KernelTable::attend_keys) attend_keys;
+  decltype(KernelTable::read_probe) read_probe;
+  decltype(KernelTable::fma_probe) fma_probe;
+};
+
+// A CPU unit's KernelTable: the entries above at V's width, then the unit's own.
+template <class V>
+void FillUnitTable(KernelTable* t, const UnitKernels& u) {
+  FillElementwise<V>(t);
+  t->isa = u.isa;
+  t->linear_rows = u.linear_rows;
+  t->dot_rows = u.dot_rows;
+  t->axpy_rows = u.axpy_rows;
+  t->exp_shifted = u.exp_shifted;
+  t->attend_keys = u.attend_keys;
+  t->read_probe = u.read_probe;
+  t->fma_probe = u.fma_probe;
+}
+
 }  // namespace mimo::cpu

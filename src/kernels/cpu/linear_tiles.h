@@ -10,8 +10,9 @@
 // decodes 4 rows once per token chunk into an fp32 scratch and runs a 4-row x kMultiTokens
 // register tile over it; that tile reduces every (row, token) in exactly the order of the T == 1
 // path, so outputs are batch-invariant (docs/ARCHITECTURE.md). MXFP4 has the same two paths
-// with its own decoder. Each unit adds lane-major prompt tiles of its own (linear_avx2.cc,
-// linear_avx512.cc) and small-step tiles that decode weights in registers.
+// with its own decoder. The other T > 1 paths, lane-major prompt tiles and small-step tiles that
+// decode weights in registers, are width-templated too (linear_prefill.h, linear_small_batch.h:
+// BatchRows, which the unit must include).
 //
 // V is a vector-op type (vec_avx2.h) extended by the unit's Linear tuning:
 //   kMultiTokens      tokens per MultiTile register tile (4 x kMultiTokens accumulators)
@@ -19,7 +20,7 @@
 //   kName             the unit, for messages
 //   Mx                the MXFP4 decoder: kVecs vectors per 32-column block, Decode(p, out),
 //                     DecodeTail(p, n, out) (lanes >= n +0), Scale(e8m0) (raw units)
-//   BatchRows<W>(x, T, w, r0, r1, y)   the T > 1 path for dtype decoder W
+//   the tuning of the T > 1 paths listed in linear_prefill.h and linear_small_batch.h
 // Every function here is a template over V, directly or through a decoder that is: plain inline
 // code would be compiled by both units with different flags and the linker would keep one copy.
 #pragma once
@@ -433,6 +434,10 @@ bool GemvRowsPlain(const float* x, const MatrixWeight& w, int64_t r0, int64_t r1
   }
 }
 
+// The T > 1 path for dtype decoder W (linear_small_batch.h).
+template <class V, class W>
+void BatchRows(const float* x, int64_t T, const MatrixWeight& w, int64_t r0, int64_t r1, float* y);
+
 template <class V, class W>
 void LinearRowsTyped(const float* x, int64_t T, const MatrixWeight& w, int64_t r0, int64_t r1,
                      float* y) {
@@ -442,10 +447,10 @@ void LinearRowsTyped(const float* x, int64_t T, const MatrixWeight& w, int64_t r
     }
     return GemvRows<GemvTileOf<V, W>::template T>(x, w, r0, r1, y);
   }
-  V::template BatchRows<W>(x, T, w, r0, r1, y);
+  BatchRows<V, W>(x, T, w, r0, r1, y);
 }
 
-// ---- Lane-major prompt tiles (linear_avx2.cc, linear_avx512.cc) -----------------------------
+// ---- Lane-major prompt tiles (linear_prefill.h) ----------------------------------------------
 // The kLanes-column steps of a row: scale blocks of bc columns, each block's last step partial.
 template <int kLanes>
 struct LaneSteps {

@@ -1,9 +1,29 @@
 // VecAvx2: the vector ops, 8 fp32 lanes, in which the width-templated kernel bodies
-// (linear_tiles.h, elementwise_ops.h, roofline_probe.h) are written; VecAvx512 (vec_avx512.h)
-// is the same set 16 lanes wide. `+ - * /` on F are GCC vector operators (what _mm256_add_ps and
-// its siblings expand to), so only what has no operator is spelled here.
+// (linear_tiles.h, linear_prefill.h, linear_small_batch.h, elementwise_ops.h, roofline_probe.h)
+// are written; VecAvx512 (vec_avx512.h) is the same set 16 lanes wide, and an ARM unit's NEON type
+// the same set 4 lanes wide. `+ - * /` on F are GCC vector operators (what _mm256_add_ps and its
+// siblings expand to), so only what has no operator is spelled here.
 // Include from *_avx2.cc only: these inline functions are compiled with the including unit's
 // flags, and if an AVX-512 unit compiled them too the linker could keep its copy for both.
+//
+// The op set (every vector type has these; the bodies use nothing else):
+//   F, kLanes                  the fp32 vector and its lane count
+//   Zero, Set1(v), Load(p), LoadAligned(p), Store(p, v), StoreAligned(p, v)
+//   LoadN(p, n), StoreN(p, v, n)   the first n < kLanes lanes; lanes >= n +0; nothing past p + n
+//                              read or written
+//   Fmadd(a, b, c) = a b + c, Fnmadd = c - a b, Fmsub = a b - c (fused, one rounding), Min, Max,
+//   RoundNearest (ties to even), MulPow2(p, n) = p 2^n
+//   ReduceAdd(v)               the lanes' sum as a halving tree: lane i + lane i + n/2 while n > 1
+//                              (LaneReduce, linear_prefill.h, repeats that order across vectors,
+//                              so the order is part of the op)
+//   Transpose(in, out)         out[l] lane k = in[k] lane l for a kLanes x kLanes block
+//   KeepInRegister(v)          keeps a loaded vector in a register rather than letting the
+//                              compiler fold the load into every use (an optimization barrier; may
+//                              do nothing)
+//   LoadBf16, LoadF16, LoadE4m3 (+N forms)   kLanes stored elements as fp32 (e4m3: 2^-8 x value)
+//   kMaskedTails, kE4m3LineNanTest (LoadE4m3NoNan, E4m3LineNanMask), kE4m3Plain (LoadE4m3Plain,
+//   ScaleForE4m3Plain)         what the width offers, with the ops each flag promises
+//   I, AddU64, ReduceAddU64    64-bit integer lanes (the read probe); PrefetchL2(p)
 #pragma once
 
 #if !defined(__AVX2__) || !defined(__FMA__) || !defined(__F16C__) || defined(__AVX512F__)
@@ -57,6 +77,30 @@ struct VecAvx2 {
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
   }
+  // Unpacks within 128-bit halves, then shuffles, then the halves exchanged.
+  static void Transpose(const F (&in)[8], F (&out)[8]) {
+    F t[8], u[8];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) {
+      t[2 * i] = _mm256_unpacklo_ps(in[2 * i], in[2 * i + 1]);
+      t[2 * i + 1] = _mm256_unpackhi_ps(in[2 * i], in[2 * i + 1]);
+    }
+    // u[4h + m], 128-bit half q: column 4q + m of rows 4h .. 4h + 3.
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      u[4 * h] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0x44);
+      u[4 * h + 1] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0xee);
+      u[4 * h + 2] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0x44);
+      u[4 * h + 3] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0xee);
+    }
+#pragma GCC unroll 4
+    for (int m = 0; m < 4; ++m) {
+      out[m] = _mm256_permute2f128_ps(u[m], u[4 + m], 0x20);
+      out[4 + m] = _mm256_permute2f128_ps(u[m], u[4 + m], 0x31);
+    }
+  }
+  // Nothing: with 16 registers the AVX2 tiles leave GCC's load folding as it is.
+  static void KeepInRegister(F&) {}
   static F RoundNearest(F v) {
     return _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   }

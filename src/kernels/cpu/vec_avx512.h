@@ -1,5 +1,6 @@
-// VecAvx512: the vector ops of vec_avx2.h 16 fp32 lanes wide (AVX-512 F/BW/VL/DQ), plus the
-// per-cache-line e4m3 NaN test only this width has. Partial vectors are masked loads and stores.
+// VecAvx512: the vector ops of vec_avx2.h (the op set is listed there) 16 fp32 lanes wide
+// (AVX-512 F/BW/VL/DQ), plus the per-cache-line e4m3 NaN test only this width has, and the bf16
+// pair ops of the bf16 GEMM (gemm_bf16.h). Partial vectors are masked loads and stores.
 // Include from *_avx512.cc only (see vec_avx2.h: inline functions take the unit's flags).
 #pragma once
 
@@ -10,7 +11,9 @@
 
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/cpu/e4m3_avx512.h"
 
@@ -45,6 +48,38 @@ struct VecAvx512 {
   static F Min(F a, F b) { return _mm512_min_ps(a, b); }
   static F Max(F a, F b) { return _mm512_max_ps(a, b); }
   static float ReduceAdd(F v) { return _mm512_reduce_add_ps(v); }
+  // Unpacks within 128-bit lanes, 64-bit unpacks, then two rounds of 128-bit lane shuffles.
+  static void Transpose(const F (&in)[16], F (&out)[16]) {
+    F t[16], r[16];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i) {
+      t[2 * i] = _mm512_unpacklo_ps(in[2 * i], in[2 * i + 1]);
+      t[2 * i + 1] = _mm512_unpackhi_ps(in[2 * i], in[2 * i + 1]);
+    }
+    // r[4i + m], 128-bit lane q: column 4q + m of rows 4i .. 4i + 3.
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) {
+      const __m512d t0 = _mm512_castps_pd(t[4 * i]), t1 = _mm512_castps_pd(t[4 * i + 1]);
+      const __m512d t2 = _mm512_castps_pd(t[4 * i + 2]), t3 = _mm512_castps_pd(t[4 * i + 3]);
+      r[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
+      r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
+      r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
+      r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
+    }
+#pragma GCC unroll 4
+    for (int m = 0; m < 4; ++m) {
+      const F a = _mm512_shuffle_f32x4(r[m], r[4 + m], 0x88);
+      const F b = _mm512_shuffle_f32x4(r[m], r[4 + m], 0xdd);
+      const F c = _mm512_shuffle_f32x4(r[8 + m], r[12 + m], 0x88);
+      const F d = _mm512_shuffle_f32x4(r[8 + m], r[12 + m], 0xdd);
+      out[m] = _mm512_shuffle_f32x4(a, c, 0x88);
+      out[8 + m] = _mm512_shuffle_f32x4(a, c, 0xdd);
+      out[4 + m] = _mm512_shuffle_f32x4(b, d, 0x88);
+      out[12 + m] = _mm512_shuffle_f32x4(b, d, 0xdd);
+    }
+  }
+  // An empty asm that claims to change v in a zmm register.
+  static void KeepInRegister(F& v) { asm("" : "+v"(v)); }
   static F RoundNearest(F v) {
     return _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   }
@@ -111,6 +146,72 @@ struct VecAvx512 {
         _mm512_or_si512(_mm512_loadu_si512(p), _mm512_set1_epi8(static_cast<char>(0x80)));
     return _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8(static_cast<char>(0xff)));
   }
+
+  // ---- bf16 pairs (gemm_bf16.h lists these ops): B = 16 lanes of two bf16 ----
+  // DotBf16 and PackBf16 are AVX512_BF16 (vdpbf16ps, vcvtne2ps2bf16): only after ProbeBf16.
+  using B = __m512i;
+  static B LoadB(const void* p) { return _mm512_loadu_si512(p); }
+  static B LoadBAligned(const void* p) { return _mm512_load_si512(p); }
+  static void StoreB(void* p, B v) { _mm512_storeu_si512(p, v); }
+  static void StoreBAligned(void* p, B v) { _mm512_store_si512(p, v); }
+  static B Set1Pair(uint32_t pair) { return _mm512_set1_epi32(static_cast<int>(pair)); }
+  static F AsF(B v) { return _mm512_castsi512_ps(v); }
+  static B AsB(F v) { return _mm512_castps_si512(v); }
+  static B LoadBf16PairsN(const uint16_t* p, int64_t n) {
+    return _mm512_maskz_loadu_epi16(static_cast<__mmask32>((1u << n) - 1u), p);
+  }
+  static void KeepInRegister(B& v) { asm("" : "+v"(v)); }
+  __attribute__((target("avx512bf16"))) static B PackBf16(F lo, F hi) {
+    return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo));
+  }
+  __attribute__((target("avx512bf16"))) static F DotBf16(F acc, B a, B b) {
+    return _mm512_dpbf16_ps(acc, reinterpret_cast<__m512bh>(a), reinterpret_cast<__m512bh>(b));
+  }
+  // 32 e4m3 codes as the bf16 bit patterns of 2^-8 x their values: the bits
+  // PackBf16(LoadE4m3, LoadE4m3) gives, in three 16-bit integer operations instead of the f16 and
+  // fp32 conversions of both halves (this decode bounded the bf16 mode on FP8 weights: 22 tok/s at
+  // batch 1 against the exact path's 28). A normal code s.eeee.mmm is 2^(e-15) x 1.mmm in these
+  // units, the bf16 s | (e + 112) << 7 | mmm << 4, and as e < 16 the + 112 (0b1110000) is an OR:
+  // sign-extended to 16 bits and shifted left by 4 the code holds s in bit 15 and eeee.mmm in
+  // bits 10..4, so (w << 4) & 0x87f0 | 0x3800 is the pattern. Codes with e = 0 (zeros and
+  // subnormals, m x 2^-17, normal in bf16) are looked up by m when a step has any (rare in
+  // trained weights). A step holding a NaN code is left to the caller (TryDecode: false).
+  struct E4m3Bf16 {
+    B subnormal = SubnormalUnits();  // bf16 bits of m x 2^-17 at index m < 8
+
+    static B SubnormalUnits() {
+      static const B table = [] {
+        alignas(64) uint16_t t[32] = {};
+        for (int m = 0; m < 8; ++m) {
+          const float f = std::ldexp(static_cast<float>(m), -17);  // exact in bf16
+          uint32_t bits;
+          std::memcpy(&bits, &f, sizeof(bits));
+          t[m] = static_cast<uint16_t>(bits >> 16);
+        }
+        return _mm512_load_si512(t);
+      }();
+      return table;
+    }
+    bool TryDecode(const uint8_t* p, B* out) const {
+      const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+      const __m256i nan = _mm256_or_si256(b, _mm256_set1_epi8(static_cast<char>(0x80)));
+      if (_mm256_cmpeq_epi8_mask(nan, _mm256_set1_epi8(static_cast<char>(0xff))) != 0) return false;
+      const __m512i w = _mm512_cvtepi8_epi16(b);
+      // (A & B) | C: imm 0xf0 & 0xcc | 0xaa.
+      __m512i r = _mm512_ternarylogic_epi32(_mm512_slli_epi16(w, 4), _mm512_set1_epi16(0x87f0),
+                                            _mm512_set1_epi16(0x3800), 0xea);
+      const __mmask32 sub = _mm512_testn_epi16_mask(w, _mm512_set1_epi16(0x78));
+      if (__builtin_expect(sub != 0, 0)) {
+        // Index: w's low 5 bits, 00mmm where e = 0. Sign: A | (B & C), imm 0xf0 | 0xcc & 0xaa.
+        const __m512i sign = _mm512_set1_epi16(static_cast<short>(0x8000));
+        const __m512i v =
+            _mm512_ternarylogic_epi32(_mm512_permutexvar_epi16(w, subnormal), w, sign, 0xf8);
+        r = _mm512_mask_mov_epi16(r, sub, v);
+      }
+      *out = r;
+      return true;
+    }
+  };
 
   // 64-bit integer lanes (the read probe).
   using I = __m512i;
