@@ -119,37 +119,40 @@ std::optional<ApiError> CheckModel(const OJson& body, const ServerDefaults& d) {
   return std::nullopt;
 }
 
-std::optional<ApiError> ParseGenerationFields(const OJson& body, const ServerDefaults& d,
-                                              bool chat, GenerationRequest* g) {
-  const Fields f(body);
-  SamplingParams& s = g->sampling;
-  StopParams& st = g->stop;
-  // Defaults: generation_config.json where it has them, else OpenAI's.
-  s.temperature = d.gen.temperature.value_or(1.0f);
-  s.top_p = d.gen.top_p.value_or(1.0f);
-  s.top_k = d.gen.top_k.value_or(0);
-  s.min_p = d.gen.min_p.value_or(0.0f);
-  s.repetition_penalty = d.gen.repetition_penalty.value_or(1.0f);
-  MIMO_TRY(f.Number("temperature", &s.temperature));
-  MIMO_TRY(f.Number("top_p", &s.top_p));
-  MIMO_TRY(f.Int("top_k", &s.top_k));
-  MIMO_TRY(f.Number("min_p", &s.min_p));
-  MIMO_TRY(f.Number("presence_penalty", &s.presence_penalty));
-  MIMO_TRY(f.Number("frequency_penalty", &s.frequency_penalty));
-  MIMO_TRY(f.Number("repetition_penalty", &s.repetition_penalty));
+namespace {
+
+// Sampling: defaults from generation_config.json where it has them, else OpenAI's; then the
+// request's temperature, top_p, top_k, min_p, penalties and seed.
+std::optional<ApiError> ParseSampling(const Fields& f, const ServerDefaults& d, SamplingParams* s) {
+  s->temperature = d.gen.temperature.value_or(1.0f);
+  s->top_p = d.gen.top_p.value_or(1.0f);
+  s->top_k = d.gen.top_k.value_or(0);
+  s->min_p = d.gen.min_p.value_or(0.0f);
+  s->repetition_penalty = d.gen.repetition_penalty.value_or(1.0f);
+  MIMO_TRY(f.Number("temperature", &s->temperature));
+  MIMO_TRY(f.Number("top_p", &s->top_p));
+  MIMO_TRY(f.Int("top_k", &s->top_k));
+  MIMO_TRY(f.Number("min_p", &s->min_p));
+  MIMO_TRY(f.Number("presence_penalty", &s->presence_penalty));
+  MIMO_TRY(f.Number("frequency_penalty", &s->frequency_penalty));
+  MIMO_TRY(f.Number("repetition_penalty", &s->repetition_penalty));
   if (const OJson* v = f.Get("seed")) {
     // A 64-bit signed integer, as in vLLM (negative seeds map onto the upper half of uint64).
     if (!v->is_number_integer()) return WrongType("seed", "an integer", *v);
     int64_t seed = 0;
     MIMO_TRY(IntegerInRange(*v, "seed", INT64_MIN, INT64_MAX, &seed));
-    s.seed = static_cast<uint64_t>(seed);
+    s->seed = static_cast<uint64_t>(seed);
   }
+  return std::nullopt;
+}
+
+// n, and best_of (vLLM, legacy OpenAI: samples to draw before returning n), both bounded.
+std::optional<ApiError> ParseSampleCounts(const Fields& f, GenerationRequest* g) {
   MIMO_TRY(f.Int("n", &g->n));
   if (g->n < 1 || g->n > kMaxN) {
     return BadRequest(
         "'n' must be in [1, " + std::to_string(kMaxN) + "], got " + std::to_string(g->n), "n");
   }
-  // best_of (vLLM, legacy OpenAI): samples to draw before returning n; bounded like n.
   int best_of = g->n;
   MIMO_TRY(f.Int("best_of", &best_of));
   if (best_of < 1 || best_of > kMaxN) {
@@ -157,79 +160,107 @@ std::optional<ApiError> ParseGenerationFields(const OJson& body, const ServerDef
         "'best_of' must be in [1, " + std::to_string(kMaxN) + "], got " + std::to_string(best_of),
         "best_of");
   }
-  // max_completion_tokens (newer OpenAI name) wins over max_tokens.
-  MIMO_TRY(f.Int("max_tokens", &st.max_tokens));
+  return std::nullopt;
+}
+
+// The length rules: max_tokens, or max_completion_tokens (the newer OpenAI name, which wins),
+// min_tokens, ignore_eos, skip_special_tokens.
+std::optional<ApiError> ParseLengthRules(const Fields& f, StopParams* st) {
+  MIMO_TRY(f.Int("max_tokens", &st->max_tokens));
   const char* max_field = "max_tokens";
   if (f.Get("max_completion_tokens")) {
-    MIMO_TRY(f.Int("max_completion_tokens", &st.max_tokens));
+    MIMO_TRY(f.Int("max_completion_tokens", &st->max_tokens));
     max_field = "max_completion_tokens";
   }
-  if ((f.Get("max_tokens") || f.Get("max_completion_tokens")) && st.max_tokens < 1) {
+  if ((f.Get("max_tokens") || f.Get("max_completion_tokens")) && st->max_tokens < 1) {
     return BadRequest(std::string("'") + max_field + "' must be >= 1", max_field);
   }
-  MIMO_TRY(f.Int("min_tokens", &st.min_tokens));
-  MIMO_TRY(f.Bool("ignore_eos", &st.ignore_eos));
-  MIMO_TRY(f.Bool("skip_special_tokens", &st.skip_special_tokens));
-  if (const OJson* v = f.Get("stop")) {
-    if (v->is_string()) {
-      st.stop.push_back(v->get<std::string>());
-    } else if (v->is_array()) {
-      if (v->size() > static_cast<size_t>(kMaxStopStrings)) {
-        return TooMany("stop", v->size(), kMaxStopStrings, "strings");
-      }
-      for (const OJson& x : *v) {
-        if (!x.is_string()) return WrongType("stop", "a string or an array of strings", *v);
-        st.stop.push_back(x.get<std::string>());
-      }
-    } else {
-      return WrongType("stop", "a string or an array of strings", *v);
-    }
-    for (const std::string& x : st.stop) {
-      if (x.empty()) return BadRequest("'stop' contains an empty string", "stop");
-      if (x.size() > kMaxStopStringBytes) {
-        return BadRequest("'stop' holds a string of " + std::to_string(x.size()) +
-                              " bytes; at most " + std::to_string(kMaxStopStringBytes) +
-                              " are allowed",
-                          "stop");
-      }
-    }
-  }
-  if (const OJson* v = f.Get("stop_token_ids")) {
-    if (!v->is_array()) return WrongType("stop_token_ids", "an array of token ids", *v);
-    if (v->size() > static_cast<size_t>(kMaxStopTokenIds)) {
-      return TooMany("stop_token_ids", v->size(), kMaxStopTokenIds, "token ids");
+  MIMO_TRY(f.Int("min_tokens", &st->min_tokens));
+  MIMO_TRY(f.Bool("ignore_eos", &st->ignore_eos));
+  MIMO_TRY(f.Bool("skip_special_tokens", &st->skip_special_tokens));
+  return std::nullopt;
+}
+
+// stop: a string or an array of strings, each non-empty and bounded.
+std::optional<ApiError> ParseStopStrings(const Fields& f, StopParams* st) {
+  const OJson* v = f.Get("stop");
+  if (!v) return std::nullopt;
+  if (v->is_string()) {
+    st->stop.push_back(v->get<std::string>());
+  } else if (v->is_array()) {
+    if (v->size() > static_cast<size_t>(kMaxStopStrings)) {
+      return TooMany("stop", v->size(), kMaxStopStrings, "strings");
     }
     for (const OJson& x : *v) {
-      if (!x.is_number_integer()) return WrongType("stop_token_ids", "an array of token ids", *v);
-      int32_t id = 0;
-      if (!TokenIdOf(x, d.vocab_size, &id)) return BadTokenId("stop_token_ids", x, d.vocab_size);
-      st.stop_token_ids.push_back(id);
+      if (!x.is_string()) return WrongType("stop", "a string or an array of strings", *v);
+      st->stop.push_back(x.get<std::string>());
+    }
+  } else {
+    return WrongType("stop", "a string or an array of strings", *v);
+  }
+  for (const std::string& x : st->stop) {
+    if (x.empty()) return BadRequest("'stop' contains an empty string", "stop");
+    if (x.size() > kMaxStopStringBytes) {
+      return BadRequest("'stop' holds a string of " + std::to_string(x.size()) +
+                            " bytes; at most " + std::to_string(kMaxStopStringBytes) +
+                            " are allowed",
+                        "stop");
     }
   }
-  if (const OJson* v = f.Get("logit_bias")) {
-    if (!v->is_object()) return WrongType("logit_bias", "an object {token id: bias}", *v);
-    if (v->size() > static_cast<size_t>(kMaxLogitBias)) {
-      return TooMany("logit_bias", v->size(), kMaxLogitBias, "entries");
-    }
-    for (auto it = v->begin(); it != v->end(); ++it) {
-      const std::string& key = it.key();
-      const std::string shown = key.size() > 32 ? key.substr(0, 32) + "..." : key;
-      // Digits only (strtol would take "+5", " 5" and wrap past 2^31).
-      if (key.empty() || key.size() > 12 ||
-          key.find_first_not_of("0123456789") != std::string::npos) {
-        return BadRequest("'logit_bias' keys must be token ids, got '" + shown + "'", "logit_bias");
-      }
-      const int64_t id = std::strtoll(key.c_str(), nullptr, 10);
-      const int64_t vocab_end = d.vocab_size > 0 ? d.vocab_size : int64_t{INT32_MAX} + 1;
-      if (id >= vocab_end) {
-        return BadRequest("'logit_bias' key " + shown + " is not a token id (an integer in [0, " +
-                              std::to_string(vocab_end) + "))",
-                          "logit_bias");
-      }
-      if (!it.value().is_number()) return WrongType("logit_bias", "an object {token id: bias}", *v);
-      s.logit_bias.push_back({static_cast<int32_t>(id), it.value().get<float>()});
-    }
+  return std::nullopt;
+}
+
+// stop_token_ids: an array of token ids.
+std::optional<ApiError> ParseStopTokenIds(const Fields& f, const ServerDefaults& d,
+                                          StopParams* st) {
+  const OJson* v = f.Get("stop_token_ids");
+  if (!v) return std::nullopt;
+  if (!v->is_array()) return WrongType("stop_token_ids", "an array of token ids", *v);
+  if (v->size() > static_cast<size_t>(kMaxStopTokenIds)) {
+    return TooMany("stop_token_ids", v->size(), kMaxStopTokenIds, "token ids");
   }
+  for (const OJson& x : *v) {
+    if (!x.is_number_integer()) return WrongType("stop_token_ids", "an array of token ids", *v);
+    int32_t id = 0;
+    if (!TokenIdOf(x, d.vocab_size, &id)) return BadTokenId("stop_token_ids", x, d.vocab_size);
+    st->stop_token_ids.push_back(id);
+  }
+  return std::nullopt;
+}
+
+// logit_bias: {token id (digits): bias}.
+std::optional<ApiError> ParseLogitBias(const Fields& f, const ServerDefaults& d,
+                                       SamplingParams* s) {
+  const OJson* v = f.Get("logit_bias");
+  if (!v) return std::nullopt;
+  if (!v->is_object()) return WrongType("logit_bias", "an object {token id: bias}", *v);
+  if (v->size() > static_cast<size_t>(kMaxLogitBias)) {
+    return TooMany("logit_bias", v->size(), kMaxLogitBias, "entries");
+  }
+  for (auto it = v->begin(); it != v->end(); ++it) {
+    const std::string& key = it.key();
+    const std::string shown = key.size() > 32 ? key.substr(0, 32) + "..." : key;
+    // Digits only (strtol would take "+5", " 5" and wrap past 2^31).
+    if (key.empty() || key.size() > 12 ||
+        key.find_first_not_of("0123456789") != std::string::npos) {
+      return BadRequest("'logit_bias' keys must be token ids, got '" + shown + "'", "logit_bias");
+    }
+    const int64_t id = std::strtoll(key.c_str(), nullptr, 10);
+    const int64_t vocab_end = d.vocab_size > 0 ? d.vocab_size : int64_t{INT32_MAX} + 1;
+    if (id >= vocab_end) {
+      return BadRequest("'logit_bias' key " + shown + " is not a token id (an integer in [0, " +
+                            std::to_string(vocab_end) + "))",
+                        "logit_bias");
+    }
+    if (!it.value().is_number()) return WrongType("logit_bias", "an object {token id: bias}", *v);
+    s->logit_bias.push_back({static_cast<int32_t>(id), it.value().get<float>()});
+  }
+  return std::nullopt;
+}
+
+// Log-probabilities: for chat, logprobs (a boolean) with top_logprobs; for completions,
+// logprobs is the number of alternatives.
+std::optional<ApiError> ParseLogprobs(const Fields& f, bool chat, SamplingParams* s) {
   if (chat) {
     bool lp = false;
     MIMO_TRY(f.Bool("logprobs", &lp));
@@ -242,15 +273,30 @@ std::optional<ApiError> ParseGenerationFields(const OJson& body, const ServerDef
       return BadRequest("'top_logprobs' must be in [0, " + std::to_string(kMaxLogprobs) + "]",
                         "top_logprobs");
     }
-    s.logprobs = lp ? top : -1;
+    s->logprobs = lp ? top : -1;
   } else if (const OJson* v = f.Get("logprobs")) {
     if (!v->is_number_integer()) return WrongType("logprobs", "an integer", *v);
     int64_t lp = 0;
     MIMO_TRY(IntegerInRange(*v, "logprobs", 0, kMaxLogprobs, &lp));
-    s.logprobs = static_cast<int>(lp);
+    s->logprobs = static_cast<int>(lp);
   }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<ApiError> ParseGenerationFields(const OJson& body, const ServerDefaults& d, bool chat,
+                                              GenerationRequest* g) {
+  const Fields f(body);
+  MIMO_TRY(ParseSampling(f, d, &g->sampling));
+  MIMO_TRY(ParseSampleCounts(f, g));
+  MIMO_TRY(ParseLengthRules(f, &g->stop));
+  MIMO_TRY(ParseStopStrings(f, &g->stop));
+  MIMO_TRY(ParseStopTokenIds(f, d, &g->stop));
+  MIMO_TRY(ParseLogitBias(f, d, &g->sampling));
+  MIMO_TRY(ParseLogprobs(f, chat, &g->sampling));
   // Range checks with the engine's own messages, which name the field.
-  const Status vs = s.Validate(d.vocab_size);
+  const Status vs = g->sampling.Validate(d.vocab_size);
   if (!vs.ok()) return BadRequest(vs.message());
   return std::nullopt;
 }
