@@ -147,14 +147,166 @@ std::optional<ApiError> ContentText(const OJson& c, const std::string& field, st
   return std::nullopt;
 }
 
+// What the blocks of one user or assistant message make.
+struct MessageBlocks {
+  std::string text;
+  std::string thinking;
+  OJson calls = OJson::array();
+  bool only_results = false;  // tool_result blocks only: no user message of its own
+};
+
+// A thinking block sent back, its text into *thinking. A signature is "<hmac>" or, for an omitted
+// display, "<hmac>.<base64 text>". Only reasoning this server wrote reaches the model: a block
+// whose signature does not verify (modified, from another server, or from before a restart) is
+// left out of the prompt rather than refused, so an agent's conversation goes on; an unsigned one
+// is kept (the client wrote it, as with chat completions' reasoning_content).
+std::optional<ApiError> ThinkingBlock(const ParseContext& ctx, const OJson& b,
+                                      const std::string& bf, std::string* thinking) {
+  std::string part, sig;
+  if (auto e = OptString(b, "thinking", bf + ".thinking", &part)) return e;
+  if (auto e = OptString(b, "signature", bf + ".signature", &sig)) return e;
+  if (!sig.empty()) {
+    const size_t dot = sig.find('.');
+    if (dot != std::string::npos && part.empty()) {
+      auto decoded = Base64Decode(std::string_view(sig).substr(dot + 1));
+      if (decoded) part = *decoded;
+    }
+    if (!ctx.verify || !ctx.verify(kThinkingSignatureKind, part, sig.substr(0, dot))) {
+      MIMO_LOG_WARN(
+          "%s: the thinking block's signature was not issued by this server: its "
+          "text is left out of the prompt",
+          bf.c_str());
+      part.clear();
+    }
+  }
+  *thinking += part;
+  return std::nullopt;
+}
+
+// A tool_use block: a call of the assistant message.
+std::optional<ApiError> ToolUseBlock(const OJson& b, const std::string& bf, OJson* calls) {
+  if (!b.contains("name") || !b["name"].is_string()) {
+    return BadRequest("'" + bf + ".name' must be a string", bf + ".name");
+  }
+  std::string id;
+  if (auto e = OptString(b, "id", bf + ".id", &id)) return e;
+  OJson input = b.contains("input") && !b["input"].is_null() ? b["input"] : OJson::object();
+  if (!input.is_object()) return BadRequest("'" + bf + ".input' must be an object", bf + ".input");
+  calls->push_back({{"id", id},
+                    {"type", "function"},
+                    {"function", {{"name", b["name"]}, {"arguments", input}}}});
+  return std::nullopt;
+}
+
+// A tool_result block: a tool message of its own.
+std::optional<ApiError> ToolResultBlock(const OJson& b, const std::string& bf, OJson* msgs) {
+  std::string result;
+  if (b.contains("content") && !b["content"].is_null()) {
+    if (auto e = ContentText(b["content"], bf + ".content", &result)) return e;
+  }
+  std::string use_id;
+  if (auto e = OptString(b, "tool_use_id", bf + ".tool_use_id", &use_id)) return e;
+  msgs->push_back({{"role", "tool"}, {"tool_call_id", use_id}, {"content", result}});
+  return std::nullopt;
+}
+
+// One content block of a user or assistant message, into *blocks (a tool result into *msgs).
+// Redacted thinking is left out: its data is not this server's to read.
+std::optional<ApiError> ContentBlock(const ParseContext& ctx, const OJson& b, const std::string& bf,
+                                     const std::string& role, MessageBlocks* blocks, OJson* msgs) {
+  const std::string t = TypeOf(b);
+  blocks->only_results &= t == "tool_result";
+  if (t == "text") {
+    if (!b.contains("text") || !b["text"].is_string()) {
+      return BadRequest("'" + bf + ".text' must be a string", bf + ".text");
+    }
+    blocks->text += b["text"].get<std::string>();
+  } else if (t == "thinking" && role == "assistant") {
+    return ThinkingBlock(ctx, b, bf, &blocks->thinking);
+  } else if (t == "redacted_thinking") {
+    return std::nullopt;
+  } else if (t == "tool_use" && role == "assistant") {
+    return ToolUseBlock(b, bf, &blocks->calls);
+  } else if ((t == "document" || t == "search_result") && role == "user") {
+    return TextDocument(b, bf, &blocks->text);
+  } else if (t == "tool_result" && role == "user") {
+    return ToolResultBlock(b, bf, msgs);
+  } else if (t == "image" || t == "audio") {
+    return BadRequest("'" + bf + "' has type '" + t + "': this engine is text-only", bf);
+  } else {
+    return BadRequest("'" + bf + "' has unsupported type '" + t + "' for a " + role + " message",
+                      bf);
+  }
+  return std::nullopt;
+}
+
+// A user or assistant message's array of blocks -> its message (after the tool messages its
+// tool_result blocks make), bounded with them.
+std::optional<ApiError> BlocksMessage(const ParseContext& ctx, const OJson& c,
+                                      const std::string& field, const std::string& role,
+                                      OJson* msgs) {
+  MessageBlocks blocks;
+  blocks.only_results = !c.empty();
+  for (size_t k = 0; k < c.size(); ++k) {
+    const std::string bf = field + ".content[" + std::to_string(k) + "]";
+    if (auto e = ContentBlock(ctx, c[k], bf, role, &blocks, msgs)) return e;
+  }
+  if (role == "assistant") {
+    OJson a = {{"role", "assistant"}, {"content", blocks.text}};
+    if (!blocks.thinking.empty()) a["reasoning_content"] = blocks.thinking;
+    if (!blocks.calls.empty()) a["tool_calls"] = blocks.calls;
+    msgs->push_back(a);
+  } else if (!blocks.only_results) {
+    msgs->push_back({{"role", "user"}, {"content", blocks.text}});
+  }
+  // Each tool_result block is a message of its own: bound what the blocks make, too.
+  if (msgs->size() > static_cast<size_t>(kMaxMessages) + 1) {
+    return BadRequest("'messages' make more than " + std::to_string(kMaxMessages) +
+                          " chat messages (each tool_result block is one)",
+                      "messages");
+  }
+  return std::nullopt;
+}
+
+// messages[i] -> chat messages appended to *msgs: a system message's text, a string content as it
+// is, blocks as BlocksMessage makes them.
+std::optional<ApiError> ConvertMessage(const ParseContext& ctx, const OJson& m,
+                                       const std::string& field, OJson* msgs) {
+  if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
+    return BadRequest("'" + field + ".role' must be user, assistant or system", field + ".role");
+  }
+  const std::string role = m["role"];
+  if (role != "user" && role != "assistant" && role != "system") {
+    return BadRequest("'" + field + ".role' must be user, assistant or system, got '" + role + "'",
+                      field + ".role");
+  }
+  if (!m.contains("content"))
+    return BadRequest("'" + field + ".content' is required", field + ".content");
+  const OJson& c = m["content"];
+  if (role == "system") {
+    std::string text;
+    if (auto e = TextOf(c, field + ".content", &text)) return e;
+    msgs->push_back({{"role", "system"}, {"content", text}});
+    return std::nullopt;
+  }
+  if (c.is_string()) {
+    msgs->push_back({{"role", role}, {"content", c}});
+    return std::nullopt;
+  }
+  if (!c.is_array()) {
+    return BadRequest("'" + field + ".content' must be a string or an array of blocks",
+                      field + ".content");
+  }
+  return BlocksMessage(ctx, c, field, role, msgs);
+}
+
 }  // namespace
 
 // Anthropic messages (+ system) -> OpenAI-style messages for the template. System messages may
 // stand anywhere in `messages` (Claude Code sends them there): those before the first user or
 // assistant message are merged with the top-level `system` into the one system prompt the
 // template renders first; later ones become system turns in order. A thinking block that comes
-// back with a signature this server did not issue is left out (an unsigned one is kept: the
-// client wrote it, as with chat completions' reasoning_content).
+// back with a signature this server did not issue is left out (ThinkingBlock).
 static std::optional<ApiError> ConvertMessages(const ParseContext& ctx, const OJson& body,
                                                OJson* out) {
   OJson msgs = OJson::array();
@@ -173,115 +325,7 @@ static std::optional<ApiError> ConvertMessages(const ParseContext& ctx, const OJ
                       "messages");
   }
   for (size_t i = 0; i < in.size(); ++i) {
-    const OJson& m = in[i];
-    const std::string field = "messages[" + std::to_string(i) + "]";
-    if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
-      return BadRequest("'" + field + ".role' must be user, assistant or system", field + ".role");
-    }
-    const std::string role = m["role"];
-    if (role != "user" && role != "assistant" && role != "system") {
-      return BadRequest(
-          "'" + field + ".role' must be user, assistant or system, got '" + role + "'",
-          field + ".role");
-    }
-    if (!m.contains("content"))
-      return BadRequest("'" + field + ".content' is required", field + ".content");
-    const OJson& c = m["content"];
-    if (role == "system") {
-      std::string text;
-      if (auto e = TextOf(c, field + ".content", &text)) return e;
-      msgs.push_back({{"role", "system"}, {"content", text}});
-      continue;
-    }
-    if (c.is_string()) {
-      msgs.push_back({{"role", role}, {"content", c}});
-      continue;
-    }
-    if (!c.is_array()) {
-      return BadRequest("'" + field + ".content' must be a string or an array of blocks",
-                        field + ".content");
-    }
-    std::string text, thinking;
-    OJson calls = OJson::array();
-    bool only_results = !c.empty();
-    for (size_t k = 0; k < c.size(); ++k) {
-      const OJson& b = c[k];
-      const std::string bf = field + ".content[" + std::to_string(k) + "]";
-      const std::string t = TypeOf(b);
-      only_results &= t == "tool_result";
-      if (t == "text") {
-        if (!b.contains("text") || !b["text"].is_string()) {
-          return BadRequest("'" + bf + ".text' must be a string", bf + ".text");
-        }
-        text += b["text"].get<std::string>();
-      } else if (t == "thinking" && role == "assistant") {
-        std::string part, sig;
-        if (auto e = OptString(b, "thinking", bf + ".thinking", &part)) return e;
-        if (auto e = OptString(b, "signature", bf + ".signature", &sig)) return e;
-        if (!sig.empty()) {
-          // "<hmac>" or, for an omitted display, "<hmac>.<base64 text>".
-          const size_t dot = sig.find('.');
-          if (dot != std::string::npos && part.empty()) {
-            auto decoded = Base64Decode(std::string_view(sig).substr(dot + 1));
-            if (decoded) part = *decoded;
-          }
-          // Only reasoning this server wrote reaches the model: a block whose signature does not
-          // verify (modified, from another server, or from before a restart) is left out of the
-          // prompt rather than refused, so an agent's conversation goes on.
-          if (!ctx.verify || !ctx.verify(kThinkingSignatureKind, part, sig.substr(0, dot))) {
-            MIMO_LOG_WARN(
-                "%s: the thinking block's signature was not issued by this server: its "
-                "text is left out of the prompt",
-                bf.c_str());
-            part.clear();
-          }
-        }
-        thinking += part;
-      } else if (t == "redacted_thinking") {
-        continue;
-      } else if (t == "tool_use" && role == "assistant") {
-        if (!b.contains("name") || !b["name"].is_string()) {
-          return BadRequest("'" + bf + ".name' must be a string", bf + ".name");
-        }
-        std::string id;
-        if (auto e = OptString(b, "id", bf + ".id", &id)) return e;
-        OJson input = b.contains("input") && !b["input"].is_null() ? b["input"] : OJson::object();
-        if (!input.is_object())
-          return BadRequest("'" + bf + ".input' must be an object", bf + ".input");
-        calls.push_back({{"id", id},
-                         {"type", "function"},
-                         {"function", {{"name", b["name"]}, {"arguments", input}}}});
-      } else if ((t == "document" || t == "search_result") && role == "user") {
-        if (auto e = TextDocument(b, bf, &text)) return e;
-      } else if (t == "tool_result" && role == "user") {
-        std::string result;
-        if (b.contains("content") && !b["content"].is_null()) {
-          if (auto e = ContentText(b["content"], bf + ".content", &result)) return e;
-        }
-        std::string use_id;
-        if (auto e = OptString(b, "tool_use_id", bf + ".tool_use_id", &use_id)) return e;
-        msgs.push_back({{"role", "tool"}, {"tool_call_id", use_id}, {"content", result}});
-      } else if (t == "image" || t == "audio") {
-        return BadRequest("'" + bf + "' has type '" + t + "': this engine is text-only", bf);
-      } else {
-        return BadRequest(
-            "'" + bf + "' has unsupported type '" + t + "' for a " + role + " message", bf);
-      }
-    }
-    if (role == "assistant") {
-      OJson a = {{"role", "assistant"}, {"content", text}};
-      if (!thinking.empty()) a["reasoning_content"] = thinking;
-      if (!calls.empty()) a["tool_calls"] = calls;
-      msgs.push_back(a);
-    } else if (!only_results) {
-      msgs.push_back({{"role", "user"}, {"content", text}});
-    }
-    // Each tool_result block is a message of its own: bound what the blocks make, too.
-    if (msgs.size() > static_cast<size_t>(kMaxMessages) + 1) {
-      return BadRequest("'messages' make more than " + std::to_string(kMaxMessages) +
-                            " chat messages (each tool_result block is one)",
-                        "messages");
-    }
+    if (auto e = ConvertMessage(ctx, in[i], "messages[" + std::to_string(i) + "]", &msgs)) return e;
   }
   *out = MergeLeadingSystemMessages(std::move(msgs));
   return std::nullopt;
