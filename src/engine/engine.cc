@@ -67,15 +67,12 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(MimoV2Model& model, ExecContext
                                                           : 4096;
   // Without a speculator the step's speculative stage is the null one (NoSpeculator).
   e->spec_ = o.speculator ? o.speculator : std::make_shared<NoSpeculator>();
-  Speculator* spec = e->spec_.get();  // held by the engine as long as the scheduler
+  Speculator* spec = e->spec_.get();
   PagedKvOptions kv = o.kv;
   kv.mtp_sequences_per_sequence = spec->mtp_sequences_per_sequence();
   kv.mtp_chunk_tokens = spec->mtp_chunk_tokens();
   SchedulerOptions sched = so;
   sched.prefix_hit_margin = spec->prefix_hit_margin();
-  sched.restorable_prefix = [spec](std::span<const int32_t> t) {
-    return spec->RestorablePrefix(t);
-  };
   kv.max_sequences = so.max_num_seqs;
   kv.max_context = model_len;
   kv.max_chunk_tokens = so.max_num_batched_tokens;
@@ -277,7 +274,6 @@ void Engine::Finish(Request* r, RequestOutput&& out) {
     it->second.erase(std::remove(it->second.begin(), it->second.end(), seq), it->second.end());
     if (it->second.empty()) seqs_of_.erase(it);
   }
-  spec_->Release(seq);  // its draft state goes with it
   std::unique_ptr<Request> gone = scheduler_->Remove(seq);
   outbox_.emplace_back(std::move(sink), std::move(out));
 }
@@ -400,10 +396,9 @@ void Engine::Draft(const std::vector<Request*>& reqs) {
   spec_->Propose(ctx_, reqs, max_drafts);
 }
 
-// The step's schedule ended requests that can never run, and those the scheduler preempted
-// lose their drafts.
-void Engine::SettleSchedule(const SchedulePlan& plan) {
-  for (int seq : plan.preempted) spec_->Release(seq);
+// The schedule found requests that can never run: they end with an error. (Preempted requests
+// lost their drafts with their KV: the speculator's state lives in the cache.)
+void Engine::AbortUnschedulable(const SchedulePlan& plan) {
   for (int seq : plan.unschedulable) {
     Request* r = scheduler_->Find(seq);
     Abort(r, FinishReason::kError,
@@ -513,7 +508,7 @@ std::vector<Request*> Engine::SampleAndCommit(const SchedulePlan& plan) {
 bool Engine::Step() {
   const bool inputs = DrainInputs();
   const SchedulePlan plan = scheduler_->Schedule();
-  SettleSchedule(plan);
+  AbortUnschedulable(plan);
   if (plan.empty()) return IdleStep(inputs, plan);
   MarkScheduled(plan);
   const StatusOr<KvStepPlan> kv_plan = kv_->PlanStep(plan.ToStepBatch());
@@ -534,6 +529,11 @@ void Engine::PublishStats() {
   s.num_preemptions = ss.num_preemptions;
   s.prefix_cache_queries = ss.prefix_cache_queries;
   s.prefix_cache_hits = ss.prefix_cache_hits;
+  s.spec_draft_state_bytes = kv_->draft_state_bytes();
+  if (const FeatureCache* fc = kv_->feature_cache()) {
+    s.spec_feature_cache_bytes = fc->bytes();
+    s.spec_feature_cache_capacity_bytes = fc->capacity_bytes();
+  }
   const KvCacheManager& m = kv_->manager();
   for (int i = 0; i < m.num_groups(); ++i) {
     s.kv_free_blocks_per_group.push_back(m.num_free_blocks(i));

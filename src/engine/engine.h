@@ -3,8 +3,11 @@
 // context). One engine thread owns the scheduler, the KV cache and the model; any thread submits
 // and cancels through a locked queue and receives per-request events through its OutputSink.
 // The model and the KV cache know nothing of requests. One step reads: schedule (the scheduler
-// reserves KV slots) -> plan the KV step (KvCache::PlanStep) -> forward by the plan -> sample
-// -> commit (token ids recorded, rejected drafts rolled back, finished requests freed).
+// reserves KV slots) -> plan the KV step (KvCache::PlanStep) -> forward by the plan (the
+// speculator observes the rows' features) -> verify drafts / sample -> commit (token ids
+// recorded, rejected drafts rolled back, finished requests freed) -> draft the next step's
+// tokens. Speculation is a stage of every step, behind the Speculator interface: NoSpeculator
+// when it is off, so the step never branches on it; the speculator's state lives in the KV cache.
 #pragma once
 
 #include <atomic>
@@ -68,6 +71,12 @@ struct EngineStats {
   int64_t spec_num_draft_tokens = 0;
   int64_t spec_num_accepted_tokens = 0;
   std::vector<int64_t> spec_accepted_per_pos;
+  // Speculator state, held in the KV cache: the drafters' per-sequence state (DFlash's draft
+  // context and pending features, MTP's hidden states) and the feature cache of prompt blocks
+  // (DFlash), with its bound.
+  int64_t spec_draft_state_bytes = 0;
+  int64_t spec_feature_cache_bytes = 0;
+  int64_t spec_feature_cache_capacity_bytes = 0;
   std::vector<int> kv_free_blocks_per_group;   // every KV-cache group (full, sliding window)
   std::vector<int> kv_total_blocks_per_group;  // allocatable blocks (null block excluded)
 };
@@ -122,7 +131,7 @@ class Engine {
   bool SampleAndEmit(Request* r, const float* logits);
   bool VerifyAndEmit(Request* r, const float* logits, int num_draft);
   // The step's stages, in order (Step reads as this list).
-  void SettleSchedule(const SchedulePlan& plan);
+  void AbortUnschedulable(const SchedulePlan& plan);
   bool IdleStep(bool inputs, const SchedulePlan& plan);
   void MarkScheduled(const SchedulePlan& plan);
   bool FailStep(const SchedulePlan& plan, const Status& status);

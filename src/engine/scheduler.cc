@@ -116,13 +116,12 @@ void Scheduler::AdmitWaiting(SchedulePlan* plan, int* budget) {
     std::vector<int32_t> tokens(r->prompt());
     tokens.insert(tokens.end(), r->output.begin(), r->output.end());
     // Lookup over a shortened list caps the hit so that the margin is computed, unless the
-    // speculator restores the draft state of the positions the hit covers.
+    // drafter restores the features of the positions the hit covers from the feature cache
+    // (+ 1: the lookup keeps the list's last token to compute).
     size_t lookup = static_cast<size_t>(
         std::max<int64_t>(1, static_cast<int64_t>(tokens.size()) - opts_.prefix_hit_margin + 1));
-    if (opts_.restorable_prefix) {  // + 1: the lookup keeps the list's last token to compute
-      const int restorable = std::max(0, opts_.restorable_prefix(tokens));
-      lookup = std::max(lookup, std::min(tokens.size(), static_cast<size_t>(restorable) + 1));
-    }
+    const int restorable = kv_.FeatureCachedPrefix(tokens);
+    lookup = std::max(lookup, std::min(tokens.size(), static_cast<size_t>(restorable) + 1));
     StatusOr<int> hit =
         kv_.AttachCachedPrefix(r->seq_id, std::span<const int32_t>(tokens).first(
                                               std::min(lookup, tokens.size())));

@@ -8,7 +8,6 @@
 #pragma once
 
 #include <deque>
-#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -25,11 +24,9 @@ struct SchedulerOptions {
   int max_num_seqs = 16;             // running requests at most
   int max_num_batched_tokens = 512;  // token budget of one step (and largest chunk)
   // A prefix-cache hit leaves at least this many tokens to compute (speculative decoding: the
-  // drafter needs the hidden states of the last window of positions).
+  // drafter needs the hidden states of the last window of positions), except over the leading
+  // blocks whose features the KV cache's FeatureCache holds (KvCache::FeatureCachedPrefix).
   int prefix_hit_margin = 0;
-  // Leading tokens a hit may cover in spite of the margin (the speculator restores their draft
-  // state: Speculator::RestorablePrefix); none when unset.
-  std::function<int(std::span<const int32_t>)> restorable_prefix = nullptr;
 };
 
 // One request's rows in a step: positions start_pos .. start_pos + num_tokens - 1.

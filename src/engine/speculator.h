@@ -1,9 +1,10 @@
 // Speculative decoding as the engine drives it. The engine owns the step: it schedules each
 // decoding request's drafts for verification (1 + drafts tokens in one forward pass), asks the
 // Speculator to verify them against the target rows, rolls rejected drafts back in the KV
-// cache, applies stop rules to the accepted tokens, and asks for new drafts. The drafter and
-// the acceptance rule live in src/speculative (MtpSpeculator); the model only runs forwards.
-// Engine thread only.
+// cache, applies stop rules to the accepted tokens, and asks for new drafts: a stage of every
+// step (NoSpeculator when speculation is off). The drafters and the acceptance rule live in
+// src/speculative (MtpSpeculator, DFlashSpeculator over FeatureSpeculator); their per-sequence
+// state lives in the KV cache; the model only runs forwards. Engine thread only.
 #pragma once
 
 #include <span>
@@ -36,13 +37,11 @@ class Speculator {
   virtual int mtp_sequences_per_sequence() const = 0;
   virtual int mtp_chunk_tokens() const = 0;
   virtual int prefix_hit_margin() const = 0;
-  // Of a request's tokens, the leading ones whose draft state the speculator can restore without
-  // computing them: a prefix-cache hit up to there needs no margin. Called at admission.
-  virtual int RestorablePrefix(std::span<const int32_t> tokens) {
-    (void)tokens;
-    return 0;
-  }
-  // Once, after the engine built its KV cache.
+  // Once, after the engine built its KV cache. Whatever the speculator keeps per sequence lives
+  // in that cache and goes with the sequence (KvCache::AddDraftSequence with an owner,
+  // KvCache::SetDraftState): it never tracks a request's lifetime. A drafter that restores
+  // features of prompt blocks keeps them in the cache's FeatureCache (EnableFeatureCache), which
+  // the scheduler reads to let a prefix-cache hit cover them.
   virtual Status Attach(KvCache& kv, int block_size) = 0;
 
   // Whether the drafter reads the target's features at all (false: no speculation, the forward
@@ -69,8 +68,6 @@ class Speculator {
   // max_drafts[i] bounds request i's (remaining max_tokens / context).
   virtual void Propose(ExecContext& ctx, std::span<Request* const> reqs,
                        std::span<const int> max_drafts) = 0;
-  // The request left the running set (finished, cancelled or preempted): drop its draft state.
-  virtual void Release(int seq_id) = 0;
 };
 
 // No speculation: the engine's speculative stage with nothing in it. It drafts nothing, so no
@@ -90,7 +87,6 @@ class NoSpeculator final : public Speculator {
     return {};  // never called: no request has drafts
   }
   void Propose(ExecContext&, std::span<Request* const>, std::span<const int>) override {}
-  void Release(int) override {}
 };
 
 }  // namespace mimo

@@ -4,6 +4,8 @@
 #include <atomic>
 #include <set>
 
+#include "kv/block_pool.h"
+
 namespace mimo {
 
 StatusOr<std::unique_ptr<KvCache>> KvCache::Create(const ModelConfig& config,
@@ -39,12 +41,14 @@ StatusOr<int> KvCache::AttachCachedPrefix(int seq, std::span<const int32_t> prom
   return manager_->AddSequence(seq, prompt);
 }
 
-Status KvCache::AddDraftSequence(int seq, int start_pos) {
+Status KvCache::AddDraftSequence(int seq, int start_pos, int owner) {
   const int g = attention_->group_layout().mtp_group;
   if (g < 0) return InvalidArgument("the KV cache has no MTP layers to draft with");
   if (manager_->HasSequence(seq))
     return InvalidArgument("sequence %d is already in the KV cache", seq);
-  return manager_->AddSequenceAt(seq, start_pos, 1u << g);
+  MIMO_RETURN_IF_ERROR(manager_->AddSequenceAt(seq, start_pos, 1u << g));
+  if (owner >= 0) owned_[owner].draft_sequences.push_back(seq);
+  return Status::Ok();
 }
 
 bool KvCache::ReserveSlots(int seq, int num_new_tokens, int num_lookahead_tokens) {
@@ -63,6 +67,42 @@ void KvCache::RecordTokenIds(int seq, std::span<const int32_t> token_ids) {
 
 void KvCache::FreeSequence(int seq) {
   if (manager_->HasSequence(seq)) manager_->FreeSequence(seq);
+  auto it = owned_.find(seq);
+  if (it == owned_.end()) return;
+  const Owned owned = std::move(it->second);
+  owned_.erase(it);
+  for (int d : owned.draft_sequences) FreeSequence(d);
+}
+
+DraftState* KvCache::draft_state(int seq) const {
+  auto it = owned_.find(seq);
+  return it == owned_.end() ? nullptr : it->second.state.get();
+}
+
+void KvCache::SetDraftState(int seq, std::unique_ptr<DraftState> state) {
+  owned_[seq].state = std::move(state);
+}
+
+int64_t KvCache::draft_state_bytes() const {
+  int64_t bytes = 0;
+  for (const auto& [seq, o] : owned_) bytes += o.state ? o.state->bytes() : 0;
+  return bytes;
+}
+
+void KvCache::EnableFeatureCache(int64_t capacity_bytes, int64_t width) {
+  auto cache = std::make_unique<FeatureCache>(capacity_bytes, spec_.options.block_size, width);
+  feature_cache_ = cache->capacity_blocks() > 0 ? std::move(cache) : nullptr;
+}
+
+int KvCache::FeatureCachedPrefix(std::span<const int32_t> tokens) const {
+  if (!feature_cache_) return 0;
+  const int block_size = feature_cache_->block_size();
+  int n = 0;
+  for (uint64_t h : HashFullBlocks(tokens, block_size, 0)) {
+    if (!feature_cache_->Contains(h)) break;
+    n += block_size;
+  }
+  return n;
 }
 
 StatusOr<KvStepPlan> KvCache::PlanStep(const StepBatch& batch) {

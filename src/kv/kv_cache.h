@@ -6,17 +6,23 @@
 //   KvStepPlan plan = cache.PlanStep(batch)   // slots of the step's tokens, block tables
 //   model.Forward(ctx, plan, ..., cache.attention())  // every layer writes and reads by the plan
 // The plan is plain data: nothing in a forward pass allocates, frees, rewinds or guesses where a
-// step begins. Not thread-safe; engine thread only.
+// step begins. A speculator's state lives here too, so its lifetime is the sequence's: the draft
+// sequences of the MTP pool and the per-sequence DraftState (DFlash's draft context) are freed
+// with the sequence that owns them, and the drafter's FeatureCache of prompt blocks sits beside
+// the prefix cache, where the scheduler sees it. Not thread-safe; engine thread only.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "attention/kv_attention.h"
 #include "core/status.h"
 #include "io/hf_config.h"
+#include "kv/draft_state.h"
+#include "kv/feature_cache.h"
 #include "kv/kv_cache_manager.h"
 #include "kv/kv_memory_plan.h"
 #include "kv/paged_kv_attention.h"
@@ -39,8 +45,9 @@ class KvCache {
   // the first chunk then starts there. Records the prefix's ids.
   StatusOr<int> AttachCachedPrefix(int seq, std::span<const int32_t> prompt);
   // Speculative decoding: a draft sequence of the MTP layers only, starting at start_pos (a block
-  // boundary; earlier positions are never read). Freed with FreeSequence.
-  Status AddDraftSequence(int seq, int start_pos);
+  // boundary; earlier positions are never read). Freed with FreeSequence, and with its owner's
+  // when owner >= 0 (the sequence it drafts for).
+  Status AddDraftSequence(int seq, int start_pos, int owner = -1);
   // Reserves slots for positions [num_tokens(seq), + num_new_tokens + num_lookahead) ahead of the
   // step (false: no room, nothing allocated; preempt or wait). PlanStep then finds them in place.
   bool ReserveSlots(int seq, int num_new_tokens, int num_lookahead_tokens = 0);
@@ -49,7 +56,22 @@ class KvCache {
   // Ids of the sequence's next tokens (in order, from the last recorded one), so full blocks can
   // be content-hashed for later prefix hits. Only final (accepted) tokens.
   void RecordTokenIds(int seq, std::span<const int32_t> token_ids);
-  void FreeSequence(int seq);  // no-op for a sequence not in the cache
+  // Frees the sequence's blocks, its draft state and the draft sequences it owns; no-op for a
+  // sequence not in the cache.
+  void FreeSequence(int seq);
+
+  // --- Speculative decoding: what a drafter keeps per sequence, owned with the sequence.
+  DraftState* draft_state(int seq) const;  // null when none
+  void SetDraftState(int seq, std::unique_ptr<DraftState> state);
+  int64_t draft_state_bytes() const;  // summed over the sequences
+  // The drafter's feature cache of full prompt blocks, capacity_bytes at most (none when that is
+  // under one block of `width` floats per token); null until enabled.
+  void EnableFeatureCache(int64_t capacity_bytes, int64_t width);
+  FeatureCache* feature_cache() { return feature_cache_.get(); }
+  const FeatureCache* feature_cache() const { return feature_cache_.get(); }
+  // Leading tokens whose full blocks' features the feature cache holds (0 without one): a
+  // prefix-cache hit may cover them although the scheduler keeps a margin to compute.
+  int FeatureCachedPrefix(std::span<const int32_t> tokens) const;
 
   // --- The step. Every chunk's sequence must exist and start where its computed tokens end
   // (start_pos == num_tokens(seq)); its slots are allocated (or found reserved) and its tokens
@@ -80,6 +102,13 @@ class KvCache {
   uint64_t id_ = 0;
   std::unique_ptr<KvCacheManager> manager_;
   std::unique_ptr<PagedKvAttention> attention_;
+  // What each sequence owns besides its blocks (speculative decoding).
+  struct Owned {
+    std::vector<int> draft_sequences;
+    std::unique_ptr<DraftState> state;
+  };
+  std::unordered_map<int, Owned> owned_;
+  std::unique_ptr<FeatureCache> feature_cache_;
 };
 
 }  // namespace mimo

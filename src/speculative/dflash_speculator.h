@@ -8,21 +8,19 @@
 // accepted with probability p(d), a rejection redraws from p without d).
 // Features are kept per position from the step that computed it and appended to the draft
 // context only once the position is committed, so rejected drafts never reach the context;
-// a position recomputed later overwrites its features. Engine thread only.
+// a position recomputed later overwrites its features. The draft context and those features
+// are the sequence's DraftState in the KV cache (freed with the sequence); the features of
+// prompt blocks kept across requests are the KV cache's FeatureCache. Engine thread only.
 #pragma once
 
 #include <climits>
-#include <list>
-#include <map>
 #include <memory>
 #include <span>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
-#include "engine/speculator.h"
 #include "model/dflash_drafter.h"
-#include "speculative/draft_head.h"
+#include "speculative/feature_speculator.h"
 
 namespace mimo {
 
@@ -30,14 +28,14 @@ struct DFlashSpeculatorOptions {
   std::string drafter_dir;         // <model>/dflash when empty
   int num_speculative_tokens = 0;  // drafts per step, 1 .. B - 1; 0: B - 1
   DFlashRope rope = DFlashRope::kSplit;
-  // Memory for the target features of prompt blocks kept across requests, so a prefix-cache
-  // hit restores the draft context of the positions it covers instead of recomputing them
-  // (0: none, and a hit leaves the drafter's window to compute).
+  // Memory for the target features of prompt blocks kept across requests (the KV cache's
+  // FeatureCache), so a prefix-cache hit restores the draft context of the positions it covers
+  // instead of recomputing them (0: none, and a hit leaves the drafter's window to compute).
   int64_t context_cache_bytes = int64_t{256} << 20;
   std::vector<int32_t> draft_vocab;  // ids the drafts are chosen from; empty: the whole vocabulary
 };
 
-class DFlashSpeculator final : public Speculator {
+class DFlashSpeculator final : public FeatureSpeculator {
  public:
   static StatusOr<std::unique_ptr<DFlashSpeculator>> Create(MimoV2Model& model,
                                                             const std::string& model_dir,
@@ -47,64 +45,51 @@ class DFlashSpeculator final : public Speculator {
   int mtp_sequences_per_sequence() const override { return 0; }
   int mtp_chunk_tokens() const override { return 0; }
   // A prefix-cache hit leaves the window before the first anchor to compute: its features
-  // build the draft context (the cache keeps K/V, not features).
+  // build the draft context (the cache keeps K/V, not features), except over the prompt blocks
+  // the KV cache's FeatureCache holds.
   int prefix_hit_margin() const override { return window() > 0 ? window() + 1 : INT_MAX / 4; }
-  // The prompt blocks whose features the context cache holds, from the first on.
-  int RestorablePrefix(std::span<const int32_t> tokens) override;
   std::vector<int> capture_layers() const override { return drafter_->config().target_layer_ids; }
+  // Binds the KV cache, and gives it the feature cache of context_cache_bytes.
   Status Attach(KvCache& kv, int block_size) override;
+  // New sequences first restore what the feature cache holds for them, then every chunk's rows
+  // are kept (ObserveChunk).
   void ObserveStep(const SchedulePlan& plan, const float* features,
                    std::span<Request* const> chunk_requests) override;
-  VerifyResult Verify(Request& r, const float* logits, int64_t vocab,
-                      const std::vector<int32_t>& eos_ids, Sampler& sampler) override;
   void Propose(ExecContext& ctx, std::span<Request* const> reqs,
                std::span<const int> max_drafts) override;
-  void Release(int seq_id) override;
 
   const DFlashDrafter& drafter() const { return *drafter_; }
-  int draft_vocab_size() const { return static_cast<int>(head_.size()); }
   const DraftHead& draft_head() const { return head_; }
 
  private:
-  struct SeqState {
+  // A request's drafter state, owned by the KV cache with the request's sequence: its draft
+  // context (every draft layer's K/V over the window before the next anchor) and the features of
+  // positions not yet appended to it.
+  struct SeqState final : DraftState {
     DFlashContext context;
-    std::map<int, std::vector<float>> features;  // position -> [feature width], not yet appended
-    bool started = false;                        // a step has computed some of its positions
-    std::vector<uint64_t> prompt_hashes;         // chained hashes of its full prompt blocks
-    int cache_next = -1;       // next prompt position to collect for the context cache; -1: none
+    PositionFeatures features;             // not yet appended
+    bool started = false;                  // a step has computed some of its positions
+    std::vector<uint64_t> prompt_hashes;   // chained hashes of its full prompt blocks
+    int cache_next = -1;       // next prompt position to collect for the feature cache; -1: none
     std::vector<float> block;  // the features of the prompt block being collected
+    int64_t bytes() const override;
   };
-  // Features [block_size, feature width] of full prompt blocks by chained content hash, least
-  // recently used evicted first.
-  class ContextCache {
-   public:
-    explicit ContextCache(size_t capacity_blocks) : capacity_(capacity_blocks) {}
-    bool Contains(uint64_t h) const { return map_.count(h) != 0; }
-    const std::vector<float>* Find(uint64_t h);  // marks it used
-    void Insert(uint64_t h, std::vector<float> rows);
-    size_t size() const { return map_.size(); }
-
-   private:
-    size_t capacity_;
-    std::list<uint64_t> lru_;  // most recently used first
-    std::unordered_map<uint64_t, std::pair<std::vector<float>, std::list<uint64_t>::iterator>> map_;
-  };
+  int64_t feature_width() const override { return drafter_->feature_width(); }
+  void ObserveChunk(const ScheduledChunk& c, Request* r, const float* rows) override;
   // A new sequence's first step starts after a prefix-cache hit: its features for the window
-  // before the hit, from the context cache.
+  // before the hit, from the feature cache.
   void RestoreFeatures(SeqState& st, const Request& r, int start_pos);
-  // Hands the chunk's prompt rows to the context cache, a full block at a time.
+  // Hands the chunk's prompt rows to the feature cache, a full block at a time.
   void CollectForCache(SeqState& st, const Request& r, int start_pos, int n, const float* rows);
+  // Appends the committed positions not yet in r's context; false: it does not draft.
+  SeqState* CatchUpContext(ExecContext& ctx, Request& r, std::vector<float>& rows);
 
   DFlashSpeculator() = default;
   int window() const { return drafter_->config().sliding_window; }
 
   std::unique_ptr<DFlashDrafter> drafter_;
-  DraftHead head_;  // the target's lm_head rows of the draft vocabulary
   int num_drafts_ = 0;
-  std::unordered_map<int, SeqState> seqs_;  // by the request's seq id
   int64_t context_cache_bytes_ = 0;
-  int block_size_ = 0;                   // the KV cache's, so blocks align with prefix hits
-  std::unique_ptr<ContextCache> cache_;  // null when disabled
 };
 
 }  // namespace mimo

@@ -6,7 +6,7 @@
 // convention, Xiaomi's recommended stack); `chained`: depth k takes depth k-1's block output
 // at the same position (LMDeploy's DeepSeek-style chain).
 // Each depth keeps its own sliding-window KV cache as a draft sequence of the paged cache's MTP
-// pool. Depth k's entries at positions p <= t - k have verified inputs; later ones (inputs that
+// pool, owned by the request's sequence (freed with it). Depth k's entries at positions p <= t - k have verified inputs; later ones (inputs that
 // were drafts) are rolled back after drafting and recomputed once verified. A draft sequence
 // starts at the last window of positions before the first draft (the window is all the draft
 // query reads), so a long prompt costs the drafter at most window + K positions per depth.
@@ -16,15 +16,12 @@
 // Engine thread only.
 #pragma once
 
-#include <map>
 #include <memory>
-#include <unordered_map>
 #include <vector>
 
 #include "core/matrix_weight.h"
-#include "engine/speculator.h"
 #include "model/mimo_v2.h"
-#include "speculative/draft_head.h"
+#include "speculative/feature_speculator.h"
 
 namespace mimo {
 
@@ -34,7 +31,7 @@ struct MtpSpeculatorOptions {
   std::vector<int32_t> draft_vocab;  // ids the draft head scores; empty: the whole vocabulary
 };
 
-class MtpSpeculator final : public Speculator {
+class MtpSpeculator final : public FeatureSpeculator {
  public:
   static StatusOr<std::unique_ptr<MtpSpeculator>> Create(MimoV2Model& model,
                                                          const MtpSpeculatorOptions& opts);
@@ -44,37 +41,56 @@ class MtpSpeculator final : public Speculator {
   int mtp_chunk_tokens() const override;
   int prefix_hit_margin() const override { return window_ + opts_.num_speculative_tokens; }
   Status Attach(KvCache& kv, int block_size) override;
-  void ObserveStep(const SchedulePlan& plan, const float* hidden,
-                   std::span<Request* const> chunk_requests) override;
-  VerifyResult Verify(Request& r, const float* logits, int64_t vocab,
-                      const std::vector<int32_t>& eos_ids, Sampler& sampler) override;
   void Propose(ExecContext& ctx, std::span<Request* const> reqs,
                std::span<const int> max_drafts) override;
-  void Release(int seq_id) override;
 
-  int draft_vocab_size() const { return static_cast<int>(head_.size()); }
   const MatrixWeight& draft_head() const { return head_.weight(); }  // [draft vocab, hidden]
 
  private:
-  struct SeqState {
+  // A request's drafter state, owned by the KV cache with the request's sequence (and its K
+  // draft sequences with it).
+  struct SeqState final : DraftState {
     std::vector<int> mtp_seq;  // [K] draft sequence ids in the KV cache
     int start = 0;             // first MTP position (block aligned)
     bool started = false;      // draft sequences exist
     std::vector<int> next;     // [K] next position each depth computes
-    std::map<int, std::vector<float>> hidden;            // position -> main h [hidden]
-    std::vector<std::map<int, std::vector<float>>> out;  // [K] chained: depth outputs
+    PositionFeatures hidden;   // position -> main h [hidden]
+    std::vector<PositionFeatures> out;  // [K] chained: depth outputs
+    int64_t bytes() const override;
+  };
+  // The requests' drafts as the depths build them.
+  struct Drafts {
+    std::vector<std::vector<int32_t>> ids;                  // [request][depth]
+    std::vector<std::vector<std::vector<TokenProb>>> probs;  // sampling: their distributions
+    std::vector<uint8_t> active;                            // the request drafts on
+  };
+  // One depth's pass over every request still drafting.
+  struct DepthPass {
+    StepBatch batch;
+    std::vector<int32_t> tokens;  // [T]
+    std::vector<float> hprev;     // [T, H] the hidden state each row pairs with
+    std::vector<int> logit_rows;  // each chunk's last row
+    std::vector<size_t> who;      // request index of each chunk
+    std::vector<float> logits;    // [chunks, draft vocab]
+    std::vector<float> hout;      // [T, H] chained: the depth's block outputs
   };
   MtpSpeculator(MimoV2Model& model, const MtpSpeculatorOptions& opts);
+  int64_t feature_width() const override { return model_.config().hidden_size; }
+  void ObserveChunk(const ScheduledChunk& c, Request* r, const float* rows) override;
+  // Starts the draft sequences of requests that draft for the first time; marks who drafts.
+  Drafts StartDrafts(std::span<Request* const> reqs, std::span<const int> max_drafts);
+  // Depth k's rows of request i: positions next[k] .. t paired with their tokens and states.
+  bool AddDepthRows(int k, Request& r, size_t i, const Drafts& d, DepthPass& pass);
+  void RunDepth(ExecContext& ctx, int k, DepthPass& pass);
+  // Request i's draft from its logits row, then its depth-k rollback of draft-input positions.
+  void TakeDraft(int k, Request& r, size_t i, size_t chunk, DepthPass& pass, Drafts& d);
+  int32_t SampleDraft(const float* row, Request& r, std::vector<TokenProb>* q);
   void Trim(SeqState& st) const;
 
   MimoV2Model& model_;
   MtpSpeculatorOptions opts_;
-  KvCache* kv_ = nullptr;
-  int block_size_ = 16;
   int window_ = 0;
-  DraftHead head_;                          // the lm_head rows of the draft vocabulary
-  std::unordered_map<int, SeqState> seqs_;  // by the request's seq id
-  int next_mtp_seq_ = 1 << 30;              // draft sequence ids, apart from the engine's
+  int next_mtp_seq_ = 1 << 30;  // draft sequence ids, apart from the engine's
   Sampler draft_sampler_;
 };
 

@@ -645,7 +645,6 @@ class RecordingSpeculator final : public Speculator {
       proposals[r->request_id].push_back(std::move(p));
     }
   }
-  void Release(int seq_id) override { inner_->Release(seq_id); }
 
   std::map<uint64_t, std::vector<Proposal>> proposals;  // by request id
   std::function<void(Request&, VerifyResult&)> after_verify;
