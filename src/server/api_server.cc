@@ -292,85 +292,147 @@ void ApiServer::HandleDetokenize(const HttpRequest& req, HttpResponse& res) {
   SendJson(res, {{"prompt", model_.tokenizer->Decode(ids)}});
 }
 
+namespace {
+
+// An answer refusing a request, in the error shape of its path's protocol.
+HttpResponse Refusal(ApiServer::Protocol p, int status, const char* type, std::string message) {
+  HttpResponse res;
+  ApiError e;
+  e.status = status;
+  e.type = type;
+  e.message = std::move(message);
+  ApiServer::SendError(res, e, p);
+  return res;
+}
+
+// A POST with a body on an unguarded loopback server must declare it application/json: a
+// "simple" cross-site POST cannot (it would need a preflight).
+std::optional<HttpResponse> CheckContentType(const HttpRequest& req, ApiServer::Protocol p) {
+  const std::string length = req.get_header_value("Content-Length");
+  const bool has_body = req.has_header("Transfer-Encoding") || (!length.empty() && length != "0");
+  if (req.method != "POST" || !has_body) return std::nullopt;
+  std::string type = Lower(req.get_header_value("Content-Type"));
+  type = type.substr(0, type.find(';'));
+  type.erase(type.find_last_not_of(" \t") + 1);
+  if (type == "application/json") return std::nullopt;
+  return Refusal(p, 415, "invalid_request_error",
+                 "Content-Type '" + req.get_header_value("Content-Type") +
+                     "' is not accepted: send the body as application/json");
+}
+
+// What the HTTP layer itself refuses (no route, a wrong method, a malformed or oversized
+// request, a full server) gets an error object in the shape of the path's protocol.
+void HttpErrorBody(const HttpRequest& req, int status, const std::string& message,
+                   HttpResponse& res) {
+  const ApiServer::Protocol p = ApiServer::ProtocolOf(req.path);
+  ApiError e;
+  e.status = status;
+  e.message = message;
+  if (status == 404) {
+    e.type = "not_found_error";
+  } else if (status == 405) {
+    e.type = "invalid_request_error";
+    e.code = "method_not_allowed";
+  } else if (status == 413) {
+    e.type = p == ApiServer::Protocol::kAnthropic ? "request_too_large" : "invalid_request_error";
+  } else if (status == 503) {
+    e.type = p == ApiServer::Protocol::kAnthropic ? "overloaded_error" : "service_unavailable";
+  } else if (status >= 500) {
+    e.type = "internal_server_error";
+  }
+  ApiServer::SendError(res, e, p);
+}
+
+// One line per request once it is answered (for a stream: once it ended).
+void LogRequest(const HttpRequest& req, int status, double ms,
+                const HttpServer::RequestRecord& rec) {
+  std::string tokens;
+  if (rec.prompt_tokens >= 0) {
+    tokens = " prompt_tokens=" + std::to_string(rec.prompt_tokens) +
+             " output_tokens=" + std::to_string(rec.output_tokens);
+  }
+  std::fprintf(stderr, "mimo serve: %s %s %d%s %.0f ms\n", req.method.c_str(), req.path.c_str(),
+               status, tokens.c_str(), ms);
+}
+
+}  // namespace
+
+// The Host of a request to an unguarded loopback server: a loopback name or one of
+// --allowed-hosts (else a page could reach the API through a DNS name rebound to 127.0.0.1).
+// (One Host field, present on HTTP/1.1: the HTTP layer checked that.)
+std::optional<HttpResponse> ApiServer::CheckHost(const HttpRequest& req) const {
+  if (!req.has_header("Host")) return std::nullopt;
+  const std::string host = HostName(req.get_header_value("Host"));
+  bool ok = IsLoopbackName(host);
+  for (const std::string& h : opts_.allowed_hosts) ok = ok || (!host.empty() && Lower(h) == host);
+  if (ok) return std::nullopt;
+  return Refusal(ProtocolOf(req.path), 403, "permission_error",
+                 "Host '" + req.get_header_value("Host") +
+                     "' is not a loopback name; start the server with --allowed-hosts " + host +
+                     " to accept it");
+}
+
+// A CORS preflight (OPTIONS with Origin and Access-Control-Request-Method): answered here, from
+// an allowed origin, else refused; nullopt when the request is not one.
+std::optional<HttpResponse> ApiServer::Preflight(const HttpRequest& req) const {
+  if (req.method != "OPTIONS" || !req.has_header("Origin") ||
+      !req.has_header("Access-Control-Request-Method")) {
+    return std::nullopt;
+  }
+  HttpResponse res;
+  AddCors(req, res);
+  if (res.headers.empty()) {
+    return Refusal(
+        ProtocolOf(req.path), 403, "permission_error",
+        "origin '" + req.get_header_value("Origin") + "' is not allowed (--allowed-origins)");
+  }
+  res.status = 204;
+  res.set_header("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
+  const std::string asked = req.get_header_value("Access-Control-Request-Headers");
+  res.set_header(
+      "Access-Control-Allow-Headers",
+      asked.empty() ? "Authorization, Content-Type, x-api-key, anthropic-version" : asked);
+  res.set_header("Access-Control-Max-Age", "600");
+  return res;
+}
+
+// The API key (Authorization: Bearer, or x-api-key) on the routes that need one: the API, and
+// /metrics unless it is public.
+std::optional<HttpResponse> ApiServer::CheckApiKey(const HttpRequest& req,
+                                                   const HttpRoute& route) const {
+  const bool needs_key = route.tag == kApi || (route.tag == kMetrics && !opts_.public_metrics);
+  if (opts_.api_key.empty() || !needs_key) return std::nullopt;
+  const std::string auth = req.get_header_value("Authorization");
+  const std::string x_key = req.get_header_value("x-api-key");
+  if (ConstantTimeEquals(BearerToken(auth), opts_.api_key) ||
+      ConstantTimeEquals(x_key, opts_.api_key)) {
+    return std::nullopt;
+  }
+  ApiError e;
+  e.status = 401;
+  e.type = "authentication_error";
+  e.code = "invalid_api_key";
+  e.message = auth.empty() && x_key.empty()
+                  ? "missing API key: send 'Authorization: Bearer KEY' (or 'x-api-key: KEY')"
+                  : "incorrect API key";
+  HttpResponse res;
+  SendError(res, e, ProtocolOf(req.path));
+  return res;
+}
+
 std::optional<HttpResponse> ApiServer::Precheck(const HttpRequest& req,
                                                 const HttpRoute* route) const {
-  const Protocol p = ProtocolOf(req.path);
-  const auto refuse = [&](int status, const char* type, std::string message) {
-    HttpResponse res;
-    ApiError e;
-    e.status = status;
-    e.type = type;
-    e.message = std::move(message);
-    SendError(res, e, p);
-    return res;
-  };
   // Without a key on a loopback address any web page the user opens could call the API: through
   // a DNS name rebound to 127.0.0.1 (refused by Host) or with a "simple" cross-site POST (no
   // preflight: refused unless the body is declared application/json, which needs one).
   const bool guard = opts_.api_key.empty() && IsLoopbackAddress(opts_.host);
-  // (One Host field, present on HTTP/1.1: the HTTP layer checked that.)
-  if (guard && req.has_header("Host")) {
-    const std::string host = HostName(req.get_header_value("Host"));
-    bool ok = IsLoopbackName(host);
-    for (const std::string& h : opts_.allowed_hosts) ok = ok || (!host.empty() && Lower(h) == host);
-    if (!ok) {
-      return refuse(403, "permission_error",
-                    "Host '" + req.get_header_value("Host") +
-                        "' is not a loopback name; start the server with --allowed-hosts " + host +
-                        " to accept it");
-    }
+  if (guard) {
+    if (auto refused = CheckHost(req)) return refused;
   }
-  // CORS preflight from an allowed origin.
-  if (req.method == "OPTIONS" && req.has_header("Origin") &&
-      req.has_header("Access-Control-Request-Method")) {
-    HttpResponse res;
-    AddCors(req, res);
-    if (res.headers.empty()) {
-      return refuse(
-          403, "permission_error",
-          "origin '" + req.get_header_value("Origin") + "' is not allowed (--allowed-origins)");
-    }
-    res.status = 204;
-    res.set_header("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
-    const std::string asked = req.get_header_value("Access-Control-Request-Headers");
-    res.set_header(
-        "Access-Control-Allow-Headers",
-        asked.empty() ? "Authorization, Content-Type, x-api-key, anthropic-version" : asked);
-    res.set_header("Access-Control-Max-Age", "600");
-    return res;
-  }
+  if (auto answer = Preflight(req)) return answer;
   if (!route) return std::nullopt;  // 404 / 405
-  const bool needs_key = route->tag == kApi || (route->tag == kMetrics && !opts_.public_metrics);
-  if (!opts_.api_key.empty() && needs_key) {
-    const std::string auth = req.get_header_value("Authorization");
-    const std::string x_key = req.get_header_value("x-api-key");
-    const bool ok = ConstantTimeEquals(BearerToken(auth), opts_.api_key) ||
-                    ConstantTimeEquals(x_key, opts_.api_key);
-    if (!ok) {
-      ApiError e;
-      e.status = 401;
-      e.type = "authentication_error";
-      e.code = "invalid_api_key";
-      e.message = auth.empty() && x_key.empty()
-                      ? "missing API key: send 'Authorization: Bearer KEY' (or 'x-api-key: KEY')"
-                      : "incorrect API key";
-      HttpResponse res;
-      SendError(res, e, p);
-      return res;
-    }
-  }
-  const std::string length = req.get_header_value("Content-Length");
-  const bool has_body = req.has_header("Transfer-Encoding") || (!length.empty() && length != "0");
-  if (guard && req.method == "POST" && has_body) {
-    std::string type = Lower(req.get_header_value("Content-Type"));
-    type = type.substr(0, type.find(';'));
-    type.erase(type.find_last_not_of(" \t") + 1);
-    if (type != "application/json") {
-      return refuse(415, "invalid_request_error",
-                    "Content-Type '" + req.get_header_value("Content-Type") +
-                        "' is not accepted: send the body as application/json");
-    }
-  }
+  if (auto refused = CheckApiKey(req, *route)) return refused;
+  if (guard) return CheckContentType(req, ProtocolOf(req.path));
   return std::nullopt;
 }
 
@@ -389,16 +451,16 @@ void ApiServer::AddCors(const HttpRequest& req, HttpResponse& res) const {
   }
 }
 
-void ApiServer::Route() {
-  HttpServer& s = *http_;
+void ApiServer::AddRoute(const char* method, const char* pattern, HttpHandler h, int tag,
+                         bool inline_handler) {
+  http_->Handle(HttpRoute{method, pattern, std::move(h), inline_handler, tag});
+}
+
+// Inline: answered on the I/O threads, so they answer however busy the workers are.
+void ApiServer::AddStatusRoutes() {
   using Req = HttpRequest;
   using Res = HttpResponse;
-  const auto add = [&](const char* method, const char* pattern, HttpHandler h, int tag,
-                       bool inline_handler = false) {
-    s.Handle(HttpRoute{method, pattern, std::move(h), inline_handler, tag});
-  };
-  // Inline: answered on the I/O threads, so they answer however busy the workers are.
-  add(
+  AddRoute(
       "GET", "/health",
       [this](const Req&, Res& res) {
         if (!ready_.load()) return SendJson(res, {{"status", "loading"}}, 503);
@@ -406,7 +468,7 @@ void ApiServer::Route() {
         SendJson(res, {{"status", "ok"}});
       },
       kPublic, true);
-  add(
+  AddRoute(
       "GET", "/metrics",
       [this](const Req&, Res& res) {
         EngineStats st;
@@ -414,83 +476,60 @@ void ApiServer::Route() {
         res.set_content(metrics_->Render(st), "text/plain; version=0.0.4; charset=utf-8");
       },
       kMetrics, true);
-  add(
+  AddRoute(
       "GET", "/v1/models", [this](const Req& q, Res& r) { HandleModels(q, r); }, kApi, true);
-  add(
+  AddRoute(
       "GET", "/v1/models/{+}", [this](const Req& q, Res& r) { HandleModel(q, r); }, kApi, true);
-  add(
-      "POST", "/v1/chat/completions", [this](const Req& q, Res& r) { HandleChat(q, r); }, kApi);
-  add(
-      "POST", "/v1/completions", [this](const Req& q, Res& r) { HandleCompletion(q, r); }, kApi);
-  add(
-      "POST", "/v1/messages", [this](const Req& q, Res& r) { HandleMessages(q, r); }, kApi);
-  add(
-      "POST", "/v1/messages/count_tokens",
-      [this](const Req& q, Res& r) { HandleCountTokens(q, r); }, kApi);
-  add(
-      "POST", "/v1/responses", [this](const Req& q, Res& r) { HandleResponses(q, r); }, kApi);
-  add(
-      "POST", "/v1/responses/input_tokens",
-      [this](const Req& q, Res& r) { HandleResponseInputTokens(q, r); }, kApi);
-  add(
+}
+
+// The API's requests, answered on the workers.
+void ApiServer::AddApiRoutes() {
+  using Req = HttpRequest;
+  using Res = HttpResponse;
+  const auto post = [this](const char* pattern, void (ApiServer::*handler)(const Req&, Res&)) {
+    AddRoute(
+        "POST", pattern, [this, handler](const Req& q, Res& r) { (this->*handler)(q, r); }, kApi);
+  };
+  post("/v1/chat/completions", &ApiServer::HandleChat);
+  post("/v1/completions", &ApiServer::HandleCompletion);
+  post("/v1/messages", &ApiServer::HandleMessages);
+  post("/v1/messages/count_tokens", &ApiServer::HandleCountTokens);
+  post("/v1/responses", &ApiServer::HandleResponses);
+  post("/v1/responses/input_tokens", &ApiServer::HandleResponseInputTokens);
+  AddRoute(
       "GET", "/v1/responses/{}", [this](const Req& q, Res& r) { HandleGetResponse(q, r); }, kApi);
-  add(
+  AddRoute(
       "DELETE", "/v1/responses/{}", [this](const Req& q, Res& r) { HandleDeleteResponse(q, r); },
       kApi);
-  add(
+  AddRoute(
       "GET", "/v1/responses/{}/input_items",
       [this](const Req& q, Res& r) { HandleResponseInputItems(q, r); }, kApi);
-  add(
-      "POST", "/tokenize", [this](const Req& q, Res& r) { HandleTokenize(q, r); }, kApi);
-  add(
-      "POST", "/detokenize", [this](const Req& q, Res& r) { HandleDetokenize(q, r); }, kApi);
+  post("/tokenize", &ApiServer::HandleTokenize);
+  post("/detokenize", &ApiServer::HandleDetokenize);
+}
+
+void ApiServer::Route() {
+  AddStatusRoutes();
+  AddApiRoutes();
   if (opts_.web_ui) {
     for (const std::string& path : WebUiPaths()) {
-      add(
-          "GET", path.c_str(), [](const Req& q, Res& r) { ServeWebAsset(q, r); }, kPublic, true);
+      AddRoute(
+          "GET", path.c_str(), [](const HttpRequest& q, HttpResponse& r) { ServeWebAsset(q, r); },
+          kPublic, true);
     }
   }
-  s.SetHooks(
-      [this](const Req& req, const HttpRoute* route) { return Precheck(req, route); },
-      [this](const Req& req, Res& res) {
+  http_->SetHooks(
+      [this](const HttpRequest& req, const HttpRoute* route) { return Precheck(req, route); },
+      [this](const HttpRequest& req, HttpResponse& res) {
         AddCors(req, res);
         // Anthropic's name for the id (its SDK reads it into _request_id); every response also
         // has x-request-id (the HTTP layer's).
         if (ProtocolOf(req.path) == Protocol::kAnthropic)
           res.set_header("request-id", req.request_id);
       },
-      // What the HTTP layer itself refuses (no route, a wrong method, a malformed or oversized
-      // request, a full server) gets an error object in the shape of the path's protocol.
-      [](const Req& req, int status, const std::string& message, Res& res) {
-        ApiError e;
-        e.status = status;
-        e.message = message;
-        if (status == 404) {
-          e.type = "not_found_error";
-        } else if (status == 405) {
-          e.type = "invalid_request_error";
-          e.code = "method_not_allowed";
-        } else if (status == 413) {
-          e.type = ProtocolOf(req.path) == Protocol::kAnthropic ? "request_too_large"
-                                                                : "invalid_request_error";
-        } else if (status == 503) {
-          e.type = ProtocolOf(req.path) == Protocol::kAnthropic ? "overloaded_error"
-                                                                : "service_unavailable";
-        } else if (status >= 500) {
-          e.type = "internal_server_error";
-        }
-        SendError(res, e, ProtocolOf(req.path));
-      },
-      // One line per request once it is answered (for a stream: once it ended).
-      [this](const Req& req, int status, double ms, const HttpServer::RequestRecord& rec) {
-        if (!opts_.log_requests) return;
-        std::string tokens;
-        if (rec.prompt_tokens >= 0) {
-          tokens = " prompt_tokens=" + std::to_string(rec.prompt_tokens) +
-                   " output_tokens=" + std::to_string(rec.output_tokens);
-        }
-        std::fprintf(stderr, "mimo serve: %s %s %d%s %.0f ms\n", req.method.c_str(),
-                     req.path.c_str(), status, tokens.c_str(), ms);
+      HttpErrorBody,
+      [this](const HttpRequest& req, int status, double ms, const HttpServer::RequestRecord& rec) {
+        if (opts_.log_requests) LogRequest(req, status, ms, rec);
       });
 }
 

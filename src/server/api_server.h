@@ -166,9 +166,19 @@ class ApiServer {
   ResponseStore& responses() { return *responses_; }
 
  private:
+  // The routes (status, API, web UI) and the HTTP layer's hooks.
   void Route();
-  // The checks on a request's headers (see the file comment); an answer refuses it.
+  void AddRoute(const char* method, const char* pattern, HttpHandler h, int tag,
+                bool inline_handler = false);
+  void AddStatusRoutes();
+  void AddApiRoutes();
+  // The checks on a request's headers (see the file comment), in this order: Host (without a key
+  // on a loopback address), a CORS preflight, the API key, Content-Type (as Host); an answer
+  // refuses the request (or answers the preflight).
   std::optional<HttpResponse> Precheck(const HttpRequest& req, const HttpRoute* route) const;
+  std::optional<HttpResponse> CheckHost(const HttpRequest& req) const;
+  std::optional<HttpResponse> Preflight(const HttpRequest& req) const;
+  std::optional<HttpResponse> CheckApiKey(const HttpRequest& req, const HttpRoute& route) const;
   void AddCors(const HttpRequest& req, HttpResponse& res) const;
 
   ServerOptions opts_;
