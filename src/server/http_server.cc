@@ -200,6 +200,32 @@ struct HttpServer::Impl {
     Clock::time_point start = Clock::now();
   };
 
+  // A connection's entry in `conns`, for as long as its coroutine runs.
+  struct ConnEntry {
+    ConnEntry(Impl* i, std::shared_ptr<Conn> conn) : impl(i), c(std::move(conn)) {
+      std::lock_guard<std::mutex> lock(impl->conns_mu);
+      pos = impl->conns.insert(impl->conns.begin(), c);  // stable while others come and go
+    }
+    ~ConnEntry() {
+      std::lock_guard<std::mutex> lock(impl->conns_mu);
+      c->alive = false;
+      impl->conns.erase(pos);
+    }
+    Impl* impl;
+    std::shared_ptr<Conn> c;
+    std::list<std::shared_ptr<Conn>>::iterator pos;
+  };
+
+  // The exchange's share of the body budget and of `active`, released at its end.
+  struct ExchangeScope {
+    Impl* impl;
+    Exchange* x;
+    ~ExchangeScope() {
+      impl->body_bytes -= x->reserved_body;
+      --impl->active;
+    }
+  };
+
   Impl(HttpServer* s, const HttpOptions& o)
       : self(s),
         opts(o),
@@ -208,10 +234,24 @@ struct HttpServer::Impl {
 
   asio::awaitable<void> Accept();
   asio::awaitable<void> Refuse(tcp::socket sock);
+  // A connection: one exchange after another (AwaitRequest, ServeExchange) until one ends it.
   asio::awaitable<void> Serve(tcp::socket sock, bool reserve);
+  // What the connection does after an exchange: serve the next request, end (the answer said
+  // close: shut down sending), or drop it (the client went away, or a write failed).
+  enum class Next { kNext, kEnd, kDrop };
+  asio::awaitable<bool> AwaitRequest(beast::tcp_stream& stream, beast::flat_buffer& buf, Conn& conn,
+                                     bool first);
+  asio::awaitable<Next> ServeExchange(beast::tcp_stream& stream, beast::flat_buffer& buf,
+                                      bool reserve);
+  asio::awaitable<Next> Answer(beast::tcp_stream& stream, Exchange* x);
+  // The head: read (ReadHead), taken into the request (TakeHead), its fields checked
+  // (CheckHeaderFields), routed and admitted (AdmitHead).
   asio::awaitable<bool> ReadHead(beast::tcp_stream& stream, beast::flat_buffer& buf,
                                  http::request_parser<http::string_body>& parser, bool reserve,
                                  Exchange* x);
+  void TakeHead(const http::request_parser<http::string_body>& parser, Exchange* x);
+  bool CheckHeaderFields(Exchange* x);
+  void AdmitHead(const http::request_parser<http::string_body>& parser, bool reserve, Exchange* x);
   asio::awaitable<bool> ReadBody(beast::tcp_stream& stream, beast::flat_buffer& buf,
                                  http::request_parser<http::string_body>& parser, Exchange* x);
   asio::awaitable<bool> Dispatch(beast::tcp_stream& stream, Exchange* x);
@@ -270,6 +310,12 @@ struct HttpServer::Impl {
     if (res->body.empty()) {
       res->set_content("{\"error\":{\"message\":\"" + message + "\"}}", "application/json");
     }
+  }
+
+  // A 429 or 503 tells when to retry.
+  void AddRetryAfter(HttpResponse* res) const {
+    if ((res->status == 429 || res->status == 503) && !HasHeader(*res, "Retry-After"))
+      res->set_header("Retry-After", std::to_string(opts.retry_after_s));
   }
 
   void Busy(const HttpRequest& req, const std::string& message, HttpResponse* res) {
@@ -512,17 +558,15 @@ asio::awaitable<bool> HttpServer::Impl::ReadHead(beast::tcp_stream& stream,
                                                  http::request_parser<http::string_body>& parser,
                                                  bool reserve, Exchange* x) {
   HttpRequest& req = x->req;
-  HttpResponse& res = x->res;
   parser.header_limit(static_cast<std::uint32_t>(opts.max_header_bytes));
-  parser.body_limit(boost::none);  // checked below, after the precheck
+  parser.body_limit(boost::none);  // checked by AdmitHead, after the precheck
   stream.expires_after(Seconds(opts.header_timeout_s));
   auto [ec, n] = co_await http::async_read_header(stream, buf, parser, kTuple);
   stream.expires_never();
   if (ec == http::error::header_limit) {
     Error(req, 431,
-          "the request headers are larger than " + std::to_string(opts.max_header_bytes) +
-              " bytes",
-          &res);
+          "the request headers are larger than " + std::to_string(opts.max_header_bytes) + " bytes",
+          &x->res);
     co_return true;
   }
   if (ec == beast::error::timeout || ec == http::error::end_of_stream || ec == asio::error::eof ||
@@ -531,9 +575,18 @@ asio::awaitable<bool> HttpServer::Impl::ReadHead(beast::tcp_stream& stream,
     co_return false;  // a client that went away, sent its headers too slowly, or was evicted
   }
   if (ec) {
-    Error(req, 400, "malformed HTTP request: " + ec.message(), &res);
+    Error(req, 400, "malformed HTTP request: " + ec.message(), &x->res);
     co_return true;
   }
+  TakeHead(parser, x);
+  if (CheckHeaderFields(x)) AdmitHead(parser, reserve, x);
+  co_return true;
+}
+
+// The parsed head into x->req, and how the exchange is framed (keep-alive, a body to read).
+void HttpServer::Impl::TakeHead(const http::request_parser<http::string_body>& parser,
+                                Exchange* x) {
+  HttpRequest& req = x->req;
   const auto& h = parser.get();
   req.method = std::string(h.method_string());
   const std::string_view target = h.target();
@@ -541,10 +594,7 @@ asio::awaitable<bool> HttpServer::Impl::ReadHead(beast::tcp_stream& stream,
   req.path = std::string(target.substr(0, q));
   if (q != target.npos) req.query = std::string(target.substr(q + 1));
   req.version = h.version() == 10 ? 10 : 11;
-  int fields = 0, hosts = 0;
   for (const auto& f : h) {
-    ++fields;
-    hosts += IEquals(f.name_string(), "Host");
     req.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
   }
   x->keep_alive = parser.keep_alive();
@@ -553,23 +603,41 @@ asio::awaitable<bool> HttpServer::Impl::ReadHead(beast::tcp_stream& stream,
   x->has_body = !parser.is_done() &&
                 (parser.chunked() || (parser.content_length() && *parser.content_length() > 0));
   x->body_read = !x->has_body;
+}
+
+// The number of header fields, and the Host fields: RFC 9112 3.2, exactly one Host on HTTP/1.1,
+// at most one on 1.0 (the Host check of the precheck then reads the one there is). False: refused
+// (x->res is the answer).
+bool HttpServer::Impl::CheckHeaderFields(Exchange* x) {
+  const HttpRequest& req = x->req;
+  const int fields = static_cast<int>(req.headers.size());
+  int hosts = 0;
+  for (const auto& [name, value] : req.headers) hosts += IEquals(name, "Host");
   if (fields > opts.max_header_fields) {
     Error(req, 431,
           "the request has " + std::to_string(fields) + " header fields; at most " +
               std::to_string(opts.max_header_fields) + " are accepted",
-          &res);
-    co_return true;
+          &x->res);
+    return false;
   }
-  // RFC 9112 3.2: exactly one Host on HTTP/1.1, at most one on 1.0 (the Host check of the
-  // precheck then reads the one there is).
   if (hosts > 1 || (hosts == 0 && req.version == 11)) {
     Error(req, 400,
           hosts > 1 ? "the request has " + std::to_string(hosts) +
                           " Host header fields; exactly one is accepted"
                     : "an HTTP/1.1 request needs a Host header field",
-          &res);
-    co_return true;
+          &x->res);
+    return false;
   }
+  return true;
+}
+
+// Routes the request and decides whether it is served: the owner's precheck, 405 / 404, a
+// connection beyond the cap (only the inline routes), the body's size and its share of what all
+// bodies being received may take (reserved in x->reserved_body). A refusal is left in x->res.
+void HttpServer::Impl::AdmitHead(const http::request_parser<http::string_body>& parser,
+                                 bool reserve, Exchange* x) {
+  HttpRequest& req = x->req;
+  HttpResponse& res = x->res;
   std::string allowed;
   x->route = Find(req.method, req.path, &req.matches, &allowed);
   std::optional<HttpResponse> early;
@@ -601,7 +669,6 @@ asio::awaitable<bool> HttpServer::Impl::ReadHead(beast::tcp_stream& stream,
       x->reserved_body = want;
     }
   }
-  co_return true;
 }
 
 // Reads the body of an admitted request into x->req.body (refusals set x->res). False: the
@@ -770,101 +837,95 @@ asio::awaitable<bool> HttpServer::Impl::SendBody(beast::tcp_stream& stream, Exch
   }
 }
 
+// Waits for the next request's first byte: within the idle deadline, or on a new connection
+// the header deadline (its headers then have the header deadline: a slow sender of headers is
+// cut off). False: the connection is to be closed (idle too long, or the client left).
+asio::awaitable<bool> HttpServer::Impl::AwaitRequest(beast::tcp_stream& stream,
+                                                     beast::flat_buffer& buf, Conn& conn,
+                                                     bool first) {
+  if (buf.size() != 0) co_return true;  // pipelined: already here
+  SetIdle(conn, true);
+  stream.expires_after(Seconds(first ? opts.header_timeout_s : opts.idle_timeout_s));
+  auto [ec, n] = co_await stream.async_read_some(buf.prepare(4096), kTuple);
+  stream.expires_never();
+  SetIdle(conn, false);
+  if (ec) co_return false;
+  buf.commit(n);
+  co_return true;
+}
+
+// One request and its answer: read the head, check it, read the body, dispatch, answer.
+asio::awaitable<HttpServer::Impl::Next> HttpServer::Impl::ServeExchange(beast::tcp_stream& stream,
+                                                                        beast::flat_buffer& buf,
+                                                                        bool reserve) {
+  Exchange x;
+  http::request_parser<http::string_body> parser;
+  if (!co_await ReadHead(stream, buf, parser, reserve, &x)) co_return Next::kDrop;
+  x.req.request_id = RequestIdFor(x.req);
+  ++active;
+  ExchangeScope scope{this, &x};
+  if (x.res.status == 200 && x.has_body && !co_await ReadBody(stream, buf, parser, &x))
+    co_return Next::kDrop;
+  if (x.res.status == 200 && x.route && !co_await Dispatch(stream, &x)) co_return Next::kDrop;
+  body_bytes -= x.reserved_body;  // the body is parsed and copied by now
+  x.reserved_body = 0;
+  if (x.req.body.size() >= kTrimAfterBodyBytes) {
+    std::string().swap(x.req.body);
+    TrimHeap();
+  }
+  if (decorate) decorate(x.req, x.res);
+  AddRetryAfter(&x.res);
+  // An unread body cannot be skipped safely: close after answering. So does a connection
+  // beyond the cap.
+  x.keep_alive = x.keep_alive && x.body_read && !x.res.close && !reserve && x.res.status != 400 &&
+                 x.res.status != 408 && x.res.status != 431;
+  co_return co_await Answer(stream, &x);
+}
+
+// Writes the answer: a stream (chunked on HTTP/1.1; on HTTP/1.0 the body ends when the connection
+// closes) or a whole response (a body source produced first; its status may be the error the
+// source ended with).
+asio::awaitable<HttpServer::Impl::Next> HttpServer::Impl::Answer(beast::tcp_stream& stream,
+                                                                 Exchange* x) {
+  HttpResponse& res = x->res;
+  const bool head_only = x->req.method == "HEAD";
+  if (res.source && res.stream && !head_only) {
+    const bool chunked = x->req.version == 11;
+    if (!chunked) x->keep_alive = false;
+    if (!co_await Write(stream, Head(x->req, res, x->keep_alive, std::nullopt, chunked))) {
+      res.source->Cancel();
+      co_return Next::kDrop;
+    }
+  }
+  if (res.source) {
+    if (!co_await SendBody(stream, x)) co_return Next::kDrop;
+    if (res.stream) {
+      Log(*x, res.status);
+      co_return x->keep_alive ? Next::kNext : Next::kEnd;
+    }
+  }
+  AddRetryAfter(&res);
+  std::string out = Head(x->req, res, x->keep_alive, res.body.size(), false);
+  if (!head_only) out += res.body;
+  const bool ok = co_await Write(stream, out);
+  Log(*x, res.status);
+  if (!ok) co_return Next::kDrop;
+  if (!x->keep_alive && (!x->body_read || res.status >= 400)) co_await Linger(stream);
+  co_return x->keep_alive ? Next::kNext : Next::kEnd;
+}
+
 asio::awaitable<void> HttpServer::Impl::Serve(tcp::socket sock, bool reserve) {
   beast::tcp_stream stream(std::move(sock));
   beast::flat_buffer buf(opts.max_header_bytes + (size_t{1} << 20));
   auto conn = std::make_shared<Conn>();
   conn->ex = stream.get_executor();
   conn->sock = &stream.socket();
-  std::list<std::shared_ptr<Conn>>::iterator conn_pos;  // stable while other entries come and go
-  {
-    std::lock_guard<std::mutex> lock(conns_mu);
-    conn_pos = conns.insert(conns.begin(), conn);
-  }
-  struct Unregister {
-    Impl* impl;
-    std::shared_ptr<Conn> c;
-    std::list<std::shared_ptr<Conn>>::iterator pos;
-    ~Unregister() {
-      std::lock_guard<std::mutex> lock(impl->conns_mu);
-      c->alive = false;
-      impl->conns.erase(pos);
-    }
-  } unregister{this, conn, conn_pos};
-
-  bool alive = true;
-  bool first = true;  // a new connection must send its request within the header deadline
-  while (alive) {
-    // Wait for the next request's first byte (idle deadline), then for its headers (header
-    // deadline: a slow sender of headers is cut off).
-    if (buf.size() == 0) {
-      SetIdle(*conn, true);
-      stream.expires_after(Seconds(first ? opts.header_timeout_s : opts.idle_timeout_s));
-      auto [ec, n] = co_await stream.async_read_some(buf.prepare(4096), kTuple);
-      stream.expires_never();
-      SetIdle(*conn, false);
-      if (ec) co_return;
-      buf.commit(n);
-    }
-    first = false;
-    Exchange x;
-    http::request_parser<http::string_body> parser;
-    if (!co_await ReadHead(stream, buf, parser, reserve, &x)) co_return;
-    x.req.request_id = RequestIdFor(x.req);
-    ++active;
-    struct Done {  // the exchange's share of the body budget and of `active`, released at its end
-      Impl* impl;
-      Exchange* x;
-      ~Done() {
-        impl->body_bytes -= x->reserved_body;
-        --impl->active;
-      }
-    } done{this, &x};
-    if (x.res.status == 200 && x.has_body && !co_await ReadBody(stream, buf, parser, &x)) co_return;
-    if (x.res.status == 200 && x.route && !co_await Dispatch(stream, &x)) co_return;
-    body_bytes -= x.reserved_body;  // the body is parsed and copied by now
-    x.reserved_body = 0;
-    if (x.req.body.size() >= kTrimAfterBodyBytes) {
-      std::string().swap(x.req.body);
-      TrimHeap();
-    }
-    if (decorate) decorate(x.req, x.res);
-    const auto add_retry_after = [&] {
-      if ((x.res.status == 429 || x.res.status == 503) && !HasHeader(x.res, "Retry-After"))
-        x.res.set_header("Retry-After", std::to_string(opts.retry_after_s));
-    };
-    add_retry_after();
-    // An unread body cannot be skipped safely: close after answering. So does a connection
-    // beyond the cap.
-    x.keep_alive = x.keep_alive && x.body_read && !x.res.close && !reserve &&
-                   x.res.status != 400 && x.res.status != 408 && x.res.status != 431;
-    const bool head_only = x.req.method == "HEAD";
-    if (x.res.source && x.res.stream && !head_only) {
-      // Streamed: chunked on HTTP/1.1; on HTTP/1.0 the body ends when the connection closes.
-      const bool chunked = x.req.version == 11;
-      if (!chunked) x.keep_alive = false;
-      if (!co_await Write(stream, Head(x.req, x.res, x.keep_alive, std::nullopt, chunked))) {
-        x.res.source->Cancel();
-        co_return;
-      }
-    }
-    if (x.res.source) {
-      if (!co_await SendBody(stream, &x)) co_return;
-      if (x.res.stream) {
-        Log(x, x.res.status);
-        if (!x.keep_alive) break;
-        continue;
-      }
-    }
-    // A whole response (its status may be the error its source ended with).
-    add_retry_after();
-    std::string out = Head(x.req, x.res, x.keep_alive, x.res.body.size(), false);
-    if (!head_only) out += x.res.body;
-    const bool ok = co_await Write(stream, out);
-    Log(x, x.res.status);
-    if (!ok) co_return;
-    alive = x.keep_alive;
-    if (!alive && (!x.body_read || x.res.status >= 400)) co_await Linger(stream);
+  const ConnEntry entry(this, conn);
+  for (bool first = true;; first = false) {
+    if (!co_await AwaitRequest(stream, buf, *conn, first)) co_return;
+    const Next next = co_await ServeExchange(stream, buf, reserve);
+    if (next == Next::kDrop) co_return;
+    if (next == Next::kEnd) break;
   }
   boost::system::error_code ec;
   stream.socket().shutdown(tcp::socket::shutdown_send, ec);
