@@ -75,46 +75,27 @@ StatusOr<std::unique_ptr<MimoV2Model>> MimoV2Model::Load(const std::string& dir,
 
 Status MimoV2Model::QuantizeExpertsToMxfp4(Mxfp4ScaleRule rule, ThreadPool* pool,
                                            Mxfp4ErrorStats* stats, int* converted) {
-  for (size_t l = 0; l < w_.layers.size(); ++l) {
-    std::vector<MlpWeights>& experts = w_.layers[l].moe.experts;
-    for (size_t e = 0; e < experts.size(); ++e) {
-      const std::string p =
-          "model.layers." + std::to_string(l) + ".mlp.experts." + std::to_string(e) + ".";
-      for (auto [name, w] : {std::pair{"gate_proj", &experts[e].gate_proj},
-                             std::pair{"up_proj", &experts[e].up_proj},
-                             std::pair{"down_proj", &experts[e].down_proj}}) {
-        if (w->empty() || w->dtype == DType::kMxfp4) continue;  // another rank's, or already
-        MIMO_ASSIGN_OR_RETURN(*w, QuantizeWeightToMxfp4(*w, rule, pool, p + name, stats));
-        if (converted) ++*converted;
-      }
+  Status st = Status::Ok();
+  ForEachWeight(w_, [&](const MutableWeightRef& r) {
+    if (!st.ok() || !IsRoutedExpert(r.id.role) || r.matrix->dtype == DType::kMxfp4) return;
+    StatusOr<MatrixWeight> q =
+        QuantizeWeightToMxfp4(*r.matrix, rule, pool, TensorName(r.id), stats);
+    if (!q.ok()) {
+      st = q.status();
+      return;
     }
-  }
-  return Status::Ok();
-}
-
-void MimoV2Model::ForEachMatrix(const std::function<void(MatrixWeight&)>& f) {
-  auto block = [&](LayerWeights& l) {
-    for (MatrixWeight* w : {&l.attn.q_proj, &l.attn.k_proj, &l.attn.v_proj, &l.attn.o_proj,
-                            &l.mlp.gate_proj, &l.mlp.up_proj, &l.mlp.down_proj, &l.moe.gate}) {
-      f(*w);
-    }
-    for (MlpWeights& e : l.moe.experts) {
-      for (MatrixWeight* w : {&e.gate_proj, &e.up_proj, &e.down_proj}) f(*w);
-    }
-  };
-  for (LayerWeights& l : w_.layers) block(l);
-  for (MtpLayerWeights& m : w_.mtp) {
-    f(m.eh_proj);
-    block(m.block);
-  }
-  f(w_.lm_head);
+    *r.matrix = std::move(*q);
+    if (converted) ++*converted;
+  });
+  return st;
 }
 
 int64_t MimoV2Model::MarkFp8PlainBlocks(ThreadPool* pool, int64_t* tiles) {
   int64_t plain = 0, all = 0;
-  ForEachMatrix([&](MatrixWeight& w) {
+  ForEachWeight(w_, [&](const MutableWeightRef& r) {
+    if (r.matrix == nullptr) return;
     int64_t n = 0;
-    plain += mimo::MarkFp8PlainBlocks(&w, pool, &n);
+    plain += mimo::MarkFp8PlainBlocks(r.matrix, pool, &n);
     all += n;
   });
   if (tiles) *tiles = all;
@@ -124,11 +105,12 @@ int64_t MimoV2Model::MarkFp8PlainBlocks(ThreadPool* pool, int64_t* tiles) {
 void MimoV2Model::UseFp8PlainBlocks(bool on) {
   if (on == fp8_plain_stash_.empty()) return;  // already so
   size_t i = 0;
-  ForEachMatrix([&](MatrixWeight& w) {
+  ForEachWeight(w_, [&](const MutableWeightRef& r) {
+    if (r.matrix == nullptr) return;
     if (on) {
-      w.fp8_plain = std::move(fp8_plain_stash_[i++]);
+      r.matrix->fp8_plain = std::move(fp8_plain_stash_[i++]);
     } else {
-      fp8_plain_stash_.push_back(std::move(w.fp8_plain));
+      fp8_plain_stash_.push_back(std::move(r.matrix->fp8_plain));
     }
   });
   if (on) fp8_plain_stash_.clear();
@@ -147,8 +129,8 @@ std::vector<LayerConfig> MimoV2Model::KvLayerConfigs() const {
 
 double MimoV2Model::WeightBytes() const {
   double b = 0;
-  ForEachWeight(w_, [&](const WeightInfo& i) {
-    if (!i.tied) b += i.bytes;
+  ForEachWeight(w_, [&](const WeightRef& r) {
+    if (!r.tied) b += r.bytes();
   });
   return b;
 }
@@ -158,27 +140,32 @@ double MimoV2Model::WeightBytesRead(int64_t tokens, const std::vector<int>& expe
   const int L = config().num_hidden_layers;
   double b = 0;
   std::vector<double> expert_bytes(L, 0.0);  // [L] every expert this rank holds
-  ForEachWeight(w_, [&](const WeightInfo& i) {
-    if (i.layer >= L) return;  // MTP layers run in drafts, not in the main model's step
-    switch (i.role) {
-      case WeightRole::kEmbedding:
-        b += static_cast<double>(tokens) * i.row_bytes;
+  std::vector<int> held(L, 0);               // [L] how many
+  ForEachWeight(w_, [&](const WeightRef& r) {
+    const int layer = r.id.layer;
+    if (layer >= L) return;  // MTP layers run in drafts, not in the main model's step
+    switch (r.id.role) {
+      case TensorRole::kEmbedding:
+        b += static_cast<double>(tokens) *
+             static_cast<double>(r.tensor->dim(-1) * DTypeSize(r.tensor->dtype));
         break;
-      case WeightRole::kExpert:
-        expert_bytes[i.layer] += i.bytes;
+      case TensorRole::kExpertGateProj:
+        ++held[layer];
+        [[fallthrough]];
+      case TensorRole::kExpertUpProj:
+      case TensorRole::kExpertDownProj:
+        expert_bytes[layer] += r.bytes();
         break;
-      case WeightRole::kNorm:  // model.norm (layer -1) runs on the logit rows only
-      case WeightRole::kLmHead:
-        if (i.layer >= 0 || logits) b += i.bytes;
+      case TensorRole::kModelNorm:  // model.norm runs on the logit rows only
+      case TensorRole::kLmHead:
+        if (logits) b += r.bytes();
         break;
       default:
-        b += i.bytes;
+        b += r.bytes();
     }
   });
   for (int l = 0; l < L; ++l) {
-    int held = 0;
-    for (const MlpWeights& e : w_.layers[l].moe.experts) held += e.gate_proj.empty() ? 0 : 1;
-    if (held > 0) b += expert_bytes[l] * experts[l] / held;
+    if (held[l] > 0) b += expert_bytes[l] * experts[l] / held[l];
   }
   return b;
 }

@@ -118,7 +118,6 @@ class MimoV2Model {
                   const int32_t* tokens, KvAttention& kv, const MtpOutputs& out);
 
  private:
-  void ForEachMatrix(const std::function<void(MatrixWeight&)>& f);  // every MatrixWeight held
   MimoV2Model() = default;
   // Returns the distinct experts its MoE used (0 for a dense FFN).
   int DecoderLayer(ExecContext& ctx, int kv_layer, const LayerConfig& lc, const LayerWeights& w,

@@ -100,12 +100,12 @@ int MoeExpertParallel(ExecContext& ctx, const ModelConfig& cfg, const MoeWeights
   std::vector<int> counts(n, 0);
   int used = 0;
   for (int r = 0; r < n; ++r) {
-    const RowRange er = EvenSplit(E, r, n);
+    const RowRange er = HeldExperts(E, TpSlice{r, n, true});  // rank r's experts (sharding.h)
     for (int64_t e = er.begin; e < er.begin + er.count; ++e) {
       counts[r] += static_cast<int>(routed[e].size() * H);
     }
   }
-  const RowRange mine = EvenSplit(E, tp.slice.rank, n);
+  const RowRange mine = HeldExperts(E, tp.slice);
   std::vector<float> send(counts[tp.slice.rank]), xin;  // [routed pairs of my experts, H]
   int64_t off = 0;
   for (int64_t e = mine.begin; e < mine.begin + mine.count; ++e) {

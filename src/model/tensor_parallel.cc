@@ -2,8 +2,6 @@
 #include "model/tensor_parallel.h"
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <map>
 
@@ -12,33 +10,10 @@
 
 namespace mimo {
 
-RowRange EvenSplit(int64_t n, int rank, int size) {
-  const int64_t chunk = (n + size - 1) / size;
-  const int64_t begin = std::min<int64_t>(n, chunk * rank);
-  return {begin, std::min<int64_t>(n, begin + chunk) - begin};
-}
-
 std::vector<int> SplitCounts(int64_t n, int size, int64_t scale) {
   std::vector<int> out(size);
   for (int r = 0; r < size; ++r) out[r] = static_cast<int>(EvenSplit(n, r, size).count * scale);
   return out;
-}
-
-StatusOr<HeadSlice> SliceHeads(const LayerConfig& l, int rank, int size) {
-  const int nh = l.num_attention_heads, nkv = l.num_key_value_heads;
-  if (nh % size != 0 || (nkv % size != 0 && size % nkv != 0)) {
-    return InvalidArgument(
-        "--tensor-parallel-size %d does not split a layer with %d query / %d kv heads (N must "
-        "divide the query heads, and N and the kv heads must divide one another)",
-        size, nh, nkv);
-  }
-  HeadSlice s;
-  const int group = nh / nkv;  // query heads per kv head
-  s.num_q = nh / size;
-  s.q_begin = rank * s.num_q;
-  s.kv_begin = s.q_begin / group;
-  s.num_kv = (s.q_begin + s.num_q - 1) / group + 1 - s.kv_begin;
-  return s;
 }
 
 LayerConfig LocalLayerConfig(const LayerConfig& layer, const HeadSlice& s) {
@@ -151,62 +126,12 @@ StatusOr<std::vector<double>> TpWeightBytesPerRank(const Checkpoint& ck, int siz
                                                    bool expert_parallel) {
   const ModelConfig& cfg = ck.config();
   std::vector<double> out(size, 0.0);
-  auto ends = [](const std::string& n, const char* suffix) {
-    const size_t k = std::strlen(suffix);
-    return n.size() >= k && n.compare(n.size() - k, k, suffix) == 0;
-  };
-  auto has = [](const std::string& n, const char* part) { return n.find(part) != std::string::npos; };
   for (const std::string& name : ck.TensorNames()) {
-    const SafetensorsTensor* t = ck.FindTensor(name);
-    const double bytes = static_cast<double>(t->entry->nbytes);
-    // The layer geometry the tensor belongs to (MTP layers use mtp_layer).
-    const LayerConfig* layer = nullptr;
-    int layer_index = -1;
-    if (std::sscanf(name.c_str(), "model.layers.%d.", &layer_index) == 1 && layer_index >= 0 &&
-        layer_index < static_cast<int>(cfg.layers.size())) {
-      layer = &cfg.layers[layer_index];
-    } else if (name.rfind("model.mtp.layers.", 0) == 0) {
-      layer = &cfg.mtp_layer;
-    }
-    int expert = -1;
-    const size_t ex = name.find(".experts.");
-    if (ex != std::string::npos) expert = std::atoi(name.c_str() + ex + 9);
+    const double bytes = static_cast<double>(ck.FindTensor(name)->entry->nbytes);
+    const TensorId id = ClassifyTensor(name, cfg);
     for (int r = 0; r < size; ++r) {
-      double share = 1.0;  // embeddings, norms, router: whole on every rank
-      auto rows_share = [&](int64_t n) {
-        return static_cast<double>(EvenSplit(n, r, size).count) / static_cast<double>(n);
-      };
-      if (expert >= 0) {
-        share = expert_parallel
-                    ? (expert >= EvenSplit(cfg.n_routed_experts, r, size).begin &&
-                               expert < EvenSplit(cfg.n_routed_experts, r, size).begin +
-                                            EvenSplit(cfg.n_routed_experts, r, size).count
-                           ? 1.0
-                           : 0.0)
-                    : rows_share(has(name, "down_proj") ? cfg.hidden_size
-                                                         : cfg.moe_intermediate_size);
-      } else if (layer && (has(name, ".q_proj.") || has(name, ".k_proj.") ||
-                           has(name, ".v_proj.") || has(name, ".qkv_proj.") ||
-                           ends(name, "attention_sink_bias"))) {
-        MIMO_ASSIGN_OR_RETURN(HeadSlice hs, SliceHeads(*layer, r, size));
-        const double q = static_cast<double>(hs.num_q) / layer->num_attention_heads;
-        const double kv = static_cast<double>(hs.num_kv) / layer->num_key_value_heads;
-        if (has(name, ".qkv_proj.")) {
-          const double qr = double{1} * layer->num_attention_heads * layer->head_dim;
-          const double kr = double{1} * layer->num_key_value_heads * layer->head_dim;
-          const double vr = double{1} * layer->num_key_value_heads * layer->v_head_dim;
-          share = (q * qr + kv * (kr + vr)) / (qr + kr + vr);
-        } else {
-          share = has(name, ".q_proj.") || ends(name, "attention_sink_bias") ? q : kv;
-        }
-      } else if (has(name, ".o_proj.") || has(name, ".down_proj.") || has(name, "eh_proj.")) {
-        share = rows_share(cfg.hidden_size);
-      } else if (has(name, ".gate_proj.") || has(name, ".up_proj.")) {
-        share = rows_share(cfg.intermediate_size);
-      } else if (name.rfind("lm_head.", 0) == 0) {
-        share = rows_share(cfg.vocab_size);
-      }
-      out[r] += share * bytes;
+      MIMO_ASSIGN_OR_RETURN(TensorShard s, ShardOf(id, cfg, TpSlice{r, size, expert_parallel}));
+      out[r] += s.Fraction() * bytes;
     }
   }
   return out;

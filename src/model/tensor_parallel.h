@@ -1,19 +1,17 @@
-// Tensor and expert parallelism: which slice of the model one rank holds, and the plain-data step
-// message rank 0 sends its followers. Every split here is by output rows of a weight (heads, FFN
-// rows, vocabulary rows, experts), and partial results are combined by all-gathers, never by
-// floating-point sums in another order: with N ranks the logits are bitwise those of one process
-// (docs/ARCHITECTURE.md, "Tensor parallelism"). Sending each step to the followers is not the
-// model's business: engine/model_runner.h does it beside the model.
+// Tensor and expert parallelism: the steps that apply the sharding table (model/sharding.h: which
+// rows of each weight one rank holds) in the forward pass. Every split is by output rows of a
+// weight (heads, FFN rows, vocabulary rows, experts), and partial results are combined by
+// all-gathers, never by floating-point sums in another order: with N ranks the logits are bitwise
+// those of one process (docs/ARCHITECTURE.md, "Tensor parallelism"). Sending each step to the
+// followers is not the model's business: engine/model_runner.h does it beside the model.
 //
-//   attention  q/k/v: this rank's query heads and the kv heads they read (kv heads are split, or
-//              replicated when N exceeds a layer's kv-head count); attention over them; the heads'
-//              outputs all-gathered; o_proj: hidden/N output rows, all-gathered.
-//   dense MLP  gate/up: intermediate/N rows; activations all-gathered; down: hidden/N rows.
-//   MoE (TP)   every expert's gate/up intermediate/N rows and down hidden/N rows, as dense.
-//   MoE (EP)   --expert-parallel: experts partitioned (E/N whole experts per rank); each rank runs
-//              its experts for the tokens routed to them; outputs all-gathered and combined in
-//              expert order.
-//   lm_head    vocab/N rows; logits all-gathered for the sampled rows only.
+//   attention  this rank's query heads and the kv heads they read; attention over them; the heads'
+//              outputs all-gathered; o_proj: its hidden rows, all-gathered.
+//   dense MLP  gate/up: its intermediate rows; activations all-gathered; down: its hidden rows.
+//   MoE (TP)   every expert's rows, as dense.
+//   MoE (EP)   --expert-parallel: each rank runs its whole experts for the tokens routed to them;
+//              outputs all-gathered and combined in expert order.
+//   lm_head    its vocabulary rows; logits all-gathered for the sampled rows only.
 //   replicated embeddings, norms, the router (tiny; identical routing on every rank).
 #pragma once
 
@@ -25,17 +23,10 @@
 #include "core/thread_pool.h"
 #include "io/checkpoint.h"
 #include "io/hf_config.h"
+#include "model/sharding.h"
 #include "parallel/communicator.h"
 
 namespace mimo {
-
-// Which rank of how many; plain data (the loader needs no communicator).
-struct TpSlice {
-  int rank = 0;
-  int size = 1;
-  bool expert_parallel = false;
-  bool active() const { return size > 1; }
-};
 
 // A slice plus the communicator the forward pass all-gathers over.
 struct TpContext {
@@ -44,24 +35,10 @@ struct TpContext {
   bool active() const { return comm != nullptr && slice.active(); }
 };
 
-// [begin, begin + count): rank's share of n items in ceil(n / size) chunks (the last may be short
-// or empty).
-struct RowRange {
-  int64_t begin = 0;
-  int64_t count = 0;
-};
-RowRange EvenSplit(int64_t n, int rank, int size);
+// EvenSplit counts of n over `size` ranks (the split the sharding table gives hidden,
+// intermediate and vocabulary rows).
 std::vector<int> SplitCounts(int64_t n, int size, int64_t scale = 1);  // count(r) * scale per rank
 
-// Attention heads of one rank. Query heads split evenly; kv heads: the ones those query heads
-// read (kv_heads / N each, or 1 shared by N / kv_heads ranks when N > kv_heads).
-struct HeadSlice {
-  int q_begin = 0, num_q = 0;
-  int kv_begin = 0, num_kv = 0;
-};
-// Errors when N does not divide the query heads, or neither N nor the kv-head count divides the
-// other.
-StatusOr<HeadSlice> SliceHeads(const LayerConfig& layer, int rank, int size);
 // The layer as this rank sees it (its head counts).
 LayerConfig LocalLayerConfig(const LayerConfig& layer, const HeadSlice& s);
 
@@ -85,9 +62,9 @@ const float* GatherEqualColumns(const TpContext& tp, const float* local, int64_t
                                 std::vector<float>* buffer, const char* what);
 
 // Bytes of the checkpoint's language-model tensors each rank of `size` holds, from the headers
-// alone (nothing is read): per tensor, the share of its rows the rank binds (heads, FFN rows,
-// vocabulary rows, whole experts under expert parallelism); embeddings, norms and the router
-// whole. For `mimo inspect --tensor-parallel-size N`.
+// alone (nothing is read): per tensor, the share of its rows the sharding table gives the rank
+// (ShardOf: heads, FFN rows, vocabulary rows, whole experts under expert parallelism; embeddings,
+// norms and the router whole). For `mimo inspect --tensor-parallel-size N`.
 StatusOr<std::vector<double>> TpWeightBytesPerRank(const Checkpoint& ck, int size,
                                                    bool expert_parallel);
 // This rank's KV layer geometry: main layers, then `num_mtp` MTP layers (cfg.mtp_layer, as

@@ -1,6 +1,8 @@
-// BindWeights: the one list of tensors a MiMo-V2 checkpoint must (or may) hold.
+// BindWeights: the one list of tensors a MiMo-V2 checkpoint must (or may) hold, cut to this
+// rank's rows by the sharding table; ForEachWeight: the one walk over what was bound.
 #include "model/weights.h"
 
+#include "core/check.h"
 #include "core/log.h"
 
 namespace mimo {
@@ -36,20 +38,8 @@ Status BindMlp(Checkpoint& ck, const std::string& p, int64_t hidden, int64_t int
   return Status::Ok();
 }
 
-// Rows of a TP split of n (hidden, intermediate, vocabulary): this rank's share.
-MatrixWeight SliceShare(const MatrixWeight& w, const TpSlice& tp) {
-  const RowRange r = EvenSplit(w.rows, tp.rank, tp.size);
-  return tp.active() ? SliceRows(w, r.begin, r.count) : w;
-}
-
-void SliceMlp(const TpSlice& tp, MlpWeights* w) {
-  w->gate_proj = SliceShare(w->gate_proj, tp);  // intermediate rows
-  w->up_proj = SliceShare(w->up_proj, tp);
-  w->down_proj = SliceShare(w->down_proj, tp);  // hidden rows (all intermediate columns)
-}
-
 Status BindAttention(Checkpoint& ck, const std::string& p, const ModelConfig& cfg,
-                     const LayerConfig& lc, const TpSlice& tp, AttentionWeights* w) {
+                     const LayerConfig& lc, AttentionWeights* w) {
   MIMO_ASSIGN_OR_RETURN(QkvWeights qkv, ck.GetQkv(p.substr(0, p.size() - 1), lc, cfg.num_key_value_heads));
   w->q_proj = std::move(qkv.q);
   w->k_proj = std::move(qkv.k);
@@ -59,20 +49,6 @@ Status BindAttention(Checkpoint& ck, const std::string& p, const ModelConfig& cf
   if (lc.has_sinks) {
     MIMO_RETURN_IF_ERROR(BindFloats(ck, p + "attention_sink_bias", lc.num_attention_heads,
                                     &w->sinks));
-  }
-  if (!tp.active()) return Status::Ok();
-  // Head order after GetQkv (fused sections de-interleaved at the checkpoint's own TP), so any
-  // N slices the same way.
-  MIMO_ASSIGN_OR_RETURN(HeadSlice hs, SliceHeads(lc, tp.rank, tp.size));
-  w->q_proj = SliceRows(w->q_proj, int64_t{hs.q_begin} * lc.head_dim, int64_t{hs.num_q} * lc.head_dim);
-  w->k_proj = SliceRows(w->k_proj, int64_t{hs.kv_begin} * lc.head_dim,
-                        int64_t{hs.num_kv} * lc.head_dim);
-  w->v_proj = SliceRows(w->v_proj, int64_t{hs.kv_begin} * lc.v_head_dim,
-                        int64_t{hs.num_kv} * lc.v_head_dim);
-  w->o_proj = SliceShare(w->o_proj, tp);  // hidden rows
-  if (!w->sinks.empty()) {
-    w->sinks = std::vector<float>(w->sinks.begin() + hs.q_begin,
-                                  w->sinks.begin() + hs.q_begin + hs.num_q);
   }
   return Status::Ok();
 }
@@ -84,11 +60,9 @@ Status BindBlock(Checkpoint& ck, const std::string& p, const ModelConfig& cfg,
   const int64_t H = cfg.hidden_size;
   MIMO_RETURN_IF_ERROR(BindVector(ck, p + "input_layernorm.weight", H, &w->input_layernorm));
   MIMO_RETURN_IF_ERROR(BindVector(ck, p + post_norm + ".weight", H, &w->post_attention_layernorm));
-  MIMO_RETURN_IF_ERROR(BindAttention(ck, p + "self_attn.", cfg, lc, tp, &w->attn));
+  MIMO_RETURN_IF_ERROR(BindAttention(ck, p + "self_attn.", cfg, lc, &w->attn));
   if (lc.ffn == FfnKind::kDense) {
-    MIMO_RETURN_IF_ERROR(BindMlp(ck, p + "mlp.", H, cfg.intermediate_size, &w->mlp));
-    SliceMlp(tp, &w->mlp);
-    return Status::Ok();
+    return BindMlp(ck, p + "mlp.", H, cfg.intermediate_size, &w->mlp);
   }
   const int64_t E = cfg.n_routed_experts;
   MIMO_ASSIGN_OR_RETURN(w->moe.gate, ck.GetLinear(p + "mlp.gate", E, H));
@@ -96,13 +70,105 @@ Status BindBlock(Checkpoint& ck, const std::string& p, const ModelConfig& cfg,
       BindFloats(ck, p + "mlp.gate.e_score_correction_bias", E, &w->moe.score_bias));
   w->moe.experts.resize(E);
   // Expert parallel: this rank's experts only (the others stay empty and are never read).
-  const RowRange mine = tp.expert_parallel ? EvenSplit(E, tp.rank, tp.size) : RowRange{0, E};
+  const RowRange mine = HeldExperts(E, tp);
   for (int64_t e = mine.begin; e < mine.begin + mine.count; ++e) {
     MIMO_RETURN_IF_ERROR(BindMlp(ck, p + "mlp.experts." + std::to_string(e) + ".", H,
                                  cfg.moe_intermediate_size, &w->moe.experts[e]));
-    if (!tp.expert_parallel) SliceMlp(tp, &w->moe.experts[e]);
   }
   return Status::Ok();
+}
+
+// The one walk behind both ForEachWeight overloads (Weights: ModelWeights, const or not).
+template <class Weights, class Ref>
+void WalkWeights(Weights& w, const std::function<void(const Ref&)>& f) {
+  const int L = static_cast<int>(w.layers.size());
+  auto visit = [&](TensorRole role, int layer, int mtp, auto* data, int expert = -1) {
+    Ref r;
+    r.id = {role, layer, mtp, expert};
+    using T = std::remove_const_t<std::remove_pointer_t<decltype(data)>>;
+    if constexpr (std::is_same_v<T, MatrixWeight>) {
+      r.matrix = data;
+    } else if constexpr (std::is_same_v<T, TensorView>) {
+      r.tensor = data;
+    } else {
+      if (data->empty()) return;  // no sinks / no score bias
+      r.floats = data;
+    }
+    f(r);
+  };
+  auto mlp = [&](auto& m, const TensorRole (&roles)[3], int layer, int mtp, int expert) {
+    visit(roles[0], layer, mtp, &m.gate_proj, expert);
+    visit(roles[1], layer, mtp, &m.up_proj, expert);
+    visit(roles[2], layer, mtp, &m.down_proj, expert);
+  };
+  auto block = [&](auto& l, int layer, int mtp) {
+    using R = TensorRole;
+    visit(R::kInputNorm, layer, mtp, &l.input_layernorm);
+    visit(R::kQProj, layer, mtp, &l.attn.q_proj);
+    visit(R::kKProj, layer, mtp, &l.attn.k_proj);
+    visit(R::kVProj, layer, mtp, &l.attn.v_proj);
+    visit(R::kOProj, layer, mtp, &l.attn.o_proj);
+    visit(R::kSinks, layer, mtp, &l.attn.sinks);
+    visit(mtp < 0 ? R::kPostAttentionNorm : R::kPreMlpNorm, layer, mtp,
+          &l.post_attention_layernorm);
+    if (l.moe.gate.empty()) {
+      mlp(l.mlp, {R::kGateProj, R::kUpProj, R::kDownProj}, layer, mtp, -1);
+      return;
+    }
+    visit(R::kRouter, layer, mtp, &l.moe.gate);
+    visit(R::kRouterBias, layer, mtp, &l.moe.score_bias);
+    for (size_t e = 0; e < l.moe.experts.size(); ++e) {
+      if (l.moe.experts[e].gate_proj.empty()) continue;  // another rank's
+      mlp(l.moe.experts[e], {R::kExpertGateProj, R::kExpertUpProj, R::kExpertDownProj}, layer, mtp,
+          static_cast<int>(e));
+    }
+  };
+  visit(TensorRole::kEmbedding, -1, -1, &w.embed_tokens);
+  for (int l = 0; l < L; ++l) block(w.layers[l], l, -1);
+  visit(TensorRole::kModelNorm, -1, -1, &w.norm);
+  Ref head;
+  head.id.role = TensorRole::kLmHead;
+  head.matrix = &w.lm_head;
+  const auto* e0 = static_cast<const uint8_t*>(w.embed_tokens.data);
+  const auto* h0 = static_cast<const uint8_t*>(w.lm_head.data);
+  head.tied = h0 >= e0 && h0 < e0 + w.embed_tokens.nbytes();
+  f(head);
+  for (int i = 0; i < static_cast<int>(w.mtp.size()); ++i) {
+    auto& m = w.mtp[i];
+    visit(TensorRole::kEnorm, L + i, i, &m.enorm);
+    visit(TensorRole::kHnorm, L + i, i, &m.hnorm);
+    visit(TensorRole::kEhProj, L + i, i, &m.eh_proj);
+    block(m.block, L + i, i);
+    visit(TensorRole::kFinalNorm, L + i, i, &m.final_layernorm);
+  }
+}
+
+// Under tensor parallelism: every bound weight cut to the rows the sharding table gives this rank
+// (whole ones left as they are; other ranks' experts were never bound). q/k/v are cut by their
+// own heads after GetQkv de-interleaved a fused qkv_proj (at the checkpoint's own TP), so any N
+// slices the same way.
+Status KeepThisRanksRows(const ModelConfig& cfg, const TpSlice& tp, ModelWeights* w) {
+  if (!tp.active()) return Status::Ok();
+  Status st = Status::Ok();
+  ForEachWeight(*w, [&](const MutableWeightRef& r) {
+    if (!st.ok() || (r.matrix == nullptr && r.floats == nullptr)) return;
+    StatusOr<TensorShard> s = ShardOf(r.id, cfg, tp);
+    if (!s.ok()) {
+      st = s.status();
+      return;
+    }
+    if (s->whole) return;
+    MIMO_CHECK(s->parts.size() == 1, "%s: a bound weight is one section",
+               TensorName(r.id).c_str());
+    const RowRange p = s->parts[0];
+    if (r.matrix) {
+      *r.matrix = SliceRows(*r.matrix, p.begin, p.count);
+    } else {
+      *r.floats = std::vector<float>(r.floats->begin() + p.begin,
+                                     r.floats->begin() + p.begin + p.count);
+    }
+  });
+  return st;
 }
 
 }  // namespace
@@ -120,7 +186,6 @@ StatusOr<ModelWeights> BindWeights(Checkpoint& ck, const ModelConfig& cfg, const
   } else {
     MIMO_ASSIGN_OR_RETURN(w.lm_head, ck.GetLinear("lm_head", V, H));
   }
-  w.lm_head = SliceShare(w.lm_head, tp);  // vocabulary rows
   w.layers.resize(cfg.num_hidden_layers);
   for (int l = 0; l < cfg.num_hidden_layers; ++l) {
     MIMO_RETURN_IF_ERROR(BindBlock(ck, "model.layers." + std::to_string(l) + ".", cfg,
@@ -139,73 +204,21 @@ StatusOr<ModelWeights> BindWeights(Checkpoint& ck, const ModelConfig& cfg, const
     MIMO_RETURN_IF_ERROR(BindVector(ck, p + "enorm.weight", H, &t.enorm));
     MIMO_RETURN_IF_ERROR(BindVector(ck, p + "hnorm.weight", H, &t.hnorm));
     MIMO_ASSIGN_OR_RETURN(t.eh_proj, ck.GetLinear(p + "eh_proj", H, 2 * H));
-    t.eh_proj = SliceShare(t.eh_proj, tp);  // hidden rows
     MIMO_RETURN_IF_ERROR(BindBlock(ck, p, cfg, m, "pre_mlp_layernorm", tp, &t.block));
     MIMO_RETURN_IF_ERROR(BindVector(ck, p + "final_layernorm.weight", H, &t.final_layernorm));
   }
 
   if (num_mtp) MIMO_LOG_DEBUG("bound %d MTP layers", num_mtp);
+  MIMO_RETURN_IF_ERROR(KeepThisRanksRows(cfg, tp, &w));
   return w;
 }
 
-void ForEachWeight(const ModelWeights& w, const std::function<void(const WeightInfo&)>& f) {
-  auto matrix = [](const MatrixWeight& m) {
-    return static_cast<double>(m.DataBytes()) + static_cast<double>(m.ScaleBytes());
-  };
-  auto visit = [&](WeightRole role, int layer, double bytes, int expert = -1) {
-    WeightInfo i;
-    i.role = role;
-    i.layer = layer;
-    i.expert = expert;
-    i.bytes = bytes;
-    f(i);
-  };
-  auto mlp = [&](const MlpWeights& m, WeightRole role, int layer, int expert) {
-    for (const MatrixWeight* p : {&m.gate_proj, &m.up_proj, &m.down_proj}) {
-      visit(role, layer, matrix(*p), expert);
-    }
-  };
-  auto block = [&](const LayerWeights& l, int layer) {
-    visit(WeightRole::kNorm, layer, static_cast<double>(l.input_layernorm.nbytes()));
-    for (const MatrixWeight* p : {&l.attn.q_proj, &l.attn.k_proj, &l.attn.v_proj, &l.attn.o_proj}) {
-      visit(WeightRole::kAttention, layer, matrix(*p));
-    }
-    visit(WeightRole::kNorm, layer, static_cast<double>(l.post_attention_layernorm.nbytes()));
-    if (!l.moe.gate.empty()) {
-      visit(WeightRole::kRouter, layer, matrix(l.moe.gate));
-      for (size_t e = 0; e < l.moe.experts.size(); ++e) {
-        if (!l.moe.experts[e].gate_proj.empty()) {  // held by this rank
-          mlp(l.moe.experts[e], WeightRole::kExpert, layer, static_cast<int>(e));
-        }
-      }
-    } else {
-      mlp(l.mlp, WeightRole::kDenseMlp, layer, -1);
-    }
-  };
-  WeightInfo embed;
-  embed.role = WeightRole::kEmbedding;
-  embed.bytes = static_cast<double>(w.embed_tokens.nbytes());
-  embed.row_bytes = static_cast<double>(w.embed_tokens.dim(-1) * DTypeSize(w.embed_tokens.dtype));
-  f(embed);
-  const int L = static_cast<int>(w.layers.size());
-  for (int l = 0; l < L; ++l) block(w.layers[l], l);
-  visit(WeightRole::kNorm, -1, static_cast<double>(w.norm.nbytes()));
-  WeightInfo head;
-  head.role = WeightRole::kLmHead;
-  head.bytes = matrix(w.lm_head);
-  const auto* e0 = static_cast<const uint8_t*>(w.embed_tokens.data);
-  const auto* h0 = static_cast<const uint8_t*>(w.lm_head.data);
-  head.tied = h0 >= e0 && h0 < e0 + w.embed_tokens.nbytes();
-  f(head);
-  for (size_t i = 0; i < w.mtp.size(); ++i) {
-    const MtpLayerWeights& m = w.mtp[i];
-    const int layer = L + static_cast<int>(i);
-    visit(WeightRole::kNorm, layer, static_cast<double>(m.enorm.nbytes()));
-    visit(WeightRole::kNorm, layer, static_cast<double>(m.hnorm.nbytes()));
-    visit(WeightRole::kMtpInput, layer, matrix(m.eh_proj));
-    block(m.block, layer);
-    visit(WeightRole::kNorm, layer, static_cast<double>(m.final_layernorm.nbytes()));
-  }
+void ForEachWeight(const ModelWeights& w, const std::function<void(const WeightRef&)>& f) {
+  WalkWeights<const ModelWeights, WeightRef>(w, f);
+}
+
+void ForEachWeight(ModelWeights& w, const std::function<void(const MutableWeightRef&)>& f) {
+  WalkWeights<ModelWeights, MutableWeightRef>(w, f);
 }
 
 }  // namespace mimo

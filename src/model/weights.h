@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/matrix_weight.h"
@@ -13,6 +14,7 @@
 #include "core/tensor.h"
 #include "io/checkpoint.h"
 #include "io/hf_config.h"
+#include "model/sharding.h"
 #include "model/tensor_parallel.h"
 
 namespace mimo {
@@ -63,34 +65,42 @@ struct ModelWeights {
   LayerConfig mtp_layer_config;       // SWA geometry with a dense FFN
 };
 
-// One weight as the walk over all of them sees it (byte accounting: what a rank holds, what a
-// token reads).
-enum class WeightRole {
-  kEmbedding,
-  kNorm,
-  kAttention,
-  kDenseMlp,
-  kRouter,
-  kExpert,
-  kMtpInput,
-  kLmHead
+// One weight as the walk over all of them sees it: what it is (its sharding-table role, layer,
+// expert; TensorName(id) is its HF name) and the bound data, one of: a matrix (projections,
+// router, experts, eh_proj, lm_head), a tensor view (embedding, norms) or an fp32 copy (sinks,
+// router score bias). M is `const MatrixWeight` for the read-only walk, MatrixWeight for the
+// mutable one.
+template <class M>
+struct BasicWeightRef {
+  TensorId id;
+  M* matrix = nullptr;
+  const TensorView* tensor = nullptr;
+  std::conditional_t<std::is_const_v<M>, const std::vector<float>, std::vector<float>>* floats =
+      nullptr;
+  bool tied = false;  // kLmHead: rows of the embedding (tie_word_embeddings), not stored twice
+  // As bound: data plus FP8 block scales / MXFP4 exponents of a matrix, a view's bytes; the fp32
+  // copies (a few floats per layer, not in the mapping) count 0.
+  double bytes() const {
+    if (matrix) return static_cast<double>(matrix->DataBytes()) + static_cast<double>(matrix->ScaleBytes());
+    return tensor ? static_cast<double>(tensor->nbytes()) : 0.0;
+  }
 };
-struct WeightInfo {
-  WeightRole role = WeightRole::kAttention;
-  int layer = -1;        // main layer l; MTP layer i is num_hidden_layers + i; -1: outside layers
-  int expert = -1;       // kExpert: the routed expert's index
-  double bytes = 0;      // as stored: data plus FP8 block scales / MXFP4 exponents
-  double row_bytes = 0;  // kEmbedding: one token's row
-  bool tied = false;     // kLmHead: rows of the embedding (tie_word_embeddings), not stored twice
-};
+using WeightRef = BasicWeightRef<const MatrixWeight>;
+using MutableWeightRef = BasicWeightRef<MatrixWeight>;
+
 // Calls f for every weight this rank holds (its slices under tensor parallelism; under expert
-// parallelism only its experts): embedding, then each main layer (norms, attention, router,
-// experts or dense MLP), model.norm, lm_head, then each MTP layer (its norms, eh_proj, block).
-void ForEachWeight(const ModelWeights& w, const std::function<void(const WeightInfo&)>& f);
+// parallelism only its experts), in one order: embedding, then each main layer (input norm,
+// q/k/v/o, sinks, post-attention norm, then router, score bias and each held expert's
+// gate/up/down, or the dense MLP), model.norm, lm_head, then each MTP layer (enorm, hnorm, eh_proj,
+// its block, final_layernorm). Loading (slicing by the sharding table), byte accounting, MXFP4
+// quantization, the FP8 plain-tile maps and FLOP counting all walk the weights through it.
+void ForEachWeight(const ModelWeights& w, const std::function<void(const WeightRef&)>& f);
+void ForEachWeight(ModelWeights& w, const std::function<void(const MutableWeightRef&)>& f);
 
 // Binds every tensor the config implies; errors name tensor, file, expected and actual. With
-// tp.active(), only this rank's slices (model/tensor_parallel.h): attention heads, FFN rows,
-// experts, lm_head rows; layer configs in the weights' heads are then the caller's to localise.
+// tp.active(), only this rank's slices, as the sharding table (model/sharding.h) gives them:
+// attention heads, FFN rows, experts, lm_head rows; layer configs in the weights' heads are then
+// the caller's to localise.
 StatusOr<ModelWeights> BindWeights(Checkpoint& ckpt, const ModelConfig& cfg,
                                    const TpSlice& tp = {});
 

@@ -22,11 +22,6 @@
 namespace mimo::cli {
 namespace {
 
-double Elements(const MatrixWeight& w) { return static_cast<double>(w.rows) * w.cols; }
-double MlpElements(const MlpWeights& m) {
-  return Elements(m.gate_proj) + Elements(m.up_proj) + Elements(m.down_proj);
-}
-
 // Visible keys of a query at position pos on a layer (window W > 0: the last W positions).
 double VisibleKeys(const LayerConfig& lc, int64_t pos) {
   const int64_t n = pos + 1;
@@ -34,28 +29,35 @@ double VisibleKeys(const LayerConfig& lc, int64_t pos) {
 }
 
 // FLOPs of a prefill of `prompt` tokens at positions 0..prompt-1 of `seqs` sequences, logits of
-// the last row of each: every token's Linear work (top-k experts on MoE layers) plus QK^T and PV.
+// the last row of each: every token's Linear work (top-k experts on MoE layers: the mean of the
+// experts this rank holds) plus QK^T and PV.
 double PrefillFlops(const MimoV2Model& m, int64_t prompt, int seqs) {
   const ModelConfig& cfg = m.config();
-  const ModelWeights& w = m.weights();
-  double per_token = 0, attn = 0;
-  for (int l = 0; l < cfg.num_hidden_layers; ++l) {
-    const LayerWeights& lw = w.layers[l];
-    const LayerConfig& lc = cfg.layers[l];
-    per_token += Elements(lw.attn.q_proj) + Elements(lw.attn.k_proj) + Elements(lw.attn.v_proj) +
-                 Elements(lw.attn.o_proj);
-    if (lc.ffn == FfnKind::kMoe) {
-      per_token += Elements(lw.moe.gate);
-      if (!lw.moe.experts.empty())
-        per_token += cfg.num_experts_per_tok * MlpElements(lw.moe.experts[0]);
+  const int L = cfg.num_hidden_layers;
+  double per_token = 0, attn = 0, lm_head = 0;
+  std::vector<double> expert_elements(L, 0.0);  // [L] of every held expert
+  std::vector<int> held(L, 0);                  // [L]
+  ForEachWeight(m.weights(), [&](const WeightRef& r) {
+    const int l = r.id.layer;
+    if (r.matrix == nullptr || l >= L) return;  // vectors; MTP layers do not run in a prefill
+    const double elements = static_cast<double>(r.matrix->rows) * r.matrix->cols;
+    if (r.id.role == TensorRole::kLmHead) {
+      lm_head = elements;
+    } else if (IsRoutedExpert(r.id.role)) {
+      expert_elements[l] += elements;
+      held[l] += r.id.role == TensorRole::kExpertGateProj;
     } else {
-      per_token += MlpElements(lw.mlp);
+      per_token += elements;  // attention, router, dense MLP
     }
+  });
+  for (int l = 0; l < L; ++l) {
+    if (held[l] > 0) per_token += cfg.num_experts_per_tok * (expert_elements[l] / held[l]);
+    const LayerConfig& lc = cfg.layers[l];
     for (int64_t t = 0; t < prompt; ++t) {
       attn += 2.0 * lc.num_attention_heads * (lc.head_dim + lc.v_head_dim) * VisibleKeys(lc, t);
     }
   }
-  return seqs * (2.0 * per_token * prompt + attn + 2.0 * Elements(w.lm_head));
+  return seqs * (2.0 * per_token * prompt + attn + 2.0 * lm_head);
 }
 
 // KV-cache bytes one decode step reads for a query at position pos (K and V of every visible

@@ -88,10 +88,9 @@ std::string HumanBytes(uint64_t b) {
 // The memory plan's columns: as stored, and with --experts mxfp4. KV cache and scratch as the
 // engine sizes them: --max-context (4096) x --max-sequences (1) at --kv-cache-dtype (bf16), chunks
 // of --max-num-batched-tokens (512, serve's default). Under --tensor-parallel-size N: rank 0's
-// share (experts split evenly, KV cache of its kv heads).
+// share (its rows of each weight by the sharding table, KV cache of its kv heads).
 StatusOr<MemoryPlan> PlanMemory(const Args& args, const Checkpoint& ck,
-                                const ModelConfig& kv_config, int tp,
-                                const std::vector<double>& rank_bytes) {
+                                const ModelConfig& kv_config, int tp, bool ep) {
   const std::string experts = args.Get("experts");
   if (!experts.empty() && experts != "mxfp4") {
     return InvalidArgument("--experts must be mxfp4, got '%s'", experts.c_str());
@@ -120,20 +119,17 @@ StatusOr<MemoryPlan> PlanMemory(const Args& args, const Checkpoint& ck,
   MIMO_ASSIGN_OR_RETURN(KvMemoryPlan kv, PlanKvMemory(kv_rank, po));
   const double scratch = static_cast<double>(EstimateScratchBytes(
       ck.config(), kv_config.layers, plan.tokens_per_step, plan.max_sequences));
-  MIMO_ASSIGN_OR_RETURN(WeightBytes stored, CountWeightBytes(ck, false));
+  const TpSlice rank0{0, tp, ep};  // the sharding table's rows of rank 0
+  MIMO_ASSIGN_OR_RETURN(WeightBytes stored, CountWeightBytes(ck, false, rank0));
   std::vector<std::pair<std::string, WeightBytes>> columns = {{"as stored", stored}};
   if (!experts.empty()) {
-    MIMO_ASSIGN_OR_RETURN(WeightBytes mx, CountWeightBytes(ck, true));
+    MIMO_ASSIGN_OR_RETURN(WeightBytes mx, CountWeightBytes(ck, true, rank0));
     columns.push_back({"--experts mxfp4", mx});
   }
   for (auto& [name, w] : columns) {
     MemoryPlanColumn c;
     c.name = name;
     c.weights = w;
-    if (tp > 1) {  // rank 0: 1/N of the experts (rows or whole experts), its share of the rest
-      c.weights.other = rank_bytes[0] - stored.experts / tp;
-      c.weights.experts = w.experts / tp;
-    }
     c.kv_bytes = static_cast<double>(kv.total_bytes);
     c.scratch_bytes = scratch;
     plan.columns.push_back(c);
@@ -252,7 +248,7 @@ int RunInspect(int argc, char** argv) {
   }
   const auto bytes = ck.BytesByDType();
   const size_t num_tensors = ck.TensorNames().size();
-  auto memory_plan = PlanMemory(args, ck, kv_config, tp, rank_bytes);
+  auto memory_plan = PlanMemory(args, ck, kv_config, tp, ep);
   if (!memory_plan.ok()) {
     std::fprintf(stderr, "error: %s\n", memory_plan.status().message().c_str());
     return 2;

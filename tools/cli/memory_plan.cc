@@ -7,20 +7,14 @@
 #include <cstdlib>
 #include <string>
 
+#include "model/sharding.h"
+
 namespace mimo::cli {
 namespace {
 
 bool EndsWith(const std::string& s, const char* suffix) {
   const size_t n = std::char_traits<char>::length(suffix);
   return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
-}
-
-// model.layers.N.mlp.experts.E.* (main: true) or model.mtp.layers.N.mlp.experts.E.* (false).
-bool IsRoutedExpert(const std::string& n, bool* main) {
-  const bool m = n.rfind("model.layers.", 0) == 0;
-  if (!m && n.rfind("model.mtp.layers.", 0) != 0) return false;
-  *main = m;
-  return n.find(".mlp.experts.") != std::string::npos;
 }
 
 // The bytes of one routed-expert tensor once its weights are MXFP4.
@@ -36,7 +30,8 @@ double Mxfp4Bytes(const SafetensorsEntry& e) {
 
 }  // namespace
 
-StatusOr<WeightBytes> CountWeightBytes(const Checkpoint& ck, bool experts_mxfp4) {
+StatusOr<WeightBytes> CountWeightBytes(const Checkpoint& ck, bool experts_mxfp4,
+                                       const TpSlice& rank) {
   const ModelConfig& c = ck.config();
   WeightBytes w;
   double main_experts = 0;
@@ -44,19 +39,20 @@ StatusOr<WeightBytes> CountWeightBytes(const Checkpoint& ck, bool experts_mxfp4)
     const SafetensorsTensor* t = ck.FindTensor(n);
     if (t == nullptr) return Internal("tensor '%s' listed but not found", n.c_str());
     const SafetensorsEntry& e = *t->entry;
-    bool main = false;
-    if (IsRoutedExpert(n, &main)) {
+    const TensorId id = ClassifyTensor(n, c);
+    MIMO_ASSIGN_OR_RETURN(TensorShard shard, ShardOf(id, c, rank));
+    if (id.expert >= 0) {  // model.[mtp.]layers.N.mlp.experts.E.*
       const double b = experts_mxfp4 ? Mxfp4Bytes(e) : static_cast<double>(e.nbytes);
-      w.experts += b;
-      if (main) main_experts += b;
+      w.experts += shard.Fraction() * b;
+      if (id.mtp_layer < 0) main_experts += b;
       continue;
     }
-    w.other += static_cast<double>(e.nbytes);
-    if (n == "model.embed_tokens.weight") {
+    w.other += shard.Fraction() * static_cast<double>(e.nbytes);
+    if (id.role == TensorRole::kEmbedding) {
       const double row = static_cast<double>(c.hidden_size) * DTypeSize(e.dtype);
       w.active_per_token += c.tie_word_embeddings ? static_cast<double>(e.nbytes) : row;
-    } else if (n.rfind("model.layers.", 0) == 0 || n == "model.norm.weight" ||
-               n.rfind("lm_head.", 0) == 0) {
+    } else if ((id.layer >= 0 && id.mtp_layer < 0) || id.role == TensorRole::kModelNorm ||
+               id.role == TensorRole::kLmHead) {
       w.active_per_token += static_cast<double>(e.nbytes);
     }
   }

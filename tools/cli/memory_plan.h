@@ -9,6 +9,7 @@
 
 #include "core/status.h"
 #include "io/checkpoint.h"
+#include "model/sharding.h"
 
 namespace mimo::cli {
 
@@ -23,10 +24,13 @@ struct WeightBytes {
   double active_per_token = 0;
 };
 
+// Under tensor parallelism (rank.active()) experts and other are rank `rank.rank`'s share, as the
+// sharding table (model/sharding.h) splits each tensor; active_per_token stays the whole model's.
 // experts_mxfp4: as if every routed expert weight [N, K] stored as FP8 (with its F32
 // weight_scale_inv) or as BF16/F16/F32 were rewritten to MXFP4: N * ceil(K / 2) bytes of E2M1
 // pairs plus N * ceil(K / 32) E8M0 scale bytes; experts already MXFP4 stay as they are.
-StatusOr<WeightBytes> CountWeightBytes(const Checkpoint& ck, bool experts_mxfp4);
+StatusOr<WeightBytes> CountWeightBytes(const Checkpoint& ck, bool experts_mxfp4,
+                                       const TpSlice& rank = {});
 
 // The engine thread's per-step scratch (core/scratch.h arenas, kept between steps) at its peak,
 // for steps of `tokens_per_step` rows (--max-num-batched-tokens) and `sampled_rows` logit rows
