@@ -105,19 +105,102 @@ float* PackGroups(const float* x, int64_t cols, int64_t bc, const TokenGroups& g
   return xp;
 }
 
+// acc[i][t] = the kLanes lane sums of one scale block, columns [cb, ce), of row[i] against token
+// t's packed x at xp (advanced past the block). plain_block (FP8 plain tiles): the block holds no
+// subnormal or NaN code in these rows, so it is read with V::LoadE4m3Plain against the packing of
+// x * 2^112 to_xs floats past xp. prefetch: next[i] + c is requested once per line.
+template <class V, class W, int R, int TT>
+__attribute__((always_inline)) inline void SmallBlockSums(const typename W::T* const (&row)[R],
+                                                          const typename W::T* const (&next)[R],
+                                                          int64_t cb, int64_t ce, bool prefetch,
+                                                          bool plain_block, int64_t to_xs,
+                                                          const float*& xp,
+                                                          typename V::F (&acc)[R][TT]) {
+  using F = typename V::F;
+  constexpr int kLanes = V::kLanes;
+  constexpr int64_t kLine = 64 / sizeof(typename W::T);
+#pragma GCC unroll 16
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 16
+    for (int t = 0; t < TT; ++t) acc[i][t] = V::Zero();
+  // acc += wv x the TT token vectors at xv_at (one load per token vector, kept in a register:
+  // left alone, GCC folds the load into each of the R FMAs, and R x TT loads per step made the
+  // AVX-512 tile load-port bound).
+  auto multiply = [&](const F(&wv)[R], const float* xv_at) {
+#pragma GCC unroll 16
+    for (int t = 0; t < TT; ++t) {
+      F xv = V::LoadAligned(xv_at + t * kLanes);
+      V::KeepInRegister(xv);
+#pragma GCC unroll 16
+      for (int i = 0; i < R; ++i) acc[i][t] = V::Fmadd(wv[i], xv, acc[i][t]);
+    }
+    xp += TT * kLanes;
+  };
+  // One step of n <= kLanes columns; clean: no NaN code in these weights (FP8), so the cheaper
+  // decode.
+  auto step = [&](int64_t c, int64_t n, bool clean) {
+    F wv[R];
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i) {
+      wv[i] = n != kLanes ? W::LoadN(row[i] + c, n)
+              : clean     ? LoadClean<W>(row[i] + c)
+                          : W::Load(row[i] + c);
+    }
+    multiply(wv, xp);
+  };
+  auto prefetch_line = [&](int64_t c) {
+    if (V::kSmallPrefetch && prefetch) {
+#pragma GCC unroll 16
+      for (int i = 0; i < R; ++i) V::PrefetchL2(next[i] + c);
+    }
+  };
+  int64_t c = cb;
+  if constexpr (std::is_same_v<W, F8W<V>> && V::kE4m3Plain) {
+    if (plain_block) {  // whole lines, no special code
+      for (; c < ce; c += kLine) {
+        prefetch_line(c);
+#pragma GCC unroll 4
+        for (int64_t v = 0; v < kLine; v += kLanes) {
+          F wv[R];
+#pragma GCC unroll 16
+          for (int i = 0; i < R; ++i) wv[i] = V::LoadE4m3Plain(row[i] + c + v);
+          multiply(wv, xp + to_xs);
+        }
+      }
+    }
+  }
+  for (; c + kLine <= ce; c += kLine) {
+    prefetch_line(c);
+    bool clean = true;
+    if constexpr (W::kNanLineTest) {
+      uint64_t nan_codes = 0;
+#pragma GCC unroll 16
+      for (int i = 0; i < R; ++i) nan_codes |= W::LineNanMask(row[i] + c);
+      clean = nan_codes == 0;
+    }
+    if (clean) {
+#pragma GCC unroll 4
+      for (int64_t v = 0; v < kLine; v += kLanes) step(c + v, kLanes, true);
+    } else {
+      for (int64_t v = 0; v < kLine; v += kLanes) step(c + v, kLanes, false);
+    }
+  }
+  for (; c + kLanes <= ce; c += kLanes) step(c, kLanes, false);
+  if (c < ce) step(c, ce - c, false);
+}
+
 // y[t0 + t, r0 + i] for i < R, t < TT; rows r0 .. r0 + R of w start at rows0 (stride w.cols).
 // FP8 plain tiles (GemvTile's): xsp holds the same packing of x * 2^112, and a block the map calls
 // plain for these rows is decoded by V::LoadE4m3Plain against it: the same products, so the same
 // bits.
 template <class V, class W, int R, int TT>
 void SmallBatchTile(const float* xp, int64_t t0, const MatrixWeight& w, const typename W::T* rows0,
-                    int64_t r0, bool prefetch, float* y, [[maybe_unused]] const float* xsp,
-                    [[maybe_unused]] const Fp8PlainBlocks* plain) {
+                    int64_t r0, bool prefetch, float* y, const float* xsp,
+                    const Fp8PlainBlocks* plain) {
   using F = typename V::F;
   constexpr int kLanes = V::kLanes;
   const int64_t cols = w.cols;
   const int64_t bc = W::kBlockScaled ? w.block_cols : cols;
-  constexpr int64_t kLine = 64 / sizeof(typename W::T);
   // FP8 running totals (touched once per scale block) live in registers while they fit beside
   // the accumulators, in L1 otherwise; unscaled weights have one block and need none.
   constexpr bool kTotalsInRegs = !W::kBlockScaled || R * TT <= V::kSmallTotalsInRegs;
@@ -129,8 +212,7 @@ void SmallBatchTile(const float* xp, int64_t t0, const MatrixWeight& w, const ty
   ScaleRows<W, R>(w, r0, scales);
   const int64_t ahead = PrefetchRowsAhead<V>(R, cols * static_cast<int64_t>(sizeof(typename W::T)));
   if constexpr (!kTotalsInRegs) std::memset(total_mem, 0, sizeof(total_mem));
-  constexpr bool kPlainTiles = std::is_same_v<W, F8W<V>> && V::kE4m3Plain;
-  [[maybe_unused]] const int64_t to_xs = xsp != nullptr ? xsp - xp : 0;  // floats from xp to xsp
+  const int64_t to_xs = xsp != nullptr ? xsp - xp : 0;  // floats from xp to xsp
   if (xsp == nullptr) plain = nullptr;
 #pragma GCC unroll 16
   for (int i = 0; i < R; ++i) {
@@ -142,76 +224,10 @@ void SmallBatchTile(const float* xp, int64_t t0, const MatrixWeight& w, const ty
     }
   }
   for (int64_t cb = 0, j = 0; cb < cols; cb += bc, ++j) {
-    const int64_t ce = std::min(cb + bc, cols);
     F acc[R][TT];
-#pragma GCC unroll 16
-    for (int i = 0; i < R; ++i)
-#pragma GCC unroll 16
-      for (int t = 0; t < TT; ++t) acc[i][t] = V::Zero();
-    // acc += wv x the TT token vectors at xv_at (one load per token vector, kept in a register:
-    // left alone, GCC folds the load into each of the R FMAs, and R x TT loads per step made the
-    // AVX-512 tile load-port bound).
-    auto multiply = [&](const F(&wv)[R], const float* xv_at) {
-#pragma GCC unroll 16
-      for (int t = 0; t < TT; ++t) {
-        F xv = V::LoadAligned(xv_at + t * kLanes);
-        V::KeepInRegister(xv);
-#pragma GCC unroll 16
-        for (int i = 0; i < R; ++i) acc[i][t] = V::Fmadd(wv[i], xv, acc[i][t]);
-      }
-      xp += TT * kLanes;
-    };
-    // One step of n <= kLanes columns; clean: no NaN code in these weights (FP8), so the cheaper
-    // decode.
-    auto step = [&](int64_t c, int64_t n, bool clean) {
-      F wv[R];
-#pragma GCC unroll 16
-      for (int i = 0; i < R; ++i) {
-        wv[i] = n != kLanes ? W::LoadN(row[i] + c, n)
-                : clean     ? LoadClean<W>(row[i] + c)
-                            : W::Load(row[i] + c);
-      }
-      multiply(wv, xp);
-    };
-    auto prefetch_line = [&](int64_t c) {
-      if (V::kSmallPrefetch && prefetch) {
-#pragma GCC unroll 16
-        for (int i = 0; i < R; ++i) V::PrefetchL2(next[i] + c);
-      }
-    };
-    int64_t c = cb;
-    if constexpr (kPlainTiles) {
-      if (plain != nullptr && plain->PlainRows(r0, R, j)) {  // whole lines, no special code
-        for (; c < ce; c += kLine) {
-          prefetch_line(c);
-#pragma GCC unroll 4
-          for (int64_t v = 0; v < kLine; v += kLanes) {
-            F wv[R];
-#pragma GCC unroll 16
-            for (int i = 0; i < R; ++i) wv[i] = V::LoadE4m3Plain(row[i] + c + v);
-            multiply(wv, xp + to_xs);
-          }
-        }
-      }
-    }
-    for (; c + kLine <= ce; c += kLine) {
-      prefetch_line(c);
-      bool clean = true;
-      if constexpr (W::kNanLineTest) {
-        uint64_t nan_codes = 0;
-#pragma GCC unroll 16
-        for (int i = 0; i < R; ++i) nan_codes |= W::LineNanMask(row[i] + c);
-        clean = nan_codes == 0;
-      }
-      if (clean) {
-#pragma GCC unroll 4
-        for (int64_t v = 0; v < kLine; v += kLanes) step(c + v, kLanes, true);
-      } else {
-        for (int64_t v = 0; v < kLine; v += kLanes) step(c + v, kLanes, false);
-      }
-    }
-    for (; c + kLanes <= ce; c += kLanes) step(c, kLanes, false);
-    if (c < ce) step(c, ce - c, false);
+    const bool plain_block = plain != nullptr && plain->PlainRows(r0, R, j);
+    SmallBlockSums<V, W, R, TT>(row, next, cb, std::min(cb + bc, cols), prefetch, plain_block,
+                                to_xs, xp, acc);
 #pragma GCC unroll 16
     for (int i = 0; i < R; ++i) {
 #pragma GCC unroll 16

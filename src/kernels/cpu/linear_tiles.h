@@ -124,6 +124,71 @@ inline float BlockScale(const MatrixWeight& w, int64_t r, int64_t j) {
   }
 }
 
+// acc[i] = the kLanes lane sums of one scale block, columns [cb, ce), of row[i] against x
+// (GemvTile; plain_block: read with V::LoadE4m3Plain against xs = x * 2^112); next[i] + c is
+// prefetched once per line.
+template <class V, class W, int R>
+__attribute__((always_inline)) inline void GemvBlockSums(
+    const float* x, [[maybe_unused]] const float* xs, const typename W::T* const (&row)[R],
+    const typename W::T* const (&next)[R], int64_t cb, int64_t ce,
+    [[maybe_unused]] bool plain_block, typename V::F (&acc)[R]) {
+  using F = typename V::F;
+  constexpr int kLanes = V::kLanes;
+  constexpr int64_t kLine = 64 / sizeof(typename W::T);  // elements per cache line
+#pragma GCC unroll 16
+  for (int i = 0; i < R; ++i) acc[i] = V::Zero();
+  int64_t c = cb;
+  if constexpr (W::kBlockScaled && V::kE4m3Plain) {
+    if (plain_block) {  // whole lines, no special code
+      for (; c < ce; c += kLine) {
+#pragma GCC unroll 16
+        for (int i = 0; i < R; ++i) V::PrefetchL2(next[i] + c);
+#pragma GCC unroll 8
+        for (int64_t v = 0; v < kLine; v += kLanes) {
+          const F xv = V::Load(xs + c + v);
+#pragma GCC unroll 16
+          for (int i = 0; i < R; ++i)
+            acc[i] = V::Fmadd(V::LoadE4m3Plain(row[i] + c + v), xv, acc[i]);
+        }
+      }
+    }
+  }
+  for (; c + kLine <= ce; c += kLine) {
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i) V::PrefetchL2(next[i] + c);
+    // FP8 (AVX-512): one NaN-code test per cache line and row lets the common case skip the
+    // per-vector NaN patch (~8% faster decode); a line holding a NaN code takes the exact path.
+    uint64_t nan_codes = 0;
+    if constexpr (W::kNanLineTest) {
+#pragma GCC unroll 16
+      for (int i = 0; i < R; ++i) nan_codes |= W::LineNanMask(row[i] + c);
+    }
+    if (nan_codes == 0) {
+#pragma GCC unroll 8
+      for (int64_t v = 0; v < kLine; v += kLanes) {
+        const F xv = V::Load(x + c + v);
+#pragma GCC unroll 16
+        for (int i = 0; i < R; ++i) acc[i] = V::Fmadd(LoadClean<W>(row[i] + c + v), xv, acc[i]);
+      }
+    } else {
+      for (int64_t v = 0; v < kLine; v += kLanes) {
+        const F xv = V::Load(x + c + v);
+        for (int i = 0; i < R; ++i) acc[i] = V::Fmadd(W::Load(row[i] + c + v), xv, acc[i]);
+      }
+    }
+  }
+  for (; c + kLanes <= ce; c += kLanes) {
+    const F xv = V::Load(x + c);
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i) acc[i] = V::Fmadd(W::Load(row[i] + c), xv, acc[i]);
+  }
+  if (c < ce) {  // the block's tail: one more step, lanes past it +0
+    const F xv = V::LoadN(x + c, ce - c);
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i) acc[i] = V::Fmadd(W::LoadN(row[i] + c, ce - c), xv, acc[i]);
+  }
+}
+
 // T == 1: y[r0 .. r0+R) for one token, weights decoded in registers. Software prefetch
 // PrefetchRowsAhead rows ahead (into L2): rows are often a single 4 KiB page (FP8, 4096 cols),
 // and hardware prefetchers stop at page boundaries.
@@ -132,20 +197,17 @@ inline float BlockScale(const MatrixWeight& w, int64_t r, int64_t j) {
 // V::LoadE4m3Plain (2^-120 x the e4m3 value) against xs: each product is the same real number
 // (2^-8 v) x as the f16 route's, through the same FMAs in the same order, so the same bits, with
 // three integer ops per vector instead of the remap, two-uop vcvtph2ps and per-line NaN test
-// (docs/PERFORMANCE.md, issue 31). Any other block takes the general loop below.
+// (docs/PERFORMANCE.md, issue 31). Any other block takes the general loop (GemvBlockSums).
 template <class V, class W, int R>
 void GemvTile(const float* x, const MatrixWeight& w, int64_t r0, float* y,
-              [[maybe_unused]] const float* xs = nullptr,
-              [[maybe_unused]] const Fp8PlainBlocks* plain = nullptr) {
+              const float* xs = nullptr, const Fp8PlainBlocks* plain = nullptr) {
   using F = typename V::F;
   using T = typename W::T;
-  constexpr int kLanes = V::kLanes;
   const auto* base = static_cast<const T*>(w.data);
   const int64_t cols = w.cols;
   const int64_t bc = W::kBlockScaled ? w.block_cols : cols;
   const T* row[R];
   const T* next[R];
-  constexpr int64_t kLine = 64 / sizeof(T);  // elements per cache line
   F total[R];
   [[maybe_unused]] const float* scales[R];  // [R][scale_cols] (FP8)
   ScaleRows<W, R>(w, r0, scales);
@@ -157,60 +219,9 @@ void GemvTile(const float* x, const MatrixWeight& w, int64_t r0, float* y,
     total[i] = V::Zero();
   }
   for (int64_t cb = 0, j = 0; cb < cols; cb += bc, ++j) {
-    const int64_t ce = std::min(cb + bc, cols);
     F acc[R];
-#pragma GCC unroll 16
-    for (int i = 0; i < R; ++i) acc[i] = V::Zero();
-    int64_t c = cb;
-    if constexpr (W::kBlockScaled && V::kE4m3Plain) {
-      if (plain != nullptr && plain->PlainRows(r0, R, j)) {  // whole lines, no special code
-        for (; c < ce; c += kLine) {
-#pragma GCC unroll 16
-          for (int i = 0; i < R; ++i) V::PrefetchL2(next[i] + c);
-#pragma GCC unroll 8
-          for (int64_t v = 0; v < kLine; v += kLanes) {
-            const F xv = V::Load(xs + c + v);
-#pragma GCC unroll 16
-            for (int i = 0; i < R; ++i)
-              acc[i] = V::Fmadd(V::LoadE4m3Plain(row[i] + c + v), xv, acc[i]);
-          }
-        }
-      }
-    }
-    for (; c + kLine <= ce; c += kLine) {
-#pragma GCC unroll 16
-      for (int i = 0; i < R; ++i) V::PrefetchL2(next[i] + c);
-      // FP8 (AVX-512): one NaN-code test per cache line and row lets the common case skip the
-      // per-vector NaN patch (~8% faster decode); a line holding a NaN code takes the exact path.
-      uint64_t nan_codes = 0;
-      if constexpr (W::kNanLineTest) {
-#pragma GCC unroll 16
-        for (int i = 0; i < R; ++i) nan_codes |= W::LineNanMask(row[i] + c);
-      }
-      if (nan_codes == 0) {
-#pragma GCC unroll 8
-        for (int64_t v = 0; v < kLine; v += kLanes) {
-          const F xv = V::Load(x + c + v);
-#pragma GCC unroll 16
-          for (int i = 0; i < R; ++i) acc[i] = V::Fmadd(LoadClean<W>(row[i] + c + v), xv, acc[i]);
-        }
-      } else {
-        for (int64_t v = 0; v < kLine; v += kLanes) {
-          const F xv = V::Load(x + c + v);
-          for (int i = 0; i < R; ++i) acc[i] = V::Fmadd(W::Load(row[i] + c + v), xv, acc[i]);
-        }
-      }
-    }
-    for (; c + kLanes <= ce; c += kLanes) {
-      const F xv = V::Load(x + c);
-#pragma GCC unroll 16
-      for (int i = 0; i < R; ++i) acc[i] = V::Fmadd(W::Load(row[i] + c), xv, acc[i]);
-    }
-    if (c < ce) {  // the block's tail: one more step, lanes past it +0
-      const F xv = V::LoadN(x + c, ce - c);
-#pragma GCC unroll 16
-      for (int i = 0; i < R; ++i) acc[i] = V::Fmadd(W::LoadN(row[i] + c, ce - c), xv, acc[i]);
-    }
+    const bool plain_block = plain != nullptr && plain->PlainRows(r0, R, j);
+    GemvBlockSums<V, W, R>(x, xs, row, next, cb, std::min(cb + bc, cols), plain_block, acc);
 #pragma GCC unroll 16
     for (int i = 0; i < R; ++i) {
       if constexpr (W::kBlockScaled) {
