@@ -821,6 +821,32 @@ TEST(EngineSpec, CancellationFreesDraftBlocksToo) {
   e->Shutdown();
 }
 
+// The speculator keeps nothing of its own per request: its state (the drafter's hidden states,
+// its draft sequences) is held by the KV cache while the request runs, shows in the stats, and
+// goes with the request's sequence, whether it finished or was cancelled.
+TEST(EngineSpec, DrafterStateLivesInTheKvCacheAndGoesWithTheRequest) {
+  auto e = MakeEngine(4, 64, DType::kF32, 0, 16, Mtp(3));
+  RequestStream a, b;
+  const GenerationRequest g = GreedyPastEos("What is 27 + 15?", 40);
+  ASSERT_TRUE(e->Submit(g, a.Sink()).ok());
+  const StatusOr<uint64_t> ib = e->Submit(g, b.Sink());
+  ASSERT_TRUE(ib.ok());
+  int64_t held = 0;
+  for (int i = 0; i < 50 && held == 0; ++i) {
+    e->Step();
+    held = e->Stats().spec_draft_state_bytes;
+  }
+  EXPECT_GT(held, 0);
+  e->Cancel(*ib);
+  e->RunUntilIdle();
+  const EngineStats st = e->Stats();
+  EXPECT_EQ(st.finished[static_cast<int>(FinishReason::kAbort)], 1);
+  EXPECT_EQ(st.finished[static_cast<int>(FinishReason::kLength)], 1);
+  EXPECT_EQ(st.spec_draft_state_bytes, 0);
+  EXPECT_EQ(st.spec_feature_cache_bytes, 0);  // MTP restores nothing from a feature cache
+  EXPECT_EQ(st.kv_free_blocks_per_group, st.kv_total_blocks_per_group);
+}
+
 
 // A toy constraint: exactly `len` digit tokens ("0".."9"), then the end.
 class DigitsConstraint final : public TokenConstraint {
