@@ -451,16 +451,17 @@ void ApiServer::AddCors(const HttpRequest& req, HttpResponse& res) const {
   }
 }
 
-void ApiServer::AddRoute(const char* method, const char* pattern, HttpHandler h, int tag,
-                         bool inline_handler) {
-  http_->Handle(HttpRoute{method, pattern, std::move(h), inline_handler, tag});
-}
-
-// Inline: answered on the I/O threads, so they answer however busy the workers are.
-void ApiServer::AddStatusRoutes() {
+// The routes: the server's own (inline: answered on the I/O threads, so they answer however busy
+// the workers are), the API's (on the workers) and the web UI's.
+void ApiServer::Route() {
+  HttpServer& s = *http_;
   using Req = HttpRequest;
   using Res = HttpResponse;
-  AddRoute(
+  const auto add = [&](const char* method, const char* pattern, HttpHandler h, int tag,
+                       bool inline_handler = false) {
+    s.Handle(HttpRoute{method, pattern, std::move(h), inline_handler, tag});
+  };
+  add(
       "GET", "/health",
       [this](const Req&, Res& res) {
         if (!ready_.load()) return SendJson(res, {{"status", "loading"}}, 503);
@@ -468,7 +469,7 @@ void ApiServer::AddStatusRoutes() {
         SendJson(res, {{"status", "ok"}});
       },
       kPublic, true);
-  AddRoute(
+  add(
       "GET", "/metrics",
       [this](const Req&, Res& res) {
         EngineStats st;
@@ -476,48 +477,47 @@ void ApiServer::AddStatusRoutes() {
         res.set_content(metrics_->Render(st), "text/plain; version=0.0.4; charset=utf-8");
       },
       kMetrics, true);
-  AddRoute(
+  add(
       "GET", "/v1/models", [this](const Req& q, Res& r) { HandleModels(q, r); }, kApi, true);
-  AddRoute(
+  add(
       "GET", "/v1/models/{+}", [this](const Req& q, Res& r) { HandleModel(q, r); }, kApi, true);
-}
-
-// The API's requests, answered on the workers.
-void ApiServer::AddApiRoutes() {
-  using Req = HttpRequest;
-  using Res = HttpResponse;
-  const auto post = [this](const char* pattern, void (ApiServer::*handler)(const Req&, Res&)) {
-    AddRoute(
-        "POST", pattern, [this, handler](const Req& q, Res& r) { (this->*handler)(q, r); }, kApi);
-  };
-  post("/v1/chat/completions", &ApiServer::HandleChat);
-  post("/v1/completions", &ApiServer::HandleCompletion);
-  post("/v1/messages", &ApiServer::HandleMessages);
-  post("/v1/messages/count_tokens", &ApiServer::HandleCountTokens);
-  post("/v1/responses", &ApiServer::HandleResponses);
-  post("/v1/responses/input_tokens", &ApiServer::HandleResponseInputTokens);
-  AddRoute(
+  add(
+      "POST", "/v1/chat/completions", [this](const Req& q, Res& r) { HandleChat(q, r); }, kApi);
+  add(
+      "POST", "/v1/completions", [this](const Req& q, Res& r) { HandleCompletion(q, r); }, kApi);
+  add(
+      "POST", "/v1/messages", [this](const Req& q, Res& r) { HandleMessages(q, r); }, kApi);
+  add(
+      "POST", "/v1/messages/count_tokens",
+      [this](const Req& q, Res& r) { HandleCountTokens(q, r); }, kApi);
+  add(
+      "POST", "/v1/responses", [this](const Req& q, Res& r) { HandleResponses(q, r); }, kApi);
+  add(
+      "POST", "/v1/responses/input_tokens",
+      [this](const Req& q, Res& r) { HandleResponseInputTokens(q, r); }, kApi);
+  add(
       "GET", "/v1/responses/{}", [this](const Req& q, Res& r) { HandleGetResponse(q, r); }, kApi);
-  AddRoute(
+  add(
       "DELETE", "/v1/responses/{}", [this](const Req& q, Res& r) { HandleDeleteResponse(q, r); },
       kApi);
-  AddRoute(
+  add(
       "GET", "/v1/responses/{}/input_items",
       [this](const Req& q, Res& r) { HandleResponseInputItems(q, r); }, kApi);
-  post("/tokenize", &ApiServer::HandleTokenize);
-  post("/detokenize", &ApiServer::HandleDetokenize);
-}
-
-void ApiServer::Route() {
-  AddStatusRoutes();
-  AddApiRoutes();
+  add(
+      "POST", "/tokenize", [this](const Req& q, Res& r) { HandleTokenize(q, r); }, kApi);
+  add(
+      "POST", "/detokenize", [this](const Req& q, Res& r) { HandleDetokenize(q, r); }, kApi);
   if (opts_.web_ui) {
     for (const std::string& path : WebUiPaths()) {
-      AddRoute(
-          "GET", path.c_str(), [](const HttpRequest& q, HttpResponse& r) { ServeWebAsset(q, r); },
-          kPublic, true);
+      add(
+          "GET", path.c_str(), [](const Req& q, Res& r) { ServeWebAsset(q, r); }, kPublic, true);
     }
   }
+}
+
+// The HTTP layer's hooks: the precheck, the headers every answer gets (CORS, Anthropic's
+// request-id), the error body of what the HTTP layer refuses itself, the access log.
+void ApiServer::SetHttpHooks() {
   http_->SetHooks(
       [this](const HttpRequest& req, const HttpRoute* route) { return Precheck(req, route); },
       [this](const HttpRequest& req, HttpResponse& res) {
@@ -535,6 +535,7 @@ void ApiServer::Route() {
 
 Status ApiServer::Start() {
   Route();
+  SetHttpHooks();
   Status st = http_->Start();
   if (!st.ok()) return st;
   port_ = http_->port();

@@ -166,12 +166,9 @@ class ApiServer {
   ResponseStore& responses() { return *responses_; }
 
  private:
-  // The routes (status, API, web UI) and the HTTP layer's hooks.
+  // The routes (the server's own, the API's, the web UI's) and the HTTP layer's hooks.
   void Route();
-  void AddRoute(const char* method, const char* pattern, HttpHandler h, int tag,
-                bool inline_handler = false);
-  void AddStatusRoutes();
-  void AddApiRoutes();
+  void SetHttpHooks();
   // The checks on a request's headers (see the file comment), in this order: Host (without a key
   // on a loopback address), a CORS preflight, the API key, Content-Type (as Host); an answer
   // refuses the request (or answers the preflight).

@@ -1,0 +1,150 @@
+// The request converters' sections (openai_request.cc, responses_request.cc,
+// anthropic_request.cc): fields are read in a fixed order, so a body with several bad fields is
+// refused naming the first one; Responses input items gather into assistant turns as the chat
+// template renders them; Anthropic blocks become the messages they stand for.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "server/anthropic_request.h"
+#include "server/openai_request.h"
+#include "server/request_json.h"
+#include "server/responses_request.h"
+
+namespace mimo {
+namespace {
+
+ServerDefaults Defaults() {
+  ServerDefaults d;
+  d.served_model_name = "m";
+  d.max_model_len = 4096;
+  d.vocab_size = 1000;
+  return d;
+}
+
+OJson Body(const std::string& text) {
+  OJson body;
+  EXPECT_FALSE(ParseRequestBody(text, &body)) << text;
+  return body;
+}
+
+std::string GenerationParam(const std::string& text) {
+  GenerationRequest g;
+  const auto e = ParseGenerationFields(Body(text), Defaults(), true, &g);
+  return e ? e->param : "";
+}
+
+TEST(RequestParsers, GenerationFieldsNameTheFirstBadFieldInReadingOrder) {
+  // sampling, counts, length rules, stop strings, stop token ids, logit_bias, logprobs.
+  EXPECT_EQ(GenerationParam(R"({"n": 0, "temperature": "hot"})"), "temperature");
+  EXPECT_EQ(GenerationParam(R"({"stop": 5, "seed": 1.5})"), "seed");
+  EXPECT_EQ(GenerationParam(R"({"max_tokens": 0, "best_of": 0})"), "best_of");
+  EXPECT_EQ(GenerationParam(R"({"stop": 5, "min_tokens": "x"})"), "min_tokens");
+  EXPECT_EQ(GenerationParam(R"({"stop_token_ids": "x", "stop": [""]})"), "stop");
+  EXPECT_EQ(GenerationParam(R"({"logit_bias": [], "stop_token_ids": [5000]})"),
+            "stop_token_ids");
+  EXPECT_EQ(GenerationParam(R"({"top_logprobs": 2, "logit_bias": {"x": 1}})"), "logit_bias");
+  EXPECT_EQ(GenerationParam(R"({"top_logprobs": 2})"), "top_logprobs");
+  EXPECT_EQ(GenerationParam(R"({"temperature": 0.5, "max_completion_tokens": 8})"), "");
+}
+
+std::optional<ApiError> Responses(const std::string& text, ResponsesRequest* r) {
+  const ServerDefaults d = Defaults();
+  const ParseContext ctx{d, nullptr, nullptr};
+  return ParseResponsesRequest(ctx, Body(text), r);
+}
+
+TEST(RequestParsers, ResponsesSectionsAreReadInOrder) {
+  // switches, sampling, conversation, tools, text.format, reasoning.
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"store": 1, "max_output_tokens": 0, "input": "hi"})", "store"},
+      {R"({"max_output_tokens": 0, "input": 5})", "max_output_tokens"},
+      {R"({"input": 5, "tools": 5})", "input"},
+      {R"({"input": "hi", "tools": [{"type": "file_search"}], "tool_choice": 5})",
+       "tools[0].type"},
+      {R"({"input": "hi", "tool_choice": 5, "text": 5})", "tool_choice"},
+      {R"({"input": "hi", "text": 5, "reasoning": 5})", "text"},
+      {R"({"input": "hi", "reasoning": {"effort": "x"}, "chat_template_kwargs": 5})",
+       "reasoning.effort"},
+      {R"({"input": [{"type": "message", "role": "user", "content": 5},
+                     {"type": "bogus"}]})",
+       "input[0].content"},
+  };
+  for (const auto& [text, param] : cases) {
+    ResponsesRequest r;
+    const auto e = Responses(text, &r);
+    ASSERT_TRUE(e) << text;
+    EXPECT_EQ(e->param, param) << text << " -> " << e->message;
+  }
+}
+
+TEST(RequestParsers, ResponsesInputGathersAssistantTurns) {
+  ResponsesRequest r;
+  const auto e = Responses(R"({"input": [
+      {"role": "user", "content": "hi"},
+      {"type": "reasoning", "content": [{"type": "reasoning_text", "text": "think"}]},
+      {"type": "message", "role": "assistant", "content": "a"},
+      {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{\"x\": 1}"},
+      {"type": "function_call_output", "call_id": "c1", "output": "1"},
+      {"type": "message", "role": "assistant", "content": "b"},
+      {"type": "reasoning", "summary": [{"type": "summary_text", "text": "more"}]},
+      {"type": "message", "role": "developer", "content": "late"}]})",
+                           &r);
+  ASSERT_FALSE(e) << e->message;
+  const OJson& m = r.turn.messages;
+  ASSERT_EQ(m.size(), 6u) << m.dump();
+  EXPECT_EQ(m[0], (OJson{{"role", "user"}, {"content", "hi"}}));
+  EXPECT_EQ(m[1]["content"], "a");
+  EXPECT_EQ(m[1]["reasoning_content"], "think");
+  ASSERT_EQ(m[1]["tool_calls"].size(), 1u);
+  EXPECT_EQ(m[1]["tool_calls"][0]["function"]["arguments"], (OJson{{"x", 1}}));
+  EXPECT_EQ(m[2], (OJson{{"role", "tool"}, {"tool_call_id", "c1"}, {"content", "1"}}));
+  EXPECT_EQ(m[3], (OJson{{"role", "assistant"}, {"content", "b"}}));
+  // Reasoning after an assistant text opens the next turn.
+  EXPECT_EQ(m[4], (OJson{{"role", "assistant"}, {"content", ""}, {"reasoning_content", "more"}}));
+  EXPECT_EQ(m[5], (OJson{{"role", "system"}, {"content", "late"}}));
+  ASSERT_EQ(r.input_items.size(), 8u);
+  EXPECT_EQ(r.input_items[0]["type"], "message");  // listed as one
+}
+
+TEST(RequestParsers, AnthropicBlocksBecomeTheirMessages) {
+  const ServerDefaults d = Defaults();
+  const ParseContext ctx{d, nullptr, nullptr};  // no signature verifies
+  AnthropicRequest r;
+  const auto e = ParseAnthropicRequest(ctx, Body(R"({"max_tokens": 64, "messages": [
+      {"role": "user", "content": "hi"},
+      {"role": "assistant", "content": [
+          {"type": "thinking", "thinking": "mine", "signature": "sig"},
+          {"type": "thinking", "thinking": "yours"},
+          {"type": "redacted_thinking", "data": "x"},
+          {"type": "text", "text": "calling"},
+          {"type": "tool_use", "id": "t1", "name": "f", "input": {"a": 1}}]},
+      {"role": "user", "content": [
+          {"type": "tool_result", "tool_use_id": "t1", "content": "r1"},
+          {"type": "text", "text": "and"}]}]})"),
+                                       false, &r);
+  ASSERT_FALSE(e) << e->message;
+  const OJson& m = r.turn.messages;
+  ASSERT_EQ(m.size(), 4u) << m.dump();
+  EXPECT_EQ(m[1]["content"], "calling");
+  EXPECT_EQ(m[1]["reasoning_content"], "yours");  // the unverified signed block is left out
+  EXPECT_EQ(m[1]["tool_calls"][0]["function"]["name"], "f");
+  EXPECT_EQ(m[2], (OJson{{"role", "tool"}, {"tool_call_id", "t1"}, {"content", "r1"}}));
+  EXPECT_EQ(m[3], (OJson{{"role", "user"}, {"content", "and"}}));
+}
+
+TEST(RequestParsers, AnthropicNamesTheFirstBadBlock) {
+  const ServerDefaults d = Defaults();
+  const ParseContext ctx{d, nullptr, nullptr};
+  AnthropicRequest r;
+  const auto e = ParseAnthropicRequest(ctx, Body(R"({"max_tokens": 64, "messages": [
+      {"role": "user", "content": [{"type": "text", "text": "ok"}, {"type": "image"}]},
+      {"role": "robot", "content": "x"}], "tools": 5})"),
+                                       false, &r);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->param, "messages[0].content[1]");
+  EXPECT_NE(e->message.find("text-only"), std::string::npos) << e->message;
+}
+
+}  // namespace
+}  // namespace mimo
