@@ -183,7 +183,9 @@ void MtpSpeculator::Propose(ExecContext& ctx, std::span<Request* const> reqs,
     }
     if (pass.batch.chunks.empty()) break;
     RunDepth(ctx, k, pass);
-    for (size_t c = 0; c < pass.who.size(); ++c) TakeDraft(k, *reqs[pass.who[c]], pass.who[c], c, pass, d);
+    for (size_t c = 0; c < pass.who.size(); ++c) {
+      TakeDraft(k, *reqs[pass.who[c]], pass.who[c], c, pass, d);
+    }
   }
   for (size_t i = 0; i < reqs.size(); ++i) {
     reqs[i]->draft = std::move(d.ids[i]);

@@ -6,8 +6,9 @@
 // convention, Xiaomi's recommended stack); `chained`: depth k takes depth k-1's block output
 // at the same position (LMDeploy's DeepSeek-style chain).
 // Each depth keeps its own sliding-window KV cache as a draft sequence of the paged cache's MTP
-// pool, owned by the request's sequence (freed with it). Depth k's entries at positions p <= t - k have verified inputs; later ones (inputs that
-// were drafts) are rolled back after drafting and recomputed once verified. A draft sequence
+// pool, owned by the request's sequence (freed with it). Depth k's entries at positions
+// p <= t - k have verified inputs; later ones (inputs that were drafts) are rolled back after
+// drafting and recomputed once verified. A draft sequence
 // starts at the last window of positions before the first draft (the window is all the draft
 // query reads), so a long prompt costs the drafter at most window + K positions per depth.
 // The draft head scores a vocabulary subset (a frequency-ranked list, e.g. the first 32768 ids
