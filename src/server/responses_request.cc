@@ -541,9 +541,13 @@ std::optional<ApiError> ConvertTextFormat(const OJson& body, ChatTurn* t) {
     if (!schema || !schema->is_object()) {
       return BadRequest("'text.format.schema' (an object) is required", "text.format.schema");
     }
+    const OJson* name = Field(*f, "name");
+    if (name && !name->is_string()) {
+      return BadRequest("'text.format.name' must be a string", "text.format.name");
+    }
     t->response_format = {
         {"type", "json_schema"},
-        {"json_schema", {{"name", f->value("name", "output")}, {"schema", *schema}}}};
+        {"json_schema", {{"name", name ? *name : OJson("output")}, {"schema", *schema}}}};
     return std::nullopt;
   }
   return BadRequest("'text.format.type' must be text, json_object or json_schema",

@@ -78,6 +78,24 @@ TEST(RequestParsers, ResponsesSectionsAreReadInOrder) {
   }
 }
 
+TEST(RequestParsers, ResponsesJsonSchemaNameMustBeAString) {
+  ResponsesRequest r;
+  auto e = Responses(
+      R"({"input": "hi", "text": {"format": {"type": "json_schema", "name": 5, "schema": {}}}})",
+      &r);
+  ASSERT_TRUE(e);  // was an exception (a 500) reading the name as a string
+  EXPECT_EQ(e->status, 400);
+  EXPECT_EQ(e->param, "text.format.name");
+  for (const char* name : {R"("name": null, )", ""}) {
+    ResponsesRequest ok;
+    e = Responses(std::string(R"({"input": "hi", "text": {"format": {"type": "json_schema", )") +
+                      name + R"("schema": {}}}})",
+                  &ok);
+    ASSERT_FALSE(e) << e->message;
+    EXPECT_EQ(ok.turn.response_format["json_schema"]["name"], "output");
+  }
+}
+
 TEST(RequestParsers, ResponsesInputGathersAssistantTurns) {
   ResponsesRequest r;
   const auto e = Responses(R"({"input": [
