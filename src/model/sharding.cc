@@ -73,8 +73,7 @@ TensorRole MatchModule(const std::string& rest, S scope, bool mtp) {
     if (r.role == R::kUnknown) continue;
     if (r.scope != scope && !(scope == S::kBlock && mtp && r.scope == S::kMtp)) continue;
     const size_t k = std::strlen(r.module);
-    const bool match =
-        rest.compare(0, k, r.module) == 0 && (rest.size() == k || rest[k] == '.');
+    const bool match = rest.compare(0, k, r.module) == 0 && (rest.size() == k || rest[k] == '.');
     if (match && k > best_len) {
       best = r.role;
       best_len = k;

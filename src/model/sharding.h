@@ -106,7 +106,7 @@ struct ShardRule {
   ShardScope scope;
   const char* module;  // HF module (or, for a bias vector, tensor) name within the scope
   SplitAxis axis;
-  int rows_per_head;   // kQueryHeads/kKvHeads: 0 head_dim, 1 one row per head, 2 v_head_dim
+  int rows_per_head;  // kQueryHeads/kKvHeads: 0 head_dim, 1 one row per head, 2 v_head_dim
 };
 const ShardRule& RuleOf(TensorRole role);
 bool IsRoutedExpert(TensorRole role);  // kExpert*Proj: split as whole experts under EP

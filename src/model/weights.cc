@@ -158,8 +158,11 @@ Status KeepThisRanksRows(const ModelConfig& cfg, const TpSlice& tp, ModelWeights
       return;
     }
     if (s->whole) return;
-    MIMO_CHECK(s->parts.size() == 1, "%s: a bound weight is one section",
-               TensorName(r.id).c_str());
+    const int64_t rows = r.matrix ? r.matrix->rows : static_cast<int64_t>(r.floats->size());
+    MIMO_CHECK(s->parts.size() == 1 && s->rows == rows,
+               "%s: the sharding table splits %lld rows in %zu sections, the weight has %lld",
+               TensorName(r.id).c_str(), static_cast<long long>(s->rows), s->parts.size(),
+               static_cast<long long>(rows));
     const RowRange p = s->parts[0];
     if (r.matrix) {
       *r.matrix = SliceRows(*r.matrix, p.begin, p.count);

@@ -81,7 +81,9 @@ struct BasicWeightRef {
   // As bound: data plus FP8 block scales / MXFP4 exponents of a matrix, a view's bytes; the fp32
   // copies (a few floats per layer, not in the mapping) count 0.
   double bytes() const {
-    if (matrix) return static_cast<double>(matrix->DataBytes()) + static_cast<double>(matrix->ScaleBytes());
+    if (matrix) {
+      return static_cast<double>(matrix->DataBytes()) + static_cast<double>(matrix->ScaleBytes());
+    }
     return tensor ? static_cast<double>(tensor->nbytes()) : 0.0;
   }
 };

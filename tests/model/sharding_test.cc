@@ -95,9 +95,9 @@ TEST(ShardingTest, RowsVocabularyAndExperts) {
     int expert;
     int64_t rows;
   };
-  const Case cases[] = {{TensorRole::kOProj, -1, 256},         {TensorRole::kGateProj, -1, 512},
-                        {TensorRole::kDownProj, -1, 256},      {TensorRole::kLmHead, -1, 640},
-                        {TensorRole::kEhProj, -1, 256},        {TensorRole::kExpertUpProj, 3, 96},
+  const Case cases[] = {{TensorRole::kOProj, -1, 256},        {TensorRole::kGateProj, -1, 512},
+                        {TensorRole::kDownProj, -1, 256},     {TensorRole::kLmHead, -1, 640},
+                        {TensorRole::kEhProj, -1, 256},       {TensorRole::kExpertUpProj, 3, 96},
                         {TensorRole::kExpertDownProj, 3, 256}};
   for (const Case& k : cases) {
     for (int n : {2, 3, 4}) {
@@ -177,8 +177,7 @@ TEST(ShardingTest, NamesClassifyByStructure) {
   EXPECT_EQ(ClassifyTensor("model.layers.0.eh_proj.weight", c).role, TensorRole::kUnknown);
   EXPECT_EQ(ClassifyTensor("model.layers.0.mlp.shared_experts.gate_proj.weight", c).role,
             TensorRole::kUnknown);
-  EXPECT_EQ(ClassifyTensor("model.layers.x.input_layernorm.weight", c).role,
-            TensorRole::kUnknown);
+  EXPECT_EQ(ClassifyTensor("model.layers.x.input_layernorm.weight", c).role, TensorRole::kUnknown);
 }
 
 // How many ranks hold each byte of a nano tensor, by a rule written here: replicated tensors on
