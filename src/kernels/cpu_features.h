@@ -1,4 +1,5 @@
-// What the CPU claims (CPUID, XCR0) versus what actually executes: each SIMD level is run once
+// What the CPU claims (CPUID and XCR0 on x86, the kernel's HWCAP words on AArch64) versus what
+// actually executes: each SIMD level is run once
 // under a SIGILL guard (sigsetjmp/siglongjmp, previous handler restored). Our VMs claim AMX in
 // CPUID but fault on it, so nothing is ever enabled from CPUID alone.
 #pragma once
@@ -23,6 +24,11 @@ struct CpuFeatures {
   bool ran_avx2 = false, ran_avx512 = false, ran_amx = false;
   bool ran_avx512bf16 = false;  // attempted only where AVX-512 is usable and CPUID claims it
 
+  // AArch64: getauxval(AT_HWCAP) claims Advanced SIMD (ASIMD), AT_HWCAP2 FEAT_BF16; the NEON
+  // probe (FMLA, FCVTL) is attempted only when ASIMD is claimed, the BF16 one only after it ran.
+  bool hwcap_asimd = false, hwcap_bf16 = false;
+  bool ran_neon = false, ran_neon_bf16 = false;
+
   bool avx2_usable() const { return cpuid_avx2 && cpuid_fma && cpuid_f16c && ran_avx2; }
   bool avx512_usable() const {
     return cpuid_avx512f && cpuid_avx512bw && cpuid_avx512vl && cpuid_avx512dq && cpuid_f16c &&
@@ -30,6 +36,9 @@ struct CpuFeatures {
   }
   // The opt-in bf16 kernels (ExecContext::precision).
   bool avx512bf16_usable() const { return avx512_usable() && cpuid_avx512bf16 && ran_avx512bf16; }
+  bool neon_usable() const { return hwcap_asimd && ran_neon; }
+  // BFDOT/BFMMLA execute (reported; no NEON bf16 kernel uses them yet).
+  bool neon_bf16_usable() const { return neon_usable() && hwcap_bf16 && ran_neon_bf16; }
 };
 
 // Probed once (thread-safe), then cached.

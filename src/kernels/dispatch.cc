@@ -40,6 +40,7 @@ Tables BuildTables() {
   t.usable[static_cast<int>(Isa::kScalar)] = true;
 
   const CpuFeatures& f = GetCpuFeatures();
+#if defined(__x86_64__) || defined(__i386__)
   if (f.avx2_usable()) {
     avx2::FillTable(&t.table[static_cast<int>(Isa::kAvx2)]);
     t.usable[static_cast<int>(Isa::kAvx2)] = true;
@@ -54,8 +55,19 @@ Tables BuildTables() {
     t.usable[static_cast<int>(Isa::kAvx512)] = true;
     t.best = Isa::kAvx512;
   }
+#elif defined(__aarch64__)
+  if (f.neon_usable()) {
+    neon::FillTable(&t.table[static_cast<int>(Isa::kNeon)]);
+    t.usable[static_cast<int>(Isa::kNeon)] = true;
+    t.best = Isa::kNeon;
+  }
+#endif
   t.active = SelectIsa(t.best, std::getenv("MIMO_ISA"));
-  if (!t.usable[static_cast<int>(t.active)]) t.active = t.best;
+  if (!t.usable[static_cast<int>(t.active)]) {  // below best but not this architecture's
+    MIMO_LOG_WARN("MIMO_ISA=%s does not run on this CPU; using %s", IsaName(t.active),
+                  IsaName(t.best));
+    t.active = t.best;
+  }
   MIMO_LOG_DEBUG("kernels: using %s (best probed %s)", IsaName(t.active), IsaName(t.best));
   return t;
 }
@@ -73,7 +85,7 @@ Isa SelectIsa(Isa best_probed, const char* env_value) {
   if (env_value == nullptr || *env_value == '\0') return best_probed;
   Isa want;
   if (!ParseIsa(env_value, &want)) {
-    MIMO_LOG_WARN("MIMO_ISA=%s is not one of scalar|avx2|avx512; using %s", env_value,
+    MIMO_LOG_WARN("MIMO_ISA=%s is not one of scalar|avx2|avx512|neon; using %s", env_value,
                   IsaName(best_probed));
     return best_probed;
   }
@@ -93,6 +105,8 @@ const char* IsaName(Isa isa) {
       return "avx2";
     case Isa::kAvx512:
       return "avx512";
+    case Isa::kNeon:
+      return "neon";
     default:
       return "?";
   }

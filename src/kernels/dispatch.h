@@ -1,7 +1,8 @@
 // The kernel dispatch boundary: one KernelTable of function pointers per ISA, filled once at
 // startup. An ISA is usable only if CPUID claims it AND a tiny instruction sequence of it actually
-// ran (kernels/cpu_features). MIMO_ISA=scalar|avx2|avx512 (env) forces a lower level, never a
-// higher one than probed. Thread-safety: all functions are safe to call from any thread.
+// ran (kernels/cpu_features). MIMO_ISA=scalar|avx2|avx512|neon (env) forces a lower level, never a
+// higher one than probed (x86 and AArch64 levels are never both usable: scalar is the only level
+// below neon that an AArch64 host has). Thread-safety: all functions are safe to call from any thread.
 #pragma once
 
 #include <cstddef>
@@ -13,10 +14,11 @@
 
 namespace mimo {
 
-enum class Isa : uint8_t { kScalar, kAvx2, kAvx512, kCount };
+// kNeon: AArch64 Advanced SIMD (4 fp32 lanes), the vector types' third instantiation.
+enum class Isa : uint8_t { kScalar, kAvx2, kAvx512, kNeon, kCount };
 
 const char* IsaName(Isa isa);
-// "scalar" | "avx2" | "avx512" -> false for anything else.
+// "scalar" | "avx2" | "avx512" | "neon" -> false for anything else.
 bool ParseIsa(const char* name, Isa* out);
 
 // The keys one attend_keys call reads, in place in the paged cache: key j's K row starts

@@ -14,8 +14,12 @@
 namespace mimo {
 namespace {
 
-bool ExecuteUd2() {
+bool ExecuteUd2() {  // an instruction that is undefined on purpose
+#if defined(__aarch64__)
+  __asm__ volatile("udf #0");
+#else
   __asm__ volatile("ud2");
+#endif
   return true;
 }
 
@@ -41,11 +45,20 @@ TEST(CpuFeatures, UsableImpliesClaimedAndExecuted) {
   }
   EXPECT_EQ(KernelsFor(Isa::kAvx2) != nullptr, f.avx2_usable());
   EXPECT_EQ(KernelsFor(Isa::kAvx512) != nullptr, f.avx512_usable());
+#if defined(__x86_64__) || defined(__i386__)
   // AMX is never a dispatch level; if CPUID claims it, the probe result is reported either way.
   EXPECT_NE(CpuFeatureReport().find("amx"), std::string::npos);
   if (!f.ran_amx) {
     EXPECT_NE(CpuFeatureReport().find("SIGILL"), std::string::npos);
   }
+#endif
+  if (f.neon_usable()) {
+    EXPECT_TRUE(f.hwcap_asimd && f.ran_neon);
+  }
+  if (f.neon_bf16_usable()) {
+    EXPECT_TRUE(f.hwcap_bf16 && f.ran_neon_bf16);
+  }
+  EXPECT_EQ(KernelsFor(Isa::kNeon) != nullptr, f.neon_usable());
 }
 
 TEST(Dispatch, TablesAreCompleteAndScalarAlwaysAvailable) {

@@ -1,6 +1,7 @@
 // Entry points of the per-ISA translation units (cpu/*_avx2.cc compiled with -mavx2 -mfma -mf16c,
-// cpu/*_avx512.cc with -mavx512{f,bw,vl,dq}). Nothing here may be called before the matching
-// probe in kernels/cpu_features succeeded, except the probe itself (which runs under a SIGILL
+// cpu/*_avx512.cc with -mavx512{f,bw,vl,dq}; on AArch64 cpu/*_neon.cc with -march=armv8-a): only
+// the target architecture's units are compiled and declared. Nothing here may be called before
+// the matching probe in kernels/cpu_features succeeded, except the probe itself (which runs under a SIGILL
 // guard).
 #pragma once
 
@@ -10,6 +11,7 @@
 #include "kernels/dispatch.h"
 
 namespace mimo {
+#if defined(__x86_64__) || defined(__i386__)
 namespace avx2 {
 // Executes a few AVX2/FMA/F16C instructions; returns true (or faults with SIGILL).
 bool ProbeInstructions();
@@ -36,4 +38,18 @@ void FillTable(KernelTable* table);
 void LinearRows(const float* x, int64_t T, const MatrixWeight& w, int64_t row_begin,
                 int64_t row_end, float* y);
 }  // namespace avx512
+#endif
+
+#if defined(__aarch64__)
+namespace neon {
+// Executes a few NEON instructions (FMLA, FCVTL); returns true (or faults with SIGILL).
+bool ProbeInstructions();
+// Roofline probes (KernelTable::read_probe / fma_probe), roofline_probe_neon.cc.
+uint64_t ReadProbe(const void* p, size_t bytes);
+double FmaProbe(int64_t iters, float* sink);
+void FillTable(KernelTable* table);
+void LinearRows(const float* x, int64_t T, const MatrixWeight& w, int64_t row_begin,
+                int64_t row_end, float* y);
+}  // namespace neon
+#endif
 }  // namespace mimo
