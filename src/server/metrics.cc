@@ -137,6 +137,16 @@ std::string ServerMetrics::Render(const EngineStats& e) const {
           static_cast<double>(e.spec_num_draft_tokens));
   counter("mimo:spec_decode_num_accepted_tokens_total", "Number of accepted tokens.",
           static_cast<double>(e.spec_num_accepted_tokens));
+  gauge("mimo:spec_decode_draft_state_bytes",
+        "Bytes of drafter state (DFlash's draft context, MTP's hidden states) the KV cache holds "
+        "for running requests.",
+        static_cast<double>(e.spec_draft_state_bytes));
+  gauge("mimo:spec_decode_feature_cache_bytes",
+        "Bytes of DFlash prompt-block features in the KV cache's feature cache.",
+        static_cast<double>(e.spec_feature_cache_bytes));
+  gauge("mimo:spec_decode_feature_cache_capacity_bytes",
+        "The feature cache's byte limit (0: no feature cache).",
+        static_cast<double>(e.spec_feature_cache_capacity_bytes));
   head("mimo:spec_decode_num_accepted_tokens_per_pos_total", "counter",
        "Accepted tokens per draft position.");
   for (size_t i = 0; i < e.spec_accepted_per_pos.size(); ++i) {

@@ -248,6 +248,10 @@ def spec_counters(m):
             [per_pos[i] for i in sorted(per_pos)])
 
 
+def metric(m, name):
+    return float(re.search(rf"^{name}\{{[^}}]*\}} (\S+)", m, re.M).group(1))
+
+
 def serve_bodies(mimo_bin, *flags):
     """BODIES streamed one after the other by a server started with flags (drafting over the nano
     model's used vocabulary): the answers and the server's /metrics after them."""
@@ -265,6 +269,8 @@ def test_streamed_chat_with_mtp_equals_without(mimo_bin, plain_answers):
     assert [g[:3] for g in got] == plain_answers
     drafts, accepted, _ = spec_counters(m)
     assert drafts > 0 and accepted / drafts > 1.0, m  # > 2 tokens per verify step on average
+    # The drafter's per-request state lives in the KV cache and goes with the finished requests.
+    assert metric(m, "mimo:spec_decode_draft_state_bytes") == 0, m
 
 
 MIN_MAL = 3.5  # 4.12 measured (73 verify steps); see the test below
@@ -286,6 +292,11 @@ def test_streamed_chat_with_trained_dflash_equals_without_and_accepts(mimo_bin, 
     # bound leaves room for another ISA's rounding. A collapsed drafter gives ~1.
     assert 1 + accepted / drafts >= MIN_MAL, (accepted / drafts, per_pos)
     assert per_pos[0] / drafts >= 0.5 and per_pos == sorted(per_pos, reverse=True), per_pos
+    # DFlash's draft contexts went with their requests; its prompt features stay in the KV cache's
+    # bounded feature cache for later prefix hits.
+    assert metric(m, "mimo:spec_decode_draft_state_bytes") == 0, m
+    cached = metric(m, "mimo:spec_decode_feature_cache_bytes")
+    assert 0 < cached <= metric(m, "mimo:spec_decode_feature_cache_capacity_bytes"), m
 
 
 def _prefix_counters(m):
