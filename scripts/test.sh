@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The README's test command: install, build, run every C++ (ctest), Python (pytest), end-to-end
+# The README's test command: install, build, run every C++ (ctest), Python (pytest), AArch64
+# (a cross build under qemu: scripts/test-aarch64.sh), end-to-end
 # server (node --test tests/server: the official API clients) and browser (node --test: the chat
 # page in headless Chromium) test, then the fuzzers for a bounded time (scripts/fuzz.sh;
 # docs/TESTING.md).
@@ -10,6 +11,9 @@ MIMO_CMAKE_ARGS="${MIMO_CMAKE_ARGS:-} -DMIMO_WERROR=ON -DMIMO_BUILD_TESTS=ON" ba
 (cd build && ctest --output-on-failure --timeout 900)
 # Python helpers run on Debian's interpreter (it sees python3-torch / numpy / jinja2).
 /usr/bin/python3 -m pytest -q tests/python -p no:cacheprovider
+# The AArch64 NEON build under qemu-user: a cross build of the kernel tests and `mimo logits`,
+# run against the float64 reference (scripts/test-aarch64.sh; ~10 min on 2 cores).
+bash scripts/test-aarch64.sh
 # `mimo serve` end to end through the official openai and @anthropic-ai/sdk clients (random-weight
 # and default models; MIMO_BIN / MIMO_SERVE_LAUNCHER pick the binary and a launcher prefix). One
 # file at a time: each starts its own servers and the suite is sized for a 2-core machine.

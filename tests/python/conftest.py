@@ -1,6 +1,8 @@
 """Shared pytest fixtures for the Python suite (run with /usr/bin/python3 -m pytest tests/python).
 
 * mimo_bin: the CLI under test, $MIMO_BIN or <repo>/build/bin/mimo.
+* mimo_launcher: a command prefix for it, $MIMO_LAUNCHER split like a shell would (e.g.
+  "qemu-aarch64 -L /usr/aarch64-linux-gnu" for the aarch64 build, scripts/test-aarch64.sh); [].
 * checkpoint(variant): a generated tiny MiMo-V2 checkpoint dir (scripts/make_tiny_model.py),
   written once per session into a session tmp dir.
 * reference(variant): the PyTorch reference (scripts/mimo_reference.py) for that checkpoint, cached.
@@ -10,6 +12,7 @@ test takes about 90 s here): a test that hangs fails with its name and stack ins
 into CI's limit. Session fixtures (checkpoint generation) are not counted.
 """
 import os
+import shlex
 import signal
 import sys
 import traceback
@@ -35,6 +38,11 @@ def repo_root():
 @pytest.fixture(scope="session")
 def mimo_bin():
     return os.environ.get("MIMO_BIN", os.path.join(REPO, "build", "bin", "mimo"))
+
+
+@pytest.fixture(scope="session")
+def mimo_launcher():
+    return shlex.split(os.environ.get("MIMO_LAUNCHER", ""))
 
 
 @pytest.fixture(scope="session")

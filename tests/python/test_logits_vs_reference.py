@@ -1,6 +1,7 @@
 """The C++ engine against the PyTorch reference on every generated checkpoint variant:
 `mimo logits --mode prefill|decode` must match at every position within 1e-4 x max|logit|, with the
 same argmax everywhere. Fails (it does not skip) while the binary or its `logits` command is missing.
+MIMO_BIN / MIMO_LAUNCHER run another build, e.g. the aarch64 one under qemu (scripts/test-aarch64.sh).
 """
 import os
 import subprocess
@@ -45,13 +46,15 @@ def test_fixture_is_decisive(reference):
 
 @pytest.mark.parametrize("mode", ["prefill", "decode"])
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_logits_match_reference(mimo_bin, checkpoint, reference, tmp_path, variant, mode):
+def test_logits_match_reference(mimo_bin, mimo_launcher, checkpoint, reference, tmp_path, variant,
+                                mode):
     ids, want, _ = reference_logits(reference, variant)
     vocab = want.shape[1]
     assert os.path.exists(mimo_bin), f"mimo binary not built: {mimo_bin} (set MIMO_BIN)"
     out = tmp_path / f"{variant}-{mode}.bin"
-    cmd = [mimo_bin, "logits", "--model", checkpoint(variant), "--ids", ",".join(map(str, ids)),
-           "--out", str(out), "--mode", mode, "--threads", "2"]
+    cmd = mimo_launcher + [mimo_bin, "logits", "--model", checkpoint(variant),
+                           "--ids", ",".join(map(str, ids)), "--out", str(out), "--mode", mode,
+                           "--threads", "2"]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, f"{' '.join(cmd)}\nexit {p.returncode}\n{p.stderr[-2000:]}"
     got = np.fromfile(out, dtype="<f4")

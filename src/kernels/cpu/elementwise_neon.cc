@@ -102,15 +102,8 @@ bool ProbeInstructions() {
 }
 
 void FillTable(KernelTable* t) {
-  t->isa = Isa::kNeon;
-  t->linear_rows = &LinearRows;
-  cpu::FillElementwise<V>(t);
-  t->dot_rows = &DotRows;
-  t->axpy_rows = &AxpyRows;
-  t->exp_shifted = &ExpShifted;
-  t->attend_keys = AttendKeysNeon;
-  t->read_probe = &ReadProbe;
-  t->fma_probe = &FmaProbe;
+  cpu::FillUnitTable<V>(t, {Isa::kNeon, &LinearRows, &DotRows, &AxpyRows, &ExpShifted,
+                            AttendKeysNeon, &ReadProbe, &FmaProbe});
 }
 
 }  // namespace mimo::neon
