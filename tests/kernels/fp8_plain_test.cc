@@ -237,16 +237,16 @@ TEST(Fp8Plain, StaleMapIsIgnored) {
 
 // The map is read: a map that (wrongly) calls a tile holding a NaN code plain makes every path
 // that reads it decode that code as a finite number (the general path gives NaN): the GEMV of
-// every ISA with plain tiles (AVX2, AVX-512), their small steps (T = 2), and AVX2's prompt tiles
-// (T = 20; AVX-512's prompt tiles decode rows without the map). Without this, the tests above
+// every ISA with plain tiles (AVX2, AVX-512, NEON), their small steps (T = 2), and the AVX2 and
+// NEON prompt tiles (T = 20; AVX-512's prompt tiles decode rows without the map at 128 columns). Without this, the tests above
 // would pass with kernels that never take the plain path.
 TEST(Fp8Plain, VectorIsasReadTheMap) {
   int checked = 0;
-  for (Isa isa : {Isa::kAvx2, Isa::kAvx512}) {
+  for (Isa isa : {Isa::kAvx2, Isa::kAvx512, Isa::kNeon}) {
     if (KernelsFor(isa) == nullptr) continue;
     ++checked;
     for (int64_t T : {1, 2, 20}) {
-      if (T == 20 && isa != Isa::kAvx2) continue;
+      if (T == 20 && isa == Isa::kAvx512) continue;
       std::mt19937 rng(17);
       OwnedWeight ow = MixedWeight(8, 128, 128, rng);
       ow.bytes[1 * 128 + 5] = 0x7f;  // row 1 of tile 0
@@ -271,7 +271,7 @@ TEST(Fp8Plain, VectorIsasReadTheMap) {
       for (int64_t t = 0; t < T; ++t) EXPECT_TRUE(std::isnan(y[t * 8 + 1])) << IsaName(isa);
     }
   }
-  if (checked == 0) GTEST_SKIP() << "no AVX2 or AVX-512 here";
+  if (checked == 0) GTEST_SKIP() << "no AVX2, AVX-512 or NEON here";
 }
 
 }  // namespace
