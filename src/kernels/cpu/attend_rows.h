@@ -25,11 +25,16 @@ inline const void* KvRow(const void* base, int64_t j, int64_t stride) {
   return static_cast<const char*>(base) + j * stride * kKvBytes<K>;
 }
 
-// Requests the lines of `bytes` bytes at p (prefetcht0 through asm: GCC drops prefetch-only loops).
+// Requests the lines of `bytes` bytes at p into L1 (prefetcht0, AArch64 prfm pldl1keep) through
+// asm: GCC drops prefetch-only loops.
 template <class V>
 inline void PrefetchBytes(const void* p, int64_t bytes) {
   for (int64_t o = 0; o < bytes; o += 64) {
+#if defined(__aarch64__)
+    asm volatile("prfm pldl1keep, %0" : : "Q"(*(static_cast<const char*>(p) + o)));
+#else
     asm volatile("prefetcht0 %0" : : "m"(*(static_cast<const char*>(p) + o)));
+#endif
   }
 }
 
