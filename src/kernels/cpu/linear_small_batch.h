@@ -148,17 +148,14 @@ __attribute__((always_inline)) inline void SmallBlockSums(const typename W::T* c
     }
     multiply(wv, xp);
   };
-  auto prefetch_line = [&](int64_t c) {
-    if (V::kSmallPrefetch && prefetch) {
-#pragma GCC unroll 16
-      for (int i = 0; i < R; ++i) V::PrefetchL2(next[i] + c);
-    }
-  };
   int64_t c = cb;
   if constexpr (std::is_same_v<W, F8W<V>> && V::kE4m3Plain) {
     if (plain_block) {  // whole lines, no special code
       for (; c < ce; c += kLine) {
-        prefetch_line(c);
+        if (V::kSmallPrefetch && prefetch) {
+#pragma GCC unroll 16
+          for (int i = 0; i < R; ++i) V::PrefetchL2(next[i] + c);
+        }
 #pragma GCC unroll 4
         for (int64_t v = 0; v < kLine; v += kLanes) {
           F wv[R];
@@ -170,7 +167,10 @@ __attribute__((always_inline)) inline void SmallBlockSums(const typename W::T* c
     }
   }
   for (; c + kLine <= ce; c += kLine) {
-    prefetch_line(c);
+    if (V::kSmallPrefetch && prefetch) {
+#pragma GCC unroll 16
+      for (int i = 0; i < R; ++i) V::PrefetchL2(next[i] + c);
+    }
     bool clean = true;
     if constexpr (W::kNanLineTest) {
       uint64_t nan_codes = 0;
