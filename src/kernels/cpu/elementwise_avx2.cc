@@ -19,59 +19,13 @@ namespace {
 using V = VecAvx2;  // this unit's vector width
 
 void ExpShifted(const float* s, int64_t n, float m, float* e) {
-  const __m256 mv = _mm256_set1_ps(m);
-  int64_t j = 0;
-  for (; j + 8 <= n; j += 8) {
-    const __m256 x = _mm256_sub_ps(_mm256_loadu_ps(s + j), mv);
-    const __m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);  // Exp's clamp would hide it
-    _mm256_storeu_ps(e + j, _mm256_blendv_ps(cpu::Exp<V>(x), x, nan));
-  }
-  for (; j < n; ++j) e[j] = std::exp(s[j] - m);
+  cpu::ExpShiftedScalarTail<V>(s, n, m, e);
 }
-
-// scores[j] = scale * q . k[j]: 2 keys at a time, 8-column vectors, a scalar column tail.
 void DotRows(const float* q, const float* k, int64_t n, int64_t d, float scale, float* scores) {
-  const int64_t dv = d & ~int64_t{7};
-  auto tail = [&](const float* kj) {
-    float s = 0.0f;
-    for (int64_t c = dv; c < d; ++c) s += q[c] * kj[c];
-    return s;
-  };
-  int64_t j = 0;
-  for (; j + 2 <= n; j += 2) {
-    const float* k0 = k + j * d;
-    const float* k1 = k0 + d;
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0;
-    for (int64_t c = 0; c < dv; c += 8) {
-      const __m256 qv = _mm256_loadu_ps(q + c);
-      a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + c), a0);
-      a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k1 + c), a1);
-    }
-    scores[j] = (V::ReduceAdd(a0) + tail(k0)) * scale;
-    scores[j + 1] = (V::ReduceAdd(a1) + tail(k1)) * scale;
-  }
-  for (; j < n; ++j) {
-    __m256 a = _mm256_setzero_ps();
-    for (int64_t c = 0; c < dv; c += 8) {
-      a = _mm256_fmadd_ps(_mm256_loadu_ps(q + c), _mm256_loadu_ps(k + j * d + c), a);
-    }
-    scores[j] = (V::ReduceAdd(a) + tail(k + j * d)) * scale;
-  }
+  cpu::DotRowsScalarTail<V>(q, k, n, d, scale, scores);
 }
-
-// acc += sum_j e[j] * v[j]: 8 columns at a time, the keys in order.
 void AxpyRows(const float* e, const float* v, int64_t n, int64_t d, float* acc) {
-  int64_t c = 0;
-  for (; c + 8 <= d; c += 8) {
-    __m256 a = _mm256_loadu_ps(acc + c);
-    for (int64_t j = 0; j < n; ++j) {
-      a = _mm256_fmadd_ps(_mm256_set1_ps(e[j]), _mm256_loadu_ps(v + j * d + c), a);
-    }
-    _mm256_storeu_ps(acc + c, a);
-  }
-  for (; c < d; ++c) {
-    for (int64_t j = 0; j < n; ++j) acc[c] += e[j] * v[j * d + c];
-  }
+  cpu::AxpyRowsScalarTail<V>(e, v, n, d, acc);
 }
 
 // dst[i] = decode(e4m3 src[i]) * scale: the exact remap (e4m3_avx2.h, 2^-8 * the value, NaN

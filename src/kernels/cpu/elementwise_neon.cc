@@ -22,56 +22,13 @@ using V = VecNeon;  // this unit's vector width
 using F = V::F;
 
 void ExpShifted(const float* s, int64_t n, float m, float* e) {
-  const F mv = V::Set1(m);
-  int64_t j = 0;
-  for (; j + V::kLanes <= n; j += V::kLanes) {
-    const F x = V::Load(s + j) - mv;
-    V::Store(e + j, V::KeepNan(x, cpu::Exp<V>(x)));  // Exp's clamp would hide a NaN
-  }
-  for (; j < n; ++j) e[j] = std::exp(s[j] - m);
+  cpu::ExpShiftedScalarTail<V>(s, n, m, e);
 }
-
-// scores[j] = scale * q . k[j]: 2 keys at a time, 4-column vectors, a scalar column tail.
 void DotRows(const float* q, const float* k, int64_t n, int64_t d, float scale, float* scores) {
-  const int64_t dv = d / V::kLanes * V::kLanes;
-  auto tail = [&](const float* kj) {
-    float s = 0.0f;
-    for (int64_t c = dv; c < d; ++c) s += q[c] * kj[c];
-    return s;
-  };
-  int64_t j = 0;
-  for (; j + 2 <= n; j += 2) {
-    const float* k0 = k + j * d;
-    const float* k1 = k0 + d;
-    F a0 = V::Zero(), a1 = a0;
-    for (int64_t c = 0; c < dv; c += V::kLanes) {
-      const F qv = V::Load(q + c);
-      a0 = V::Fmadd(qv, V::Load(k0 + c), a0);
-      a1 = V::Fmadd(qv, V::Load(k1 + c), a1);
-    }
-    scores[j] = (V::ReduceAdd(a0) + tail(k0)) * scale;
-    scores[j + 1] = (V::ReduceAdd(a1) + tail(k1)) * scale;
-  }
-  for (; j < n; ++j) {
-    F a = V::Zero();
-    for (int64_t c = 0; c < dv; c += V::kLanes) {
-      a = V::Fmadd(V::Load(q + c), V::Load(k + j * d + c), a);
-    }
-    scores[j] = (V::ReduceAdd(a) + tail(k + j * d)) * scale;
-  }
+  cpu::DotRowsScalarTail<V>(q, k, n, d, scale, scores);
 }
-
-// acc += sum_j e[j] * v[j]: 4 columns at a time, the keys in order.
 void AxpyRows(const float* e, const float* v, int64_t n, int64_t d, float* acc) {
-  int64_t c = 0;
-  for (; c + V::kLanes <= d; c += V::kLanes) {
-    F a = V::Load(acc + c);
-    for (int64_t j = 0; j < n; ++j) a = V::Fmadd(V::Set1(e[j]), V::Load(v + j * d + c), a);
-    V::Store(acc + c, a);
-  }
-  for (; c < d; ++c) {
-    for (int64_t j = 0; j < n; ++j) acc[c] += e[j] * v[j * d + c];
-  }
+  cpu::AxpyRowsScalarTail<V>(e, v, n, d, acc);
 }
 
 // dst[i] = decode(e4m3 src[i]) * scale: the exact remap (2^-8 x the value, NaN codes -> NaN)

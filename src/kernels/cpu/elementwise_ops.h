@@ -2,7 +2,8 @@
 // vector-op type V (VecAvx2 in vec_avx2.h, VecAvx512 in vec_avx512.h): the vector exp, RmsNorm,
 // RoPE rotation, SiluMul and row conversion. elementwise_avx2.cc and elementwise_avx512.cc
 // instantiate them under their own -m flags (FillElementwise); the ops whose shape differs per
-// width (dot/axpy rows, the fused attend_keys) stay in those units.
+// width (AVX-512's masked dot/axpy rows, the fused attend_keys) stay in those units; the
+// scalar-tail dot/axpy/exp rows of AVX2 and NEON are here, at the end.
 // A row's last partial vector follows V::kMaskedTails: AVX-512 runs it as one masked vector
 // step, AVX2 in scalar code, each exactly as its own copy of these kernels did, so outputs did
 // not change when the copies became this file.
@@ -228,6 +229,74 @@ void FillUnitTable(KernelTable* t, const UnitKernels& u) {
   t->attend_keys = u.attend_keys;
   t->read_probe = u.read_probe;
   t->fma_probe = u.fma_probe;
+}
+
+// The attention block rows of a width whose partial vectors run in scalar code (AVX2, NEON;
+// !V::kMaskedTails). AVX-512's masked tails sum a row's last columns in another order, so
+// elementwise_avx512.cc keeps its own, and its outputs its own bits.
+
+// e[j] = exp(s[j] - m); a NaN score stays NaN (Exp's clamp would hide it).
+template <class V>
+void ExpShiftedScalarTail(const float* s, int64_t n, float m, float* e) {
+  static_assert(!V::kMaskedTails);
+  using F = typename V::F;
+  const F mv = V::Set1(m);
+  int64_t j = 0;
+  for (; j + V::kLanes <= n; j += V::kLanes) {
+    const F x = V::Load(s + j) - mv;
+    V::Store(e + j, V::KeepNan(x, Exp<V>(x)));
+  }
+  for (; j < n; ++j) e[j] = std::exp(s[j] - m);
+}
+
+// scores[j] = scale * q . k[j]: 2 keys at a time, full vectors, a scalar column tail.
+template <class V>
+void DotRowsScalarTail(const float* q, const float* k, int64_t n, int64_t d, float scale,
+                       float* scores) {
+  static_assert(!V::kMaskedTails);
+  using F = typename V::F;
+  const int64_t dv = d / V::kLanes * V::kLanes;
+  auto tail = [&](const float* kj) {
+    float s = 0.0f;
+    for (int64_t c = dv; c < d; ++c) s += q[c] * kj[c];
+    return s;
+  };
+  int64_t j = 0;
+  for (; j + 2 <= n; j += 2) {
+    const float* k0 = k + j * d;
+    const float* k1 = k0 + d;
+    F a0 = V::Zero(), a1 = a0;
+    for (int64_t c = 0; c < dv; c += V::kLanes) {
+      const F qv = V::Load(q + c);
+      a0 = V::Fmadd(qv, V::Load(k0 + c), a0);
+      a1 = V::Fmadd(qv, V::Load(k1 + c), a1);
+    }
+    scores[j] = (V::ReduceAdd(a0) + tail(k0)) * scale;
+    scores[j + 1] = (V::ReduceAdd(a1) + tail(k1)) * scale;
+  }
+  for (; j < n; ++j) {
+    F a = V::Zero();
+    for (int64_t c = 0; c < dv; c += V::kLanes) {
+      a = V::Fmadd(V::Load(q + c), V::Load(k + j * d + c), a);
+    }
+    scores[j] = (V::ReduceAdd(a) + tail(k + j * d)) * scale;
+  }
+}
+
+// acc += sum_j e[j] * v[j]: full vectors of columns, the keys in order, a scalar column tail.
+template <class V>
+void AxpyRowsScalarTail(const float* e, const float* v, int64_t n, int64_t d, float* acc) {
+  static_assert(!V::kMaskedTails);
+  using F = typename V::F;
+  int64_t c = 0;
+  for (; c + V::kLanes <= d; c += V::kLanes) {
+    F a = V::Load(acc + c);
+    for (int64_t j = 0; j < n; ++j) a = V::Fmadd(V::Set1(e[j]), V::Load(v + j * d + c), a);
+    V::Store(acc + c, a);
+  }
+  for (; c < d; ++c) {
+    for (int64_t j = 0; j < n; ++j) acc[c] += e[j] * v[j * d + c];
+  }
 }
 
 }  // namespace mimo::cpu

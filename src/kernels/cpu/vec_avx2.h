@@ -12,7 +12,7 @@
 //   LoadN(p, n), StoreN(p, v, n)   the first n < kLanes lanes; lanes >= n +0; nothing past p + n
 //                              read or written
 //   Fmadd(a, b, c) = a b + c, Fnmadd = c - a b, Fmsub = a b - c (fused, one rounding), Min, Max,
-//   RoundNearest (ties to even), MulPow2(p, n) = p 2^n
+//   RoundNearest (ties to even), MulPow2(p, n) = p 2^n, KeepNan(x, y) = x where x is NaN, else y
 //   ReduceAdd(v)               the lanes' sum as a halving tree: lane i + lane i + n/2 while n > 1
 //                              (LaneReduce, linear_prefill.h, repeats that order across vectors,
 //                              so the order is part of the op)
@@ -68,6 +68,7 @@ struct VecAvx2 {
   static F Fmadd(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }    // a * b + c
   static F Fnmadd(F a, F b, F c) { return _mm256_fnmadd_ps(a, b, c); }  // c - a * b
   static F Fmsub(F a, F b, F c) { return _mm256_fmsub_ps(a, b, c); }    // a * b - c
+  static F KeepNan(F x, F y) { return _mm256_blendv_ps(y, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q)); }
   static F Min(F a, F b) { return _mm256_min_ps(a, b); }
   static F Max(F a, F b) { return _mm256_max_ps(a, b); }
   // Lanes 0-3 + 4-7, then pairs, then the last two.
