@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # The AArch64 (ARM NEON) leg of the test command (scripts/test.sh), run on the x86-64 host:
-# cross-builds the kernel tests and a `mimo` CLI with only its `logits` subcommand (no server:
+# cross-builds the kernel and core tests and a `mimo` CLI with only its `logits` subcommand (no server:
 # -DMIMO_CLI_COMMANDS=logits) into build-aarch64/ with Debian's g++-aarch64-linux-gnu
 # (cmake/aarch64-linux-gnu.cmake), then runs under qemu-user:
 #   1. kernels_tests on qemu's default CPU ("max": NEON and FEAT_BF16 claimed and executed),
 #   2. the dispatch and probe tests on a Cortex-A72 (ARMv8.0: no BF16, so the probe says no),
 #   3. tests/python/test_logits_vs_reference.py against the aarch64 `mimo` (MIMO_BIN, and
 #      MIMO_LAUNCHER = the qemu command): every generated checkpoint, prefill and decode, within
-#      the x86 bounds of the float64 reference.
+#      the x86 bounds of the float64 reference;
+#   4. the denormal-flush tests of core_tests (FPCR.FZ in every compute thread).
 # Installs what is missing first (idempotent): the cross compiler, qemu-user and the arm64
 # libraries the build links (dpkg multiarch; --no-remove, so nothing of the host is replaced).
 # Each step runs under a time limit (MIMO_AARCH64_TIMEOUT seconds, default 900) so an emulator
@@ -49,7 +50,7 @@ apt_install_arm64 g++-$TRIPLE qemu-user nlohmann-json3-dev \
 start=$(date +%s)
 cmake -S . -B "$BUILD" -DCMAKE_TOOLCHAIN_FILE=cmake/$TRIPLE.cmake -DCMAKE_BUILD_TYPE=Release \
   -DMIMO_WERROR=ON -DMIMO_BUILD_TESTS=ON -DMIMO_MPI=OFF -DMIMO_CLI_COMMANDS=logits >/dev/null
-cmake --build "$BUILD" -j"${MIMO_JOBS:-2}" --target kernels_tests mimo
+cmake --build "$BUILD" -j"${MIMO_JOBS:-2}" --target kernels_tests core_tests mimo
 echo "[test-aarch64] cross build: $(($(date +%s) - start)) s"
 
 step() {  # step NAME CMD...: runs CMD under the time limit, reporting its duration
@@ -65,6 +66,8 @@ step "kernels_tests (qemu -cpu max: NEON + BF16)" $QEMU "$BUILD/bin/kernels_test
 step "dispatch and probes (qemu -cpu cortex-a72: no BF16)" \
   qemu-aarch64 -cpu cortex-a72 -L / "$BUILD/bin/kernels_tests" \
   --gtest_filter='CpuFeatures*:Dispatch*:Linear.EveryIsaMatchesReferenceOnOddShapes'
+step "denormal flushing (FPCR.FZ) in compute threads" $QEMU "$BUILD/bin/core_tests" \
+  --gtest_filter='Denormals.*'
 step "mimo logits vs the float64 reference" env MIMO_BIN="$BUILD/bin/mimo" MIMO_LAUNCHER="$QEMU" \
   /usr/bin/python3 -m pytest -q tests/python/test_logits_vs_reference.py -p no:cacheprovider
 echo "[test-aarch64] ok ($(($(date +%s) - start)) s)"

@@ -1,4 +1,4 @@
-// Flush-to-zero / denormals-are-zero (x86 MXCSR FTZ + DAZ) for compute threads.
+// Flush-to-zero / denormals-are-zero (x86 MXCSR FTZ + DAZ, AArch64 FPCR.FZ) for compute threads.
 //
 // Intel cores take a microcode assist (~100+ cycles) on every SSE/AVX operation whose input or
 // result is an fp32 denormal; a GEMV over denormal-laden data ran 5x slower on the Xeon hosts
@@ -6,7 +6,7 @@
 // as (signed) zero, with FTZ such a result is written as zero. Every ThreadPool worker sets both
 // for its lifetime; the calling thread holds a ScopedFlushDenormals while it computes (each
 // ParallelFor region, each model Forward), so code outside compute keeps the IEEE default.
-// Thread-safety: MXCSR is per thread; these touch only the calling thread's.
+// Thread-safety: MXCSR and FPCR are per thread; these touch only the calling thread's.
 #pragma once
 
 #include <cstdint>
@@ -15,10 +15,11 @@ namespace mimo {
 
 // Sets FTZ|DAZ in the calling thread until the end of the program (thread pool workers).
 void EnableFlushDenormals();
-// True if both FTZ and DAZ are set in the calling thread (tests). Always true off x86.
+// True if both FTZ and DAZ (AArch64: FZ) are set in the calling thread (tests). Always true on
+// other targets, which have no control here.
 bool FlushDenormalsEnabled();
 
-// Sets FTZ|DAZ in the calling thread for its lifetime and restores the previous MXCSR.
+// Sets FTZ|DAZ in the calling thread for its lifetime and restores the previous MXCSR (FPCR).
 class ScopedFlushDenormals {
  public:
   ScopedFlushDenormals();

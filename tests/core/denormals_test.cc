@@ -20,7 +20,7 @@ float MulDenormal() {
 }
 
 TEST(Denormals, ScopedGuardSetsAndRestores) {
-#if defined(__x86_64__) || defined(__i386__)
+#if defined(__x86_64__) || defined(__i386__) || defined(__aarch64__)
   const bool before = FlushDenormalsEnabled();
   {
     ScopedFlushDenormals g;
