@@ -19,13 +19,7 @@ namespace {
 
 // MXFP4 at 8 lanes: codes become 2x their value as int8 through a 16-entry pshufb table, then
 // fp32 (exact); the factor 2 is folded into the block's E8M0 scale.
-const std::array<float, 256> kE8M0Half = [] {
-  std::array<float, 256> t{};
-  for (int e = 0; e < 256; ++e) t[e] = E8M0ToF32(static_cast<uint8_t>(e)) * 0.5f;
-  return t;
-}();
-
-struct Mxfp4Avx2 {
+struct Mxfp4Avx2 : cpu::Mxfp4DoubledCodes<VecAvx2> {
   static constexpr int kVecs = 4;           // a 32-column block in vectors of 8
   static constexpr bool kPermuted = false;  // lanes in column order
 
@@ -45,17 +39,12 @@ struct Mxfp4Avx2 {
   void Decode(const uint8_t* p, __m256 out[4]) const {
     DecodeBytes(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)), out);
   }
-  // A block of n < 32 columns: only its ceil(n / 2) bytes are read (into a zeroed copy, the spare
-  // high nibble of an odd n cleared), so lanes >= n decode to +0.
+  // A block of n < 32 columns (TailBytes: lanes >= n decode to +0).
   void DecodeTail(const uint8_t* p, int64_t n, __m256 out[4]) const {
-    alignas(16) uint8_t buf[16] = {};
-    const int64_t bytes = (n + 1) / 2;
-    for (int64_t k = 0; k < bytes; ++k) buf[k] = p[k];
-    if (n & 1) buf[bytes - 1] &= 0x0f;
+    alignas(16) uint8_t buf[16];
+    TailBytes(p, n, buf);
     DecodeBytes(_mm_load_si128(reinterpret_cast<const __m128i*>(buf)), out);
   }
-  // E8M0 exponent -> block scale in raw units (halved: the decoded codes are doubled).
-  static float Scale(uint8_t e) { return kE8M0Half[e]; }
 };
 
 struct LinearAvx2 : VecAvx2 {

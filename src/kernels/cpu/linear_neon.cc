@@ -22,13 +22,7 @@ namespace {
 
 // MXFP4 at 4 lanes: codes become 2x their value as int8 through a 16-entry table lookup (TBL),
 // then fp32 (exact); the factor 2 is folded into the block's E8M0 scale.
-const std::array<float, 256> kE8M0Half = [] {
-  std::array<float, 256> t{};
-  for (int e = 0; e < 256; ++e) t[e] = E8M0ToF32(static_cast<uint8_t>(e)) * 0.5f;
-  return t;
-}();
-
-struct Mxfp4Neon {
+struct Mxfp4Neon : cpu::Mxfp4DoubledCodes<VecNeon> {
   static constexpr int kVecs = 8;           // a 32-column block in vectors of 4
   static constexpr bool kPermuted = false;  // lanes in column order
 
@@ -36,8 +30,8 @@ struct Mxfp4Neon {
   static void DecodeBytes(uint8x16_t bytes, float32x4_t out[8]) {
     static constexpr int8_t kTable[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
     const int8x16_t table = vld1q_s8(kTable);
-    const uint8x16_t lo = vandq_u8(bytes, vdupq_n_u8(0x0f));  // codes 0, 2, 4, ...
-    const uint8x16_t hi = vshrq_n_u8(bytes, 4);               // codes 1, 3, 5, ...
+    const uint8x16_t lo = vandq_u8(bytes, vdupq_n_u8(0x0f));        // codes 0, 2, 4, ...
+    const uint8x16_t hi = vshrq_n_u8(bytes, 4);                     // codes 1, 3, 5, ...
     const int8x16_t v[2] = {vqtbl1q_s8(table, vzip1q_u8(lo, hi)),   // columns 0-15
                             vqtbl1q_s8(table, vzip2q_u8(lo, hi))};  // columns 16-31
 #pragma GCC unroll 2
@@ -50,17 +44,12 @@ struct Mxfp4Neon {
     }
   }
   void Decode(const uint8_t* p, float32x4_t out[8]) const { DecodeBytes(vld1q_u8(p), out); }
-  // A block of n < 32 columns: only its ceil(n / 2) bytes are read (into a zeroed copy, the spare
-  // high nibble of an odd n cleared), so lanes >= n decode to +0.
+  // A block of n < 32 columns (TailBytes: lanes >= n decode to +0).
   void DecodeTail(const uint8_t* p, int64_t n, float32x4_t out[8]) const {
-    alignas(16) uint8_t buf[16] = {};
-    const int64_t bytes = (n + 1) / 2;
-    for (int64_t k = 0; k < bytes; ++k) buf[k] = p[k];
-    if (n & 1) buf[bytes - 1] &= 0x0f;
+    alignas(16) uint8_t buf[16];
+    TailBytes(p, n, buf);
     DecodeBytes(vld1q_u8(buf), out);
   }
-  // E8M0 exponent -> block scale in raw units (halved: the decoded codes are doubled).
-  static float Scale(uint8_t e) { return kE8M0Half[e]; }
 };
 
 struct LinearNeon : VecNeon {

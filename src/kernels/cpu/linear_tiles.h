@@ -39,6 +39,28 @@
 
 namespace mimo::cpu {
 
+// What the MXFP4 decoders whose codes come out as 2 x the E2M1 value (a 16-entry int8 table
+// lookup: AVX2's pshufb, NEON's TBL) share: the block scale with the factor 2 folded in, and a
+// partial block's bytes. A template over V, like every body here, so each unit has its own copy.
+template <class V>
+struct Mxfp4DoubledCodes {
+  // E8M0 exponent -> block scale in raw units (halved: the decoded codes are doubled).
+  static float Scale(uint8_t e) { return kE8M0Half[e]; }
+  // A block of n < 32 columns: its ceil(n / 2) bytes copied into the zeroed 16 bytes at buf, the
+  // spare high nibble of an odd n cleared, so lanes >= n decode to +0.
+  static void TailBytes(const uint8_t* p, int64_t n, uint8_t* buf) {
+    std::memset(buf, 0, 16);
+    const int64_t bytes = (n + 1) / 2;
+    for (int64_t k = 0; k < bytes; ++k) buf[k] = p[k];
+    if (n & 1) buf[bytes - 1] &= 0x0f;
+  }
+  static inline const std::array<float, 256> kE8M0Half = [] {
+    std::array<float, 256> t{};
+    for (int e = 0; e < 256; ++e) t[e] = E8M0ToF32(static_cast<uint8_t>(e)) * 0.5f;
+    return t;
+  }();
+};
+
 constexpr int kRows = 4;             // weight rows per GEMV and MultiTile tile
 constexpr int64_t kTokenChunk = 96;  // tokens per x chunk (768 KiB at 2048 cols: stays in L2)
 
