@@ -8,7 +8,8 @@
 #   3. tests/python/test_logits_vs_reference.py against the aarch64 `mimo` (MIMO_BIN, and
 #      MIMO_LAUNCHER = the qemu command): every generated checkpoint, prefill and decode, within
 #      the x86 bounds of the float64 reference;
-#   4. the denormal-flush tests of core_tests (FPCR.FZ in every compute thread).
+#   4. the denormal-flush tests of core_tests (FPCR.FZ in every compute thread), and the thread
+#      pool's wake-up test 100 times over (a lost wake-up hangs it).
 # Installs what is missing first (idempotent): the cross compiler, qemu-user and the arm64
 # libraries the build links (dpkg multiarch; --no-remove, so nothing of the host is replaced).
 # Each step runs under a time limit (MIMO_AARCH64_TIMEOUT seconds, default 900) so an emulator
@@ -68,6 +69,10 @@ step "dispatch and probes (qemu -cpu cortex-a72: no BF16)" \
   --gtest_filter='CpuFeatures*:Dispatch*:Linear.EveryIsaMatchesReferenceOnOddShapes'
 step "denormal flushing (FPCR.FZ) in compute threads" $QEMU "$BUILD/bin/core_tests" \
   --gtest_filter='Denormals.*'
+# The pool's sleep/wake handshake, repeated: qemu-user does not order an STLR before a later LDAR,
+# and the pool once relied on that (src/core/thread_pool.h); this hung within ~30 repeats then.
+step "thread pool wake-ups (100 repeats)" $QEMU "$BUILD/bin/core_tests" \
+  --gtest_filter='ThreadPool.SlowWorkersWakeASleepingCaller' --gtest_repeat=100
 step "mimo logits vs the float64 reference" env MIMO_BIN="$BUILD/bin/mimo" MIMO_LAUNCHER="$QEMU" \
   /usr/bin/python3 -m pytest -q tests/python/test_logits_vs_reference.py -p no:cacheprovider
 echo "[test-aarch64] ok ($(($(date +%s) - start)) s)"

@@ -84,12 +84,13 @@ void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t, int64_
   // Workers finish in roughly their order; resume the scan at the first one not yet seen done.
   int next = 0;
   auto done = [&] {
-    while (next < parts - 1 && done_[next].gen.load(std::memory_order_seq_cst) == gen) ++next;
+    while (next < parts - 1 && done_[next].gen.load(std::memory_order_acquire) == gen) ++next;
     return next == parts - 1;
   };
   if (!SpinUntil(done)) {
     std::unique_lock<std::mutex> lock(mu_);
-    caller_waiting_.store(true, std::memory_order_seq_cst);
+    caller_waiting_.store(true, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // the Dekker fence (thread_pool.h)
     cv_done_.wait(lock, done);
     caller_waiting_.store(false, std::memory_order_relaxed);
   }
@@ -115,10 +116,11 @@ void ThreadPool::WorkerLoop(int index) {
     int64_t b, e;
     ChunkOf(n, num_threads(), index, &b, &e);
     if (b < e) (*fn)(b, e, index);
-    // seq_cst store then load, against the caller's store of caller_waiting_ then load of done_:
-    // either it sees this slot or this worker sees it waiting and wakes it.
-    done_[index - 1].gen.store(seen, std::memory_order_seq_cst);
-    if (caller_waiting_.load(std::memory_order_seq_cst)) {
+    // Store, fence, load, against the caller's store of caller_waiting_, fence, load of done_:
+    // either it sees this slot or this worker sees it waiting and wakes it (thread_pool.h).
+    done_[index - 1].gen.store(seen, std::memory_order_release);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (caller_waiting_.load(std::memory_order_relaxed)) {
       std::lock_guard<std::mutex> lock(mu_);  // the caller may be between its check and its wait
       cv_done_.notify_one();
     }

@@ -11,6 +11,15 @@
 // P workers decrementing one counter move its line between cores P times in a row, which at 64-128
 // threads (two sockets) would cost more per region than the region's own memory traffic
 // (docs/PERFORMANCE.md, "Synchronisation per token").
+// A caller that stops spinning and a worker that finishes meet as in Dekker's algorithm: each
+// stores (caller_waiting_ / its done_ slot), then a seq_cst fence, then loads the other's flag, so
+// at least one of them sees the other. The fences are explicit rather than seq_cst stores and
+// loads: on AArch64 those compile to STLR then LDAR with no barrier between, which hardware
+// orders but qemu-user on an x86 host does not (its store can wait in the host's store buffer
+// past the load); both sides then missed each other and the caller slept forever, seen as
+// one-in-hundreds hangs of the emulated tests (core_tests ThreadPool.* under
+// scripts/test-aarch64.sh reproduces it without the fences). A fence is a DMB ISH, which qemu
+// emulates with a full host barrier, and on x86 the same MFENCE a seq_cst store costs.
 #pragma once
 
 #include <atomic>

@@ -44,20 +44,6 @@ def test_fixture_is_decisive(reference):
         assert gap > 2 * REL_TOL * np.abs(lg).max(), f"{variant}: near-tie argmax ({gap:.2e})"
 
 
-def run_logits(cmd, emulated):
-    """Runs `mimo logits`. Under an emulator (MIMO_LAUNCHER: qemu-user for the aarch64 build) a run
-    takes about a second, but qemu-user has been seen to leave one in a hundred multi-threaded runs
-    blocked in futex waits with no CPU time (rerunning the same command 66 times never hung): such
-    a run is stopped after 90 s and run once more; a second hang fails."""
-    if not emulated:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=90)
-    except subprocess.TimeoutExpired:
-        print(f"emulated run hung after 90 s, running it once more: {' '.join(cmd)}")
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=90)
-
-
 @pytest.mark.parametrize("mode", ["prefill", "decode"])
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_logits_match_reference(mimo_bin, mimo_launcher, checkpoint, reference, tmp_path, variant,
@@ -69,7 +55,7 @@ def test_logits_match_reference(mimo_bin, mimo_launcher, checkpoint, reference, 
     cmd = mimo_launcher + [mimo_bin, "logits", "--model", checkpoint(variant),
                            "--ids", ",".join(map(str, ids)), "--out", str(out), "--mode", mode,
                            "--threads", "2"]
-    p = run_logits(cmd, emulated=bool(mimo_launcher))
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, f"{' '.join(cmd)}\nexit {p.returncode}\n{p.stderr[-2000:]}"
     got = np.fromfile(out, dtype="<f4")
     assert got.size == len(ids) * vocab, f"got {got.size} floats, want {len(ids)} x {vocab}"
