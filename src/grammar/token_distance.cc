@@ -67,6 +67,11 @@ class CostAccumulator {
   std::vector<int32_t> touched_;
 };
 
+// Ranges of node ids, or of counts: inclusive (lo, hi).
+using NodeRanges = std::vector<std::pair<int32_t, int32_t>>;
+// A text rule's inside moves reversed: [end state] (from state, characters added).
+using ReversedMoves = std::vector<std::vector<std::pair<int32_t, int16_t>>>;
+
 struct IdsHash {
   size_t operator()(const std::vector<int32_t>& v) const {
     uint64_t h = 0x9E3779B97F4A7C15ull ^ v.size();
@@ -106,8 +111,13 @@ size_t TokenDistance::bytes() const {
 class TokenDistanceBuilder {
  public:
   TokenDistanceBuilder(const PushdownAutomaton& pda, const TokenVocabulary& vocab,
-                       TokenDistance* out, CompileBudget* budget)
-      : pda_(pda), vocab_(vocab), out_(out), budget_(budget), arena_(&pda) {
+                       TokenDistance* out, CompileBudget* budget, int32_t band_from_counts)
+      : pda_(pda),
+        vocab_(vocab),
+        out_(out),
+        budget_(budget),
+        band_from_counts_(band_from_counts),
+        arena_(&pda) {
     out_->carries_.push_back("");
     carry_ids_.emplace("", 0);
     levels_.resize(vocab.trie().max_depth() + 2);
@@ -138,6 +148,8 @@ class TokenDistanceBuilder {
   int32_t ChainOf(int32_t node);
   void ChainsOf(const StackSet& set, std::vector<int32_t>* out);
   void BuildText(int32_t t);
+  bool BuildTextBanded(int32_t t, const std::map<NodeRanges, int32_t>& sigs,
+                       const ReversedMoves& into);
   void WalkState(int32_t s);
   int32_t AfterIndex(int32_t state, int32_t carry);
   CostMap TextExits(int32_t t, int32_t node) const;
@@ -151,6 +163,7 @@ class TokenDistanceBuilder {
   const TokenVocabulary& vocab_;
   TokenDistance* out_;
   CompileBudget* budget_;  // null: unlimited
+  int32_t band_from_counts_;
   StackArena arena_;
   std::vector<StackSet> levels_;
   std::vector<size_t> marks_;
@@ -214,6 +227,7 @@ void TokenDistanceBuilder::BuildText(int32_t t) {
   if (budget_ != nullptr &&
       !budget_->ChargeTextNodes(static_cast<int64_t>(dfa.num_states()) * width).ok())
     return;
+  tt.width = width;
   tt.nodes = dfa.num_states() * width;
   tt.suffix_carry.assign(prof.num_suffixes(), -1);
   tt.suffix_carry[0] = 0;
@@ -232,14 +246,14 @@ void TokenDistanceBuilder::BuildText(int32_t t) {
   // node ids: from (q, k) a token of an exit group adding v characters leaves within the bounds
   // when min_chars <= k + v <= max_chars, so per state a carry's counts are a union of intervals
   // (a bitset per carry would cost carries x nodes bits: 250 MB for Claude Code's tools).
-  using Ranges = std::vector<std::pair<int32_t, int32_t>>;
+  using Ranges = NodeRanges;
   std::vector<Ranges> can(tt.carries.size());
   std::map<int32_t, Ranges> counts;  // carry position -> intervals of k, for one state
   // The inside moves reversed, per end state: (from state, characters). A move from node (q, k)
   // reaches (r, k + chars), the count held at count_cap when there is no maximum; the
   // breadth-first search below enumerates a node's predecessors from these (a per-node list
   // would cost a vector and tens of entries for every (state, count): gigabytes for long bounds).
-  std::vector<std::vector<std::pair<int32_t, int16_t>>> into(dfa.num_states());
+  ReversedMoves into(dfa.num_states());
   std::vector<std::pair<int32_t, std::vector<int16_t>>> moves;  // (end state, distinct chars)
   std::vector<const TextProfile::ExitGroup*> exits;             // groups with a carry
   for (int32_t q = 0; q < dfa.num_states(); ++q) {
@@ -317,6 +331,7 @@ void TokenDistanceBuilder::BuildText(int32_t t) {
     tt.sig_of[i] = it->second;
   }
   tt.num_sigs = static_cast<int32_t>(sigs.size());
+  if (BuildTextBanded(t, sigs, into)) return;
   if (budget_ != nullptr &&
       !budget_->ChargeBytes(static_cast<int64_t>(tt.num_sigs) * tt.nodes * 4).ok())
     return;
@@ -341,6 +356,131 @@ void TokenDistanceBuilder::BuildText(int32_t t) {
       });
     }
   }
+}
+
+// The banded table of a long bounded string (TokenDistance::TextTable), or false when the string
+// does not allow one: unbounded (its counts are already capped), an alive table (a language that
+// does not count freely), fewer counts than band_from_counts_, or no band to share. sigs: each
+// signature's nodes that exit in one token (node ids of the whole table, q * (cap + 1) + k).
+//
+// With k1 the first count where every exit range has started (min_chars or above) and k2 the last
+// count up to which every state's exits are the same as at k1 (and <= max_chars, so every state
+// but the end is alive), per signature b(q) is the fewest
+// tokens from state q to an exit in the graph of states alone (counts ignored). For k1 <= k <=
+// k2 - C * D (C: the most characters an inside token adds, D: the largest finite b), the
+// distance from (q, k) is b(q): a shortest path of b(q) tokens stays within k2, and a shorter
+// path from (q, k) would also stay within k2 and so be a path of the state graph. An infinite b
+// stays infinite: an exit above k2 belongs to an exit range that starts at or below k1, so its
+// state is an exit of the state graph. The counts above the band reach only counts above
+// them, and those below reach the band or above: both are computed count by count from the top,
+// each count's node taking 1 + the least successor (a token adding no characters stays in the
+// same count: relaxed until nothing changes), exactly the breadth-first search's distances.
+bool TokenDistanceBuilder::BuildTextBanded(int32_t t, const std::map<NodeRanges, int32_t>& sigs,
+                                           const ReversedMoves& into) {
+  const PdaTextRule& tr = pda_.text_rule(t);
+  const TextDfa& dfa = *tr.dfa;
+  TokenDistance::TextTable& tt = out_->texts_[t];
+  const int32_t states = dfa.num_states(), full = tt.cap + 1;
+  if (tr.max_chars < 0 || !tr.alive.empty() || full < band_from_counts_) return false;
+  // [sig * states + q]: the counts from which state q exits to the signature in one token.
+  std::vector<NodeRanges> exits(static_cast<size_t>(tt.num_sigs) * states);
+  for (const auto& [ranges, sig] : sigs) {
+    for (const auto& [lo, hi] : ranges) {
+      for (int32_t q = lo / full; q <= hi / full; ++q) {
+        exits[static_cast<size_t>(sig) * states + q].emplace_back(
+            std::max(lo, q * full) - q * full, std::min(hi, q * full + full - 1) - q * full);
+      }
+    }
+  }
+  // The band starts where every exit range has started (a token that ends `</parameter>` after
+  // its first characters takes them back: its range starts above min_chars) and ends where the
+  // first of those reaching it ends.
+  int32_t k1 = std::max(0, tr.min_chars);
+  for (const NodeRanges& ranges : exits)
+    for (const auto& [lo, hi] : ranges) k1 = std::max(k1, lo);
+  int32_t k2 = tr.max_chars;
+  for (const NodeRanges& ranges : exits)
+    for (const auto& [lo, hi] : ranges)
+      if (hi >= k1) k2 = std::min(k2, hi);
+  auto alive = [&](int32_t q, int32_t k) { return q != dfa.end() && tr.Alive(q, k); };
+  auto exits_at = [&](int32_t sig, int32_t q, int32_t k) {
+    for (const auto& [lo, hi] : exits[static_cast<size_t>(sig) * states + q])
+      if (lo <= k && k <= hi) return true;
+    return false;
+  };
+  std::vector<std::vector<std::pair<int32_t, int16_t>>> succ(states);  // (to state, chars)
+  int32_t most_chars = 0;
+  for (int32_t r = 0; r < states; ++r) {
+    for (const auto& [q, chars] : into[r]) {
+      succ[q].emplace_back(r, chars);
+      most_chars = std::max<int32_t>(most_chars, chars);
+    }
+  }
+  // b(q) per signature: breadth-first on the state graph from the states that exit in the band.
+  std::vector<int32_t> band(static_cast<size_t>(tt.num_sigs) * states, kNoEnd);
+  int32_t deepest = 0;
+  std::deque<int32_t> queue;
+  for (int32_t sig = 0; sig < tt.num_sigs; ++sig) {
+    int32_t* b = band.data() + static_cast<size_t>(sig) * states;
+    for (int32_t q = 0; q < states; ++q) {
+      if (alive(q, k1) && exits_at(sig, q, k1)) {
+        b[q] = 0;
+        queue.push_back(q);
+      }
+    }
+    for (; !queue.empty(); queue.pop_front()) {
+      const int32_t r = queue.front();
+      deepest = std::max(deepest, b[r]);
+      for (const auto& [q, chars] : into[r]) {
+        if (b[q] != kNoEnd || !alive(q, k1)) continue;
+        b[q] = b[r] + 1;
+        queue.push_back(q);
+      }
+    }
+  }
+  const int64_t top = int64_t{k2} - int64_t{most_chars} * deepest;  // the band's last count
+  if (top - k1 + 1 < 2) return false;
+  tt.band_lo = k1;
+  tt.band_len = static_cast<int32_t>(top - k1 + 1);
+  tt.width = full - tt.band_len + 1;
+  tt.nodes = states * tt.width;
+  if (budget_ != nullptr &&
+      !budget_->ChargeBytes(static_cast<int64_t>(tt.num_sigs) * tt.nodes * 4).ok())
+    return true;
+  tt.dist.assign(static_cast<size_t>(tt.num_sigs) * tt.nodes, kNoEnd);
+  for (int32_t sig = 0; sig < tt.num_sigs; ++sig) {
+    int32_t* d = tt.dist.data() + static_cast<size_t>(sig) * tt.nodes;
+    auto count = [&](int32_t k) {  // fills count k from the counts above it
+      for (int32_t q = 0; q < states; ++q) {
+        if (!alive(q, k)) continue;
+        int32_t best = exits_at(sig, q, k) ? 0 : kNoEnd;
+        for (const auto& [r, chars] : succ[q]) {
+          if (chars == 0 || k + chars > tt.cap) continue;
+          const int32_t v = d[tt.node(r, k + chars)];
+          if (v != kNoEnd) best = std::min(best, v + 1);
+        }
+        d[tt.node(q, k)] = best;
+      }
+      for (bool changed = true; changed;) {
+        changed = false;
+        for (int32_t q = 0; q < states; ++q) {
+          if (!alive(q, k)) continue;
+          for (const auto& [r, chars] : succ[q]) {
+            const int32_t v = chars == 0 ? d[tt.node(r, k)] : kNoEnd;
+            if (v != kNoEnd && v + 1 < d[tt.node(q, k)]) {
+              d[tt.node(q, k)] = v + 1;
+              changed = true;
+            }
+          }
+        }
+      }
+    };
+    for (int32_t k = tt.cap; k > top; --k) count(k);
+    const int32_t* b = band.data() + static_cast<size_t>(sig) * states;
+    for (int32_t q = 0; q < states; ++q) d[tt.node(q, k1)] = b[q];
+    for (int32_t k = k1 - 1; k >= 0; --k) count(k);
+  }
+  return true;
 }
 
 // One pruned walk of the token trie from the closure of general state s with an open bottom
@@ -606,9 +746,10 @@ void TokenDistanceBuilder::Run() {
 
 std::unique_ptr<TokenDistance> TokenDistance::Build(const PushdownAutomaton& pda,
                                                     const TokenVocabulary& vocab,
-                                                    CompileBudget* budget) {
+                                                    CompileBudget* budget,
+                                                    int32_t band_from_counts) {
   auto d = std::unique_ptr<TokenDistance>(new TokenDistance());
-  TokenDistanceBuilder(pda, vocab, d.get(), budget).Run();
+  TokenDistanceBuilder(pda, vocab, d.get(), budget, band_from_counts).Run();
   if (budget == nullptr) return d;
   size_t tables = 0;  // the text tables' distances, charged as they were sized
   for (const TextTable& t : d->texts_) tables += t.dist.size() * sizeof(int32_t);

@@ -54,10 +54,16 @@ using CostMap = std::vector<CarryCost>;  // sorted by carry, one entry per carry
 // Immutable after Build; shared by all matchers of a grammar.
 class TokenDistance {
  public:
-  // Null when the budget ran out part-way (its status says why).
+  // Text tables of strings with at least this many counts (0..cap) are banded (TextTable) when
+  // their language allows it; smaller ones are searched node by node.
+  static constexpr int32_t kBandFromCounts = 4096;
+
+  // Null when the budget ran out part-way (its status says why). band_from_counts: tests compare
+  // banded tables (0: band whatever allows it) with whole ones (INT32_MAX: never band).
   static std::unique_ptr<TokenDistance> Build(const PushdownAutomaton& pda,
                                               const TokenVocabulary& vocab,
-                                              CompileBudget* budget = nullptr);
+                                              CompileBudget* budget = nullptr,
+                                              int32_t band_from_counts = kBandFromCounts);
 
   // General state: the frame's exits after at least one token.
   const CostMap& Exit(int32_t state) const { return exit_[state]; }
@@ -71,6 +77,14 @@ class TokenDistance {
   // the string with carry carries[i] are 1 + dist[sig_of[i]][node] (kNoEnd: never). Carries
   // with the same set of nodes that can take them share a signature, so a stack evaluates the
   // few signatures rather than every carry.
+  //
+  // A bounded string's counts run to its maxLength: Claude Code's tools have one of 524,288, 10.5M
+  // nodes that took 3.8 s to search one by one. From min_chars up to where a token can still
+  // feel the bound, which tokens exit and which nodes are alive do not depend on the count, so
+  // neither does a node's distance (the count only grows along a path, by at most the most
+  // characters of a token per step, so a shortest path from there never reaches the bound's
+  // region). Such a band of counts is held in one column; the counts below and above it are
+  // computed count by count, top down (BuildTextBanded).
   struct TextTable {
     int32_t cap = 0;               // counts 0..cap
     std::vector<int32_t> carries;  // carry ids this string may leave with
@@ -78,8 +92,16 @@ class TokenDistance {
     int32_t num_sigs = 0;
     std::vector<int32_t> dist;          // [num_sigs * nodes] inside tokens to a node of the sig
     std::vector<int32_t> suffix_carry;  // [profile suffixes] carry id, -1 when none may follow
-    int32_t nodes = 0;
-    int32_t node(int32_t local, int32_t count) const { return local * (cap + 1) + count; }
+    int32_t nodes = 0;                  // local states * width
+    int32_t width = 0;                  // columns per local state: cap + 1 when not banded
+    // Counts [band_lo, band_lo + band_len) share column band_lo; the counts above it sit
+    // band_len - 1 columns lower. Unbanded: band_lo is past every count.
+    int32_t band_lo = INT32_MAX, band_len = 0;
+    int32_t column(int32_t count) const {
+      if (count < band_lo) return count;
+      return count < band_lo + band_len ? band_lo : count - band_len + 1;
+    }
+    int32_t node(int32_t local, int32_t count) const { return local * width + column(count); }
     int32_t at(int32_t sig, int32_t node) const {
       return dist[static_cast<size_t>(sig) * nodes + node];
     }

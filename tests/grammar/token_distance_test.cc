@@ -219,6 +219,89 @@ TEST(TokenDistance, ToolCallTagsAreSingleTokensOfTheShortestCall) {
   EXPECT_GT(m.MinBytesToEnd(), 60);
 }
 
+// Long bounded strings keep one column for the counts where the bound cannot be felt yet
+// (TextTable's band). On the real vocabulary, every (signature, state, count) of the banded tables
+// equals the node-by-node search's, for JSON strings (escapes: pending characters) and raw
+// tool-call values (`</parameter>` takes characters back), with and without minLength.
+TEST(TokenDistance, BandedTablesEqualTheNodeByNodeSearch) {
+  struct Case {
+    std::string name;
+    StatusOr<std::shared_ptr<const Grammar>> grammar;
+  };
+  auto tool = [](const char* param) {
+    return std::string(R"([{"type": "function", "function": {"name": "f", "parameters": {"type":
+        "object", "properties": {"q": )") +
+           param + R"(, "n": {"type": "integer"}}, "required": ["q"]}}}])";
+  };
+  std::vector<Case> cases;
+  cases.push_back({"tool value maxLength 20000",
+                   Grammar::ToolCalls(tool(R"({"type": "string", "maxLength": 20000})"), "", true,
+                                      QwenVocab())});
+  cases.push_back({"tool value 300..9000",
+                   Grammar::ToolCalls(
+                       tool(R"({"type": "string", "minLength": 300, "maxLength": 9000})"), "",
+                       false, QwenVocab())});
+  cases.push_back({"json string maxLength 12000",
+                   Grammar::FromJsonSchema(R"({"type": "string", "maxLength": 12000})",
+                                           QwenVocab())});
+  cases.push_back({"json member 40..6000, and a short one",
+                   Grammar::FromJsonSchema(
+                       R"({"type": "object", "properties": {"s": {"type": "string",
+                          "minLength": 40, "maxLength": 6000}, "t": {"type": "string",
+                          "maxLength": 30}}, "required": ["s", "t"]})",
+                       QwenVocab())});
+  for (const Case& c : cases) {
+    ASSERT_TRUE(c.grammar.ok()) << c.name << ": " << c.grammar.status().message();
+    const PushdownAutomaton& pda = (*c.grammar)->pda();
+    auto whole = TokenDistance::Build(pda, *QwenVocab(), nullptr, INT32_MAX);
+    auto banded = TokenDistance::Build(pda, *QwenVocab(), nullptr, 0);
+    int bands = 0;
+    for (int32_t t = 0; t < pda.num_text_rules(); ++t) {
+      const TokenDistance::TextTable& w = whole->text(t);
+      const TokenDistance::TextTable& b = banded->text(t);
+      ASSERT_EQ(w.band_len, 0);
+      ASSERT_EQ(w.cap, b.cap);
+      ASSERT_EQ(w.carries, b.carries);
+      ASSERT_EQ(w.sig_of, b.sig_of);
+      ASSERT_EQ(w.num_sigs, b.num_sigs);
+      if (b.band_len > 0) {
+        ++bands;
+        EXPECT_LT(b.width, w.width / 4) << c.name << " text " << t;
+      }
+      const int32_t states = pda.text_rule(t).dfa->num_states();
+      for (int32_t sig = 0; sig < w.num_sigs; ++sig)
+        for (int32_t q = 0; q < states; ++q)
+          for (int32_t k = 0; k <= w.cap; ++k)
+            ASSERT_EQ(w.at(sig, w.node(q, k)), b.at(sig, b.node(q, k)))
+                << c.name << ": text " << t << " sig " << sig << " state " << q << " count " << k
+                << " (band " << b.band_lo << " + " << b.band_len << ")";
+    }
+    EXPECT_GE(bands, 1) << c.name;  // the long string was banded
+  }
+}
+
+// Claude Code's 12 tools (one value has maxLength 524288) compile with the default threshold into
+// banded tables: a few thousand columns, not the half million counts.
+TEST(TokenDistance, ClaudeCodeToolsCompileBanded) {
+  const nlohmann::json rec = nlohmann::json::parse(testing::ReadFile(
+      std::string(MIMO_SOURCE_DIR) + "/tests/data/agents/claude-code-01-first.json"));
+  nlohmann::json tools = nlohmann::json::array();
+  for (const auto& t : rec["body"]["tools"]) {
+    tools.push_back({{"type", "function"},
+                     {"function", {{"name", t["name"]}, {"parameters", t["input_schema"]}}}});
+  }
+  auto g = Grammar::ToolCalls(tools.dump(), "", true, QwenVocab());
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  const PushdownAutomaton& pda = (*g)->pda();
+  int32_t longest = 0, widest = 0;
+  for (int32_t t = 0; t < pda.num_text_rules(); ++t) {
+    longest = std::max(longest, (*g)->distance().text(t).cap);
+    widest = std::max(widest, (*g)->distance().text(t).width);
+  }
+  EXPECT_GE(longest, 524288);
+  EXPECT_LT(widest, 8192);
+}
+
 // Positions of walks through the grammars of the real vocabulary: `n` per grammar.
 struct Probe {
   std::string name;
