@@ -408,7 +408,7 @@ constexpr ModeUsage kModeUsage[] = {
      "mimo bench grammar --model DIR [--schemas DIR] [--tokenizer DIR] [--walks 10]\n"
      "                   [--threads N] [--decode-tokens N] [--whitespace W]\n"
      "                   [--max-string-length N] [--budget-requests N] [--budget-tokens N]\n"
-     "                   [KV flags]\n"},
+     "                   [--tools F[,F2...]] [KV flags]\n"},
     {"serve",
      "mimo bench serve --base-url URL --model NAME [--dataset random|FILE.jsonl]\n"
      "                 [--input-len 128] [--output-len 128] [--num-prompts 100]\n"

@@ -177,7 +177,8 @@ int RunBenchGrammar(int argc, char** argv) {
   std::string err;
   std::vector<std::string> keys = {
       "model",         "schemas",    "tokenizer",         "walks",           "threads",
-      "decode-tokens", "whitespace", "max-string-length", "budget-requests", "budget-tokens"};
+      "decode-tokens", "whitespace", "max-string-length", "budget-requests", "budget-tokens",
+      "tools"};
   for (auto& k : KvCacheKeys()) keys.push_back(k);
   if (!a.Parse(argc, argv, keys, KvCacheFlags(), &err)) return Fail(err);
   if (!a.Has("model")) return Fail("need --model DIR");
@@ -231,6 +232,16 @@ int RunBenchGrammar(int argc, char** argv) {
       return Grammar::ToolCalls(tools, "", /*parallel=*/true, v, *opts);
     });
   }
+  // --tools F[,F2...]: more tool sets (OpenAI `tools` arrays; scripts/bench/agent_tools.py
+  // writes the recorded agents'), each a row named after its file.
+  for (const std::string& f : SplitList(a.Get("tools", ""))) {
+    std::string text;
+    if (!ReadFileToString(f, &text)) return Fail("cannot read --tools " + f);
+    grammars.emplace_back("tools:" + std::filesystem::path(f).stem().string(),
+                          [text, &opts](auto v) {
+                            return Grammar::ToolCalls(text, "", /*parallel=*/true, v, *opts);
+                          });
+  }
   std::vector<GrammarTiming> timings;
   std::vector<BudgetTiming> budgets;
   for (const auto& [name, make] : grammars) {
@@ -238,6 +249,11 @@ int RunBenchGrammar(int argc, char** argv) {
     const double c0 = WallMs();
     auto cold = make(fresh);
     const double cold_ms = WallMs() - c0;
+    if (!cold.ok() && name.starts_with("tools:")) {  // a recorded tool set the server refuses too
+      std::printf("%s: not compiled (%.1f ms): %s\n", name.c_str(), cold_ms,
+                  cold.status().message().c_str());
+      continue;
+    }
     if (!cold.ok()) return Fail(name + ": " + cold.status().message());
     auto g = make(fresh);
     if (!g.ok()) return Fail(name + ": " + g.status().message());
@@ -319,7 +335,7 @@ int BenchGrammarCommand(int argc, char** argv) { return RunBenchGrammar(argc, ar
 
 MIMO_CLI_COMMAND("bench-grammar",
                  "--model DIR [--schemas DIR] [--walks 10] [--threads N] [--tokenizer FILE] "
-                 "[--budget-requests 2] [--budget-tokens 64] "
+                 "[--budget-requests 2] [--budget-tokens 64] [--tools F[,F2...]] "
                  "(structured-output compile and mask time vs decode time; also `mimo bench "
                  "grammar`)",
                  BenchGrammarCommand);

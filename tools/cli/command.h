@@ -43,4 +43,7 @@ bool ReadFileToString(const std::string& path, std::string* out);
 // "1,2,3" or "@FILE" (ids separated by commas/whitespace). False on a malformed list.
 bool ParseIdList(const std::string& spec, std::vector<int>* out, std::string* error);
 
+// "a, b,c" -> {"a", "b", "c"}: items trimmed of spaces, empty ones dropped.
+std::vector<std::string> SplitList(const std::string& s);
+
 }  // namespace mimo::cli

@@ -71,20 +71,6 @@ bool ParseGrammarLimits(const std::string& text, GrammarLimits* out, std::string
   return true;
 }
 
-std::vector<std::string> SplitList(const std::string& s) {
-  std::vector<std::string> out;
-  size_t pos = 0;
-  while (pos < s.size()) {
-    const size_t comma = std::min(s.find(',', pos), s.size());
-    std::string item = s.substr(pos, comma - pos);
-    item.erase(0, item.find_first_not_of(' '));
-    item.erase(item.find_last_not_of(' ') + 1);
-    if (!item.empty()) out.push_back(item);
-    pos = comma + 1;
-  }
-  return out;
-}
-
 int RunServe(int argc, char** argv) {
   Args a;
   std::string err;
