@@ -1,9 +1,14 @@
 // Conservative disjointness of JSON schemas (see schema_overlap.h).
 #include "grammar/schema_overlap.h"
 
+#include <algorithm>
 #include <cmath>
+#include <optional>
 #include <set>
 #include <string>
+
+#include "grammar/dfa.h"
+#include "grammar/regex_parser.h"
 
 namespace mimo {
 namespace {
@@ -67,6 +72,62 @@ std::set<std::string> Strings(const SchemaJson& s, const char* key) {
     for (auto it = v.begin(); it != v.end(); ++it) out.insert(it.key());
   }
   return out;
+}
+
+// The string keywords of a schema, compiled once to test many enum/const values: a value is
+// rejected for certain when it is outside minLength/maxLength (in code points) or its pattern
+// does not match. A pattern that does not compile here (or needs too many states to check)
+// rejects nothing.
+class StringKeywords {
+ public:
+  explicit StringKeywords(const SchemaJson& s) {
+    auto bound = [&](const char* key, int64_t* out) {
+      if (s.contains(key) && s[key].is_number_integer()) *out = s[key].get<int64_t>();
+    };
+    bound("minLength", &min_);
+    bound("maxLength", &max_);
+    if (!s.contains("pattern") || !s["pattern"].is_string()) return;
+    Nfa nfa;
+    nfa.set_max_states(1 << 14);
+    auto frag = RegexParser::Compile(s["pattern"].get<std::string>(), &nfa);
+    if (!frag.ok() || nfa.full()) return;
+    auto dfa = Dfa::Determinize(nfa, *frag, 1 << 12, int64_t{1} << 22);
+    if (dfa.ok()) pattern_ = std::move(dfa).value();
+  }
+
+  bool Rejects(const std::string& v) const {
+    int64_t chars = 0;
+    for (unsigned char c : v) chars += (c & 0xC0) != 0x80;
+    if (chars < min_ || (max_ >= 0 && chars > max_)) return true;
+    if (!pattern_) return false;
+    int32_t q = 0;
+    for (unsigned char c : v) {
+      q = pattern_->Next(q, c);
+      if (q < 0) return true;
+    }
+    return !pattern_->accepting(q);
+  }
+
+ private:
+  int64_t min_ = 0, max_ = -1;
+  std::optional<Dfa> pattern_;
+};
+
+// Whether every one of `values` fails s for certain: a kind s does not accept (`accepted`), a
+// string that s's string keywords reject (compiled at the first string that needs them), or a
+// value that is none of s's own values (`s_values`, when s has them).
+bool AllFail(const SchemaJson& values, const SchemaJson& s, unsigned accepted,
+             const SchemaJson* s_values) {
+  std::optional<StringKeywords> keywords;
+  for (const auto& v : values) {
+    if ((KindOfValue(v) & accepted) == 0) continue;
+    if (s_values != nullptr && std::find(s_values->begin(), s_values->end(), v) == s_values->end())
+      continue;
+    if (!v.is_string()) return false;
+    if (!keywords) keywords.emplace(s);
+    if (!keywords->Rejects(v.get<std::string>())) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -146,16 +207,11 @@ bool SchemaOverlap::OutputsFail(const SchemaJson& a0, const SchemaJson& b0, int 
   const SchemaJson* va = Values(*a, &sa);
   const SchemaJson* vb = Values(*b, &sb);
   if (va != nullptr) {
-    bool all_fail = true;
-    for (const auto& v : *va) {
-      bool fails = (KindOfValue(v) & Accepted(*b)) == 0;
-      if (!fails && vb != nullptr) {
-        fails = true;
-        for (const auto& w : *vb) fails = fails && !(v == w);
-      }
-      all_fail = all_fail && fails;
-    }
-    if (all_fail) return true;
+    if (AllFail(*va, *b, Accepted(*b), vb)) return true;
+  } else if (vb != nullptr) {
+    // b accepts only its values: a's outputs fail b when a rejects each of them (our grammar
+    // writes only values a validator accepts for a).
+    if (AllFail(*vb, *a, Accepted(*a), nullptr)) return true;
   }
   // An alternation fails b when every branch does.
   for (const char* key : {"anyOf", "oneOf"}) {

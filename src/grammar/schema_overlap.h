@@ -1,7 +1,8 @@
 // SchemaOverlap: a conservative proof that no value generated for one JSON schema validates
 // against another, which is what makes a 'oneOf' safe to generate as a plain alternation
 // (a value matching two branches would be invalid). "Fails" is answered only when certain:
-// disjoint types, disjoint enum/const values, or objects told apart by a required property.
+// disjoint types, disjoint enum/const values, enum/const strings that the other side's pattern or
+// length bounds reject, or objects told apart by a required property.
 #pragma once
 
 #include <cstdint>

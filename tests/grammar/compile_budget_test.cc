@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <filesystem>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -168,6 +170,49 @@ TEST(CompileBudget, RecordedAgentToolsFitTheDefaults) {
   std::printf("Claude Code tools: %d states, %zu bytes (limit %lld)\n", (*g)->stats().num_states,
               (*g)->bytes(), static_cast<long long>(defaults.max_bytes));
   EXPECT_LT(static_cast<int64_t>((*g)->bytes()), defaults.max_bytes);
+}
+
+// Every recorded agent's tool set (tests/data/agents: Claude Code, Codex, opencode, pi, Qwen Code)
+// compiles into a tool-call constraint with the server's options: with tool_choice auto a tool
+// set that does not compile is left unconstrained. The tools are converted as the server does
+// (Anthropic input_schema, chat functions, Responses functions and namespaces; custom tools are
+// one free-form string; web_search and tool_search are left out).
+TEST(CompileBudget, EveryRecordedAgentToolSetCompiles) {
+  int sets = 0;
+  for (const auto& e : std::filesystem::directory_iterator(std::string(MIMO_SOURCE_DIR) +
+                                                         "/tests/data/agents")) {
+    if (e.path().extension() != ".json") continue;
+    const auto rec = nlohmann::json::parse(testing::ReadFile(e.path().string()));
+    const std::string path = rec["path"];
+    nlohmann::json tools = nlohmann::json::array();
+    auto fn = [&](const nlohmann::json& name, const nlohmann::json& params) {
+      tools.push_back({{"type", "function"}, {"function", {{"name", name}, {"parameters", params}}}});
+    };
+    const nlohmann::json free_text = {{"type", "object"},
+                                      {"properties", {{"input", {{"type", "string"}}}}},
+                                      {"required", {"input"}}};
+    std::function<void(const nlohmann::json&)> responses = [&](const nlohmann::json& t) {
+      const std::string type = t.value("type", "");
+      if (type == "function") fn(t["name"], t["parameters"]);
+      if (type == "custom") fn(t["name"], free_text);
+      if (type == "namespace")
+        for (const auto& inner : t["tools"]) responses(inner);
+    };
+    for (const auto& t : rec["body"].value("tools", nlohmann::json::array())) {
+      if (path.starts_with("/v1/messages")) {
+        fn(t["name"], t["input_schema"]);
+      } else if (path.starts_with("/v1/responses")) {
+        responses(t);
+      } else if (t.value("type", "") == "function") {
+        tools.push_back(t);
+      }
+    }
+    if (tools.empty()) continue;
+    ++sets;
+    auto g = Grammar::ToolCalls(tools.dump(), "", true, QwenVocab(), ServerOptions());
+    EXPECT_TRUE(g.ok()) << e.path().filename() << ": " << g.status().message();
+  }
+  EXPECT_GE(sets, 10);
 }
 
 TEST(GrammarCacheBounds, KeysAreDigestsAndBytesAreBounded) {

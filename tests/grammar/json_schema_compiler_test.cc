@@ -90,6 +90,10 @@ TEST(JsonSchemaCompiler, RejectsUnsupportedFeaturesNamingThem) {
       {R"({"type": "string", "pattern": "\\p{L}"})", StatusCode::kUnimplemented, "\\p"},
       {R"({"allOf": [{"type": "object"}, {"required": ["a"]}]})", StatusCode::kUnimplemented, "'allOf'"},
       {R"({"oneOf": [{"type": "integer"}, {"type": "number"}]})", StatusCode::kUnimplemented, "'oneOf'"},
+      // Values the other branch's pattern or bounds accept: they may match both.
+      {R"({"oneOf": [{"enum": ["all", "12"]}, {"type": "string", "pattern": "^[1-9][0-9]*$"}]})", StatusCode::kUnimplemented, "'oneOf'"},
+      {R"({"oneOf": [{"type": "string", "pattern": "x"}, {"const": "axb"}]})", StatusCode::kUnimplemented, "'oneOf'"},
+      {R"({"oneOf": [{"const": "abc"}, {"type": "string", "minLength": 3}]})", StatusCode::kUnimplemented, "'oneOf'"},
       {R"({"type": "object", "anyOf": [{"required": ["a"]}]})", StatusCode::kUnimplemented, "'anyOf' with sibling"},
       {R"({"$defs": {"a": {"type": "integer"}}, "$ref": "#/$defs/a", "minimum": 3})", StatusCode::kUnimplemented, "'$ref' with sibling"},
       {R"({"type": "array", "minItems": 5000})", StatusCode::kUnimplemented, "minItems/maxItems"},
@@ -202,6 +206,10 @@ TEST(JsonSchemaCompiler, AcceptsAnnotationsAndHarmlessKeywords) {
            R"({"oneOf": [{"type": "object", "properties": {"t": {"const": "a"}}, "required": ["t"]},
                          {"type": "object", "properties": {"t": {"const": "b"}}, "required": ["t"]}]})",
            R"({"anyOf": [{"type": "string", "pattern": "^[0-9]{5}$", "maxLength": 3}, {"type": "null"}]})",
+           // Qwen Code's agent.fork_turns: "all" is not a positive integer string.
+           R"({"oneOf": [{"type": "string", "enum": ["all"]}, {"type": "string", "pattern": "^[1-9][0-9]*$"}]})",
+           R"({"oneOf": [{"const": "ab"}, {"type": "string", "minLength": 3}]})",
+           R"({"oneOf": [{"type": "string", "maxLength": 1}, {"enum": ["ab", "cd"]}]})",
        }) {
     auto g = Grammar::FromJsonSchema(schema, QwenVocab());
     EXPECT_TRUE(g.ok()) << schema << ": " << g.status().message();
