@@ -280,6 +280,44 @@ TEST(TokenDistance, BandedTablesEqualTheNodeByNodeSearch) {
   }
 }
 
+// The same over a grid of bounds, where the band is long, short or empty (min close to max: the
+// search node by node): JSON strings and tool-call values, every count.
+TEST(TokenDistance, BandedTablesEqualTheSearchAcrossBounds) {
+  int banded = 0;
+  for (int min : {0, 1, 5, 37, 130}) {
+    for (int extra : {0, 1, 3, 20, 150, 700}) {
+      const std::string bounds = R"("minLength": )" + std::to_string(min) + R"(, "maxLength": )" +
+                                 std::to_string(min + extra);
+      for (bool tool : {false, true}) {
+        auto g = tool ? Grammar::ToolCalls(
+                            R"([{"type": "function", "function": {"name": "f", "parameters": {
+                               "type": "object", "properties": {"q": {"type": "string", )" +
+                                bounds + R"(}}, "required": ["q"]}}}])",
+                            "", false, QwenVocab())
+                      : Grammar::FromJsonSchema(R"({"type": "string", )" + bounds + "}",
+                                                QwenVocab());
+        ASSERT_TRUE(g.ok()) << bounds << ": " << g.status().message();
+        const PushdownAutomaton& pda = (*g)->pda();
+        auto whole = TokenDistance::Build(pda, *QwenVocab(), nullptr, INT32_MAX);
+        auto band = TokenDistance::Build(pda, *QwenVocab(), nullptr, 0);
+        for (int32_t t = 0; t < pda.num_text_rules(); ++t) {
+          const TokenDistance::TextTable& w = whole->text(t);
+          const TokenDistance::TextTable& b = band->text(t);
+          banded += b.band_len > 0;
+          for (int32_t sig = 0; sig < w.num_sigs; ++sig)
+            for (int32_t q = 0; q < pda.text_rule(t).dfa->num_states(); ++q)
+              for (int32_t k = 0; k <= w.cap; ++k)
+                ASSERT_EQ(w.at(sig, w.node(q, k)), b.at(sig, b.node(q, k)))
+                    << bounds << (tool ? " (tool value)" : " (JSON string)") << ": text " << t
+                    << " state " << q << " count " << k << " (band " << b.band_lo << " + "
+                    << b.band_len << ")";
+        }
+      }
+    }
+  }
+  EXPECT_GE(banded, 8);
+}
+
 // Claude Code's 12 tools (one value has maxLength 524288) compile with the default threshold into
 // banded tables: a few thousand columns, not the half million counts.
 TEST(TokenDistance, ClaudeCodeToolsCompileBanded) {
