@@ -516,6 +516,7 @@ bool Engine::Step() {
   Forward(plan, *kv_plan);
   scheduler_->OnStepDone(plan);
   Draft(SampleAndCommit(plan));
+  kv_->FlushTierWrites();  // the blocks this step cached, to the disk tier's writer
   ++local_stats_.num_steps;
   PublishAndFlush();
   return true;
@@ -534,6 +535,7 @@ void Engine::PublishStats() {
     s.spec_feature_cache_bytes = fc->bytes();
     s.spec_feature_cache_capacity_bytes = fc->capacity_bytes();
   }
+  if (const PrefixCacheTiers* t = kv_->tiers()) s.prefix_tiers = t->stats();
   const KvCacheManager& m = kv_->manager();
   for (int i = 0; i < m.num_groups(); ++i) {
     s.kv_free_blocks_per_group.push_back(m.num_free_blocks(i));

@@ -57,7 +57,8 @@ struct EngineStats {
   double kv_cache_usage = 0;  // fraction of full-attention KV blocks in use
   int64_t num_preemptions = 0;
   int64_t prefix_cache_queries = 0;  // tokens
-  int64_t prefix_cache_hits = 0;     // tokens
+  int64_t prefix_cache_hits = 0;     // tokens, from every tier
+  PrefixCacheTierStats prefix_tiers;  // the RAM and disk tiers below the KV pool
   int64_t prompt_tokens = 0;
   int64_t generation_tokens = 0;
   int64_t num_steps = 0;

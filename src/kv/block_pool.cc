@@ -23,6 +23,12 @@ uint64_t HashBlockTokens(uint64_t parent_hash, std::span<const int32_t> tokens, 
   return h;
 }
 
+uint64_t HashWords(std::span<const uint64_t> words) {
+  uint64_t h = Mix(kRootBlockHash, words.size());
+  for (uint64_t w : words) h = Mix(h, w);
+  return h;
+}
+
 std::vector<uint64_t> HashFullBlocks(std::span<const int32_t> tokens, int block_size,
                                      uint64_t extra) {
   std::vector<uint64_t> out;
@@ -90,6 +96,7 @@ std::optional<std::vector<int>> BlockPool::Allocate(int n) {
   for (int i = 0; i < n; ++i) {
     int b = head_;
     Unlink(b);
+    if (has_hash_[b] && on_evict_) on_evict_(b, hash_[b]);
     DropHash(b);  // evicted: its content no longer serves prefix hits
     ref_[b] = 1;
     out.push_back(b);
@@ -126,6 +133,7 @@ void BlockPool::CacheBlock(int block, uint64_t hash) {
   cached_[hash] = block;
   hash_[block] = hash;
   has_hash_[block] = 1;
+  if (on_cache_) on_cache_(block, hash);
 }
 
 std::vector<int> BlockPool::FreeListForTest() const {

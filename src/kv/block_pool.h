@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <unordered_map>
@@ -17,6 +18,8 @@ namespace mimo {
 // extra key). `extra` separates caches whose K/V differ for the same tokens (e.g. a different
 // adapter); 0 when unused. 64-bit; a collision would alias two prefixes (probability ~n^2/2^64).
 uint64_t HashBlockTokens(uint64_t parent_hash, std::span<const int32_t> tokens, uint64_t extra);
+// A 64-bit hash of a list of words (fingerprints of layouts and files).
+uint64_t HashWords(std::span<const uint64_t> words);
 inline constexpr uint64_t kRootBlockHash = 0x6d696d6f6b763031ull;  // parent of block 0
 
 // Hashes of every FULL block of `tokens` (a trailing partial block has none).
@@ -52,6 +55,14 @@ class BlockPool {
   // when the block already has a hash, or when another block already serves this hash.
   void CacheBlock(int block, uint64_t hash);
 
+  // Hooks of the tiers below the pool: on_evict(block, hash) runs when a cached block is about
+  // to be reused (its content still intact), on_cache(block, hash) when a block gets a hash.
+  using BlockHook = std::function<void(int block, uint64_t hash)>;
+  void SetHooks(BlockHook on_evict, BlockHook on_cache) {
+    on_evict_ = std::move(on_evict);
+    on_cache_ = std::move(on_cache);
+  }
+
   int ref_count(int block) const { return ref_[block]; }
   bool is_cached(int block) const { return has_hash_[block]; }
   // The free list, head (next evicted) first. For tests and debugging.
@@ -70,6 +81,7 @@ class BlockPool {
   std::vector<uint8_t> has_hash_;  // [num_blocks]
   int head_ = -1, tail_ = -1, num_free_ = 0;
   std::unordered_map<uint64_t, int> cached_;  // hash -> block
+  BlockHook on_evict_, on_cache_;
 };
 
 }  // namespace mimo

@@ -18,6 +18,17 @@ StatusOr<std::unique_ptr<KvCache>> KvCache::Create(const ModelConfig& config,
   mc.enable_prefix_caching = o.enable_prefix_caching;
   mc.groups = c->attention_->group_layout().groups;
   c->manager_ = std::make_unique<KvCacheManager>(mc);
+  const PrefixCacheTierOptions& t = o.prefix_tiers;
+  if (o.enable_prefix_caching && (t.ram_bytes > 0 || !t.dir.empty())) {
+    std::vector<int> cached_groups;
+    for (size_t g = 0; g < mc.groups.size(); ++g) {
+      if (mc.groups[g].default_member) cached_groups.push_back(static_cast<int>(g));
+    }
+    c->tiers_ = std::make_unique<PrefixCacheTiers>(*c->attention_, o.block_size,
+                                                   std::move(cached_groups), t);
+    MIMO_RETURN_IF_ERROR(c->tiers_->OpenDisk());
+    c->manager_->SetTiers(c->tiers_.get());
+  }
   c->spec_.num_layers = static_cast<int>(config.layers.size());
   c->spec_.options = o;
   c->spec_.options.registry = nullptr;  // a pointer means nothing in another process

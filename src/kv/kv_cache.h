@@ -26,6 +26,7 @@
 #include "kv/kv_cache_manager.h"
 #include "kv/kv_memory_plan.h"
 #include "kv/paged_kv_attention.h"
+#include "kv/prefix_cache_tiers.h"
 
 namespace mimo {
 
@@ -81,6 +82,14 @@ class KvCache {
   // What the model runs on: reads and writes K/V by a plan, changes nothing else.
   KvAttention& attention() { return *attention_; }
 
+  // --- The prefix cache's tiers below the pools (null when off): after each step the engine
+  // hands them the blocks the step cached (copied to the disk writer's queue, never waited on).
+  void FlushTierWrites() {
+    if (tiers_) tiers_->FlushWrites();
+  }
+  PrefixCacheTiers* tiers() { return tiers_.get(); }
+  const PrefixCacheTiers* tiers() const { return tiers_.get(); }
+
   bool HasSequence(int seq) const { return manager_->HasSequence(seq); }
   int num_tokens(int seq) const { return manager_->num_tokens(seq); }
   bool has_draft_pool() const { return attention_->group_layout().mtp_group >= 0; }
@@ -109,6 +118,8 @@ class KvCache {
   };
   std::unordered_map<int, Owned> owned_;
   std::unique_ptr<FeatureCache> feature_cache_;
+  // Declared last: destroyed first, while the pools it copies from still exist.
+  std::unique_ptr<PrefixCacheTiers> tiers_;
 };
 
 }  // namespace mimo

@@ -31,26 +31,80 @@ const KvCacheManager::SeqState& KvCacheManager::State(int seq) const {
   return it->second;
 }
 
-int KvCacheManager::ComputeCachedPrefix(std::span<const int32_t> tokens) const {
-  if (!config_.enable_prefix_caching || tokens.size() < 2 || groups_.empty()) return 0;
-  // At most len - 1 tokens so the last one is computed (its logits are needed).
-  const std::vector<uint64_t> hashes =
-      HashFullBlocks(tokens.first(tokens.size() - 1), config_.block_size, config_.cache_salt);
+void KvCacheManager::SetTiers(KvBlockTiers* tiers) {
+  tiers_ = tiers;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    if (tiers == nullptr || !config_.groups[g].default_member || !config_.enable_prefix_caching) {
+      groups_[g]->SetPoolHooks(nullptr, nullptr);
+      continue;
+    }
+    const int group = static_cast<int>(g);
+    groups_[g]->SetPoolHooks(
+        [tiers, group](int block, uint64_t hash) { tiers->OnEvict(group, block, hash); },
+        [tiers, group](int block, uint64_t hash) { tiers->OnCached(group, block, hash); });
+  }
+}
+
+SingleTypeKvManager::InLowerTier KvCacheManager::LowerTier(int group) const {
+  if (tiers_ == nullptr) return {};
+  KvBlockTiers* tiers = tiers_;
+  return [tiers, group](uint64_t hash) { return tiers->Contains(group, hash); };
+}
+
+int KvCacheManager::CachedPrefixBlocks(std::span<const uint64_t> hashes, int max_blocks) const {
   // Each group lowers k to its own longest valid hit <= k. Full groups' validity is
   // downward-closed, so iterating to a fixed point gives a k valid for every group.
-  int k = static_cast<int>(hashes.size());
+  int k = std::min<int>(max_blocks, static_cast<int>(hashes.size()));
   for (bool changed = true; changed && k > 0;) {
     changed = false;
     for (size_t g = 0; g < groups_.size(); ++g) {
       if (!config_.groups[g].default_member) continue;
-      int k2 = groups_[g]->MaxCacheHit(hashes, k);
+      int k2 = groups_[g]->MaxCacheHit(hashes, k, LowerTier(static_cast<int>(g)));
       if (k2 < k) {
         k = k2;
         changed = true;
       }
     }
   }
-  return k * config_.block_size;
+  return k;
+}
+
+int KvCacheManager::ComputeCachedPrefix(std::span<const int32_t> tokens) const {
+  if (!config_.enable_prefix_caching || tokens.size() < 2 || groups_.empty()) return 0;
+  // At most len - 1 tokens so the last one is computed (its logits are needed).
+  const std::vector<uint64_t> hashes =
+      HashFullBlocks(tokens.first(tokens.size() - 1), config_.block_size, config_.cache_salt);
+  return CachedPrefixBlocks(hashes, static_cast<int>(hashes.size())) * config_.block_size;
+}
+
+bool KvCacheManager::AcquireHit(uint32_t groups, std::span<const uint64_t> hashes, int k,
+                                std::vector<std::vector<int32_t>>* tables, int* cap) {
+  tables->assign(groups_.size(), {});
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    if (!((groups >> g) & 1u)) continue;
+    SingleTypeKvManager& m = *groups_[g];
+    std::vector<int32_t>& table = (*tables)[g];
+    table.assign(k, BlockPool::kNullBlock);
+    SingleTypeKvManager::LoadBlock load;
+    if (tiers_ != nullptr && config_.groups[g].default_member) {
+      KvBlockTiers* tiers = tiers_;
+      const int group = static_cast<int>(g);
+      load = [tiers, group](uint64_t hash, int block) { return tiers->Load(group, hash, block); };
+    }
+    for (int b = m.FirstNeededBlock(k * config_.block_size); b < k; ++b) {
+      std::optional<int32_t> blk = m.AcquireBlock(hashes[b], load);
+      if (blk.has_value()) {
+        table[b] = *blk;
+        continue;
+      }
+      // No room to load it back, or the tier lost it: give back everything taken and retry
+      // with a shorter hit (strictly shorter, so this ends).
+      for (size_t h = 0; h <= g; ++h) groups_[h]->ReleaseBlocks((*tables)[h]);
+      *cap = std::min(*cap, b);
+      return false;
+    }
+  }
+  return true;
 }
 
 StatusOr<int> KvCacheManager::AddSequence(int seq, std::span<const int32_t> tokens,
@@ -66,13 +120,23 @@ StatusOr<int> KvCacheManager::AddSequence(int seq, std::span<const int32_t> toke
   for (size_t g = 0; g < groups_.size(); ++g) {
     if (((st.groups >> g) & 1u) && !config_.groups[g].default_member) only_default = false;
   }
-  const int hit = only_default ? ComputeCachedPrefix(tokens) : 0;
-  const int k = hit / config_.block_size;
+  std::vector<uint64_t> hashes;
+  if (only_default && config_.enable_prefix_caching && tokens.size() >= 2 && !groups_.empty()) {
+    hashes = HashFullBlocks(tokens.first(tokens.size() - 1), config_.block_size,
+                            config_.cache_salt);
+  }
+  std::vector<std::vector<int32_t>> tables;
+  int cap = static_cast<int>(hashes.size());
+  int k = 0;
+  do {
+    k = CachedPrefixBlocks(hashes, cap);
+  } while (!AcquireHit(st.groups, hashes, k, &tables, &cap));
+  const int hit = k * config_.block_size;
   st.num_tokens = hit;
   st.token_ids.assign(tokens.begin(), tokens.begin() + hit);
-  st.block_hashes = HashFullBlocks(st.token_ids, config_.block_size, config_.cache_salt);
+  st.block_hashes.assign(hashes.begin(), hashes.begin() + k);
   for (size_t g = 0; g < groups_.size(); ++g) {
-    if ((st.groups >> g) & 1u) groups_[g]->AddSequence(seq, groups_[g]->HitBlocks(st.block_hashes, k));
+    if ((st.groups >> g) & 1u) groups_[g]->AddSequence(seq, std::move(tables[g]));
   }
   seqs_.emplace(seq, std::move(st));
   return hit;

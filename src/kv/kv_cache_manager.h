@@ -43,6 +43,22 @@ struct BlockAllocation {
   std::vector<std::vector<int>> new_blocks;  // [num_groups][...]
 };
 
+// The prefix-cache tiers below the pools (kv/prefix_cache_tiers.h): where cached blocks go
+// when a pool reuses them, and where a prefix hit finds blocks the pools no longer hold.
+// Called on the engine thread.
+class KvBlockTiers {
+ public:
+  virtual ~KvBlockTiers() = default;
+  virtual bool Contains(int group, uint64_t hash) const = 0;
+  // Writes the block's content into pool block `block` of `group`. False when the tier no
+  // longer has it or it failed its checks (then it is dropped from the tier).
+  virtual bool Load(int group, uint64_t hash, int block) = 0;
+  // Pool block `block` holding `hash` is about to be reused; its content is still intact.
+  virtual void OnEvict(int group, int block, uint64_t hash) = 0;
+  // Pool block `block` now holds `hash`; its content is complete once the current step ran.
+  virtual void OnCached(int group, int block, uint64_t hash) = 0;
+};
+
 class KvCacheManager {
  public:
   explicit KvCacheManager(const KvCacheManagerConfig& config);
@@ -57,7 +73,11 @@ class KvCacheManager {
   // groups need the blocks holding positions P-W+1 .. P-1 (what the query at P reads). The
   // longest P satisfying all groups is returned; a full-layer hit whose window blocks were
   // evicted is shortened to the longest P whose window is still cached.
+  // Blocks in a lower tier count as cached (AddSequence loads them back into the pool).
   int ComputeCachedPrefix(std::span<const int32_t> tokens) const;
+  // Prefix hits also from (and evictions to) these tiers, of the default-member groups; null:
+  // the pools only. Not owned; must outlive the manager or be reset.
+  void SetTiers(KvBlockTiers* tiers);
 
   // Starts a sequence in the groups of group_mask (0: the default-member groups). With `tokens`
   // and prefix caching on, it attaches the cached prefix and returns its length (the engine
@@ -106,10 +126,18 @@ class KvCacheManager {
   SeqState& State(int seq);
   const SeqState& State(int seq) const;
   void HashNewBlocks(int seq, SeqState& st);
+  // Longest hit, in blocks, of at most max_blocks over `hashes`.
+  int CachedPrefixBlocks(std::span<const uint64_t> hashes, int max_blocks) const;
+  // References on the blocks of a k-block hit in every group of `groups` (loading blocks from
+  // the tiers). False (nothing held) when a block could not be had; *cap is then lowered.
+  bool AcquireHit(uint32_t groups, std::span<const uint64_t> hashes, int k,
+                  std::vector<std::vector<int32_t>>* tables, int* cap);
+  SingleTypeKvManager::InLowerTier LowerTier(int group) const;
 
   KvCacheManagerConfig config_;
   std::vector<std::unique_ptr<SingleTypeKvManager>> groups_;
   std::unordered_map<int, SeqState> seqs_;
+  KvBlockTiers* tiers_ = nullptr;
 };
 
 }  // namespace mimo

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "core/check.h"
 
@@ -58,6 +59,28 @@ void KvLayerStorage::Write(const float* k, const float* v, const int64_t* slots,
   dst.k_scale = k_scale_.data();
   dst.v_scale = v_scale_.data();
   WriteKvCache(dst, k, v, slots, num_tokens);
+}
+
+int64_t KvLayerStorage::block_bytes() const {
+  return (layout_.k_bytes() + layout_.v_bytes()) / layout_.num_blocks;
+}
+
+void KvLayerStorage::ReadBlock(int block, uint8_t* out) const {
+  MIMO_CHECK(block >= 0 && block < layout_.num_blocks, "block %d of %d", block,
+             layout_.num_blocks);
+  const int64_t kb = layout_.k_bytes() / layout_.num_blocks;
+  const int64_t vb = layout_.v_bytes() / layout_.num_blocks;
+  std::memcpy(out, static_cast<const uint8_t*>(k_.data()) + block * kb, kb);
+  std::memcpy(out + kb, static_cast<const uint8_t*>(v_.data()) + block * vb, vb);
+}
+
+void KvLayerStorage::WriteBlock(int block, const uint8_t* in) {
+  MIMO_CHECK(block >= 0 && block < layout_.num_blocks, "block %d of %d", block,
+             layout_.num_blocks);
+  const int64_t kb = layout_.k_bytes() / layout_.num_blocks;
+  const int64_t vb = layout_.v_bytes() / layout_.num_blocks;
+  std::memcpy(static_cast<uint8_t*>(k_.data()) + block * kb, in, kb);
+  std::memcpy(static_cast<uint8_t*>(v_.data()) + block * vb, in + kb, vb);
 }
 
 PagedKvView KvLayerStorage::view() const {

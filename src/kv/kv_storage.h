@@ -42,6 +42,13 @@ class KvLayerStorage {
   void Write(const float* k, const float* v, const int64_t* slots, int num_tokens);
 
   PagedKvView view() const;
+
+  // One block's K then V bytes, as stored (the prefix-cache tiers copy blocks out and back).
+  int64_t block_bytes() const;
+  void ReadBlock(int block, uint8_t* out) const;    // out [block_bytes()]
+  void WriteBlock(int block, const uint8_t* in);    // in [block_bytes()]
+  // fp8: whether the scales are fixed yet (first write or configured); always true otherwise.
+  bool scales_fixed() const { return layout_.dtype != DType::kF8E4M3 || scales_set_; }
   const PagedKvLayout& layout() const { return layout_; }
   int64_t bytes() const { return layout_.k_bytes() + layout_.v_bytes(); }
   const std::vector<float>& k_scale() const { return k_scale_; }

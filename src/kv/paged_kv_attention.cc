@@ -6,6 +6,7 @@
 
 #include "core/check.h"
 #include "core/log.h"
+#include "kv/block_pool.h"
 
 namespace mimo {
 
@@ -172,6 +173,51 @@ void PagedKvAttention::Forward(ExecContext& ctx, const KvStepPlan& plan, int lay
   const KvGroupStep& step = plan.groups[group];
   s.Write(k, v, step.slots.data(), plan.batch.num_tokens);
   backends_[layer].backend->Run(ctx, g, s.view(), step.attention, q, sinks, out);
+}
+
+int64_t PagedKvAttention::GroupBlockBytes(int group) const {
+  int64_t bytes = 0;
+  for (size_t l = 0; l < storage_.size(); ++l) {
+    if (layout_.layer_group[l] == group) bytes += storage_[l].block_bytes();
+  }
+  return bytes;
+}
+
+void PagedKvAttention::ReadGroupBlock(int group, int block, uint8_t* out) const {
+  for (size_t l = 0; l < storage_.size(); ++l) {
+    if (layout_.layer_group[l] != group) continue;
+    storage_[l].ReadBlock(block, out);
+    out += storage_[l].block_bytes();
+  }
+}
+
+void PagedKvAttention::WriteGroupBlock(int group, int block, const uint8_t* in) {
+  for (size_t l = 0; l < storage_.size(); ++l) {
+    if (layout_.layer_group[l] != group) continue;
+    storage_[l].WriteBlock(block, in);
+    in += storage_[l].block_bytes();
+  }
+}
+
+std::optional<uint64_t> PagedKvAttention::GroupContentFingerprint(int group) const {
+  std::vector<uint64_t> words;
+  for (size_t l = 0; l < storage_.size(); ++l) {
+    if (layout_.layer_group[l] != group) continue;
+    const KvLayerStorage& s = storage_[l];
+    if (!s.scales_fixed()) return std::nullopt;
+    const PagedKvLayout& y = s.layout();
+    words.insert(words.end(), {l, static_cast<uint64_t>(y.block_size),
+                               static_cast<uint64_t>(y.num_kv_heads),
+                               static_cast<uint64_t>(y.head_dim),
+                               static_cast<uint64_t>(y.v_head_dim),
+                               static_cast<uint64_t>(y.dtype)});
+    if (y.dtype == DType::kF8E4M3) {
+      for (const std::vector<float>* v : {&s.k_scale(), &s.v_scale()}) {
+        for (float f : *v) words.push_back(F32ToBits(f));
+      }
+    }
+  }
+  return HashWords(words);
 }
 
 }  // namespace mimo

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "attention/registry.h"
 #include "core/status.h"
 #include "io/hf_config.h"
+#include "kv/block_tiers.h"
 #include "kv/kv_cache_manager.h"
 #include "kv/kv_memory_plan.h"
 #include "kv/kv_storage.h"
@@ -34,6 +36,9 @@ struct PagedKvOptions {
   int64_t max_context = 4096;           // per sequence; sizes the cache when no budget is given
   int max_chunk_tokens = 512;           // largest chunk of one sequence in a step
   bool enable_prefix_caching = true;
+  // The prefix cache's RAM and disk tiers below the pools (kv/prefix_cache_tiers.h). Not with
+  // tensor parallelism (a follower's pools would not get the loaded blocks).
+  PrefixCacheTierOptions prefix_tiers;
   int64_t num_full_blocks_override = 0;  // --num-kv-blocks: see KvMemoryPlanOptions
   int mtp_sequences_per_sequence = 0;    // speculative decoding: draft depths (see the plan)
   int mtp_chunk_tokens = 0;
@@ -96,6 +101,15 @@ class PagedKvAttention final : public KvAttention {
                float* out) override;
 
   const KvGroupLayout& group_layout() const { return layout_; }
+
+  // One block of a group as bytes: every layer of the group in layer order, K then V of each,
+  // as stored (the prefix-cache tiers move blocks between the pool and RAM or disk).
+  int64_t GroupBlockBytes(int group) const;
+  void ReadGroupBlock(int group, int block, uint8_t* out) const;  // out [GroupBlockBytes]
+  void WriteGroupBlock(int group, int block, const uint8_t* in);
+  // What the bytes of a group's block depend on besides the tokens: each layer's shape and
+  // dtype and, for fp8, its scales. nullopt while an fp8 layer's scales are not fixed yet.
+  std::optional<uint64_t> GroupContentFingerprint(int group) const;
   const std::vector<LayerBackendChoice>& layer_backends() const { return backends_; }
 
  private:

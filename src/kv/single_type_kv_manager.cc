@@ -23,22 +23,24 @@ const SingleTypeKvManager::SeqState& SingleTypeKvManager::State(int seq) const {
   return it->second;
 }
 
-int SingleTypeKvManager::MaxCacheHit(std::span<const uint64_t> hashes, int max_blocks) const {
+int SingleTypeKvManager::MaxCacheHit(std::span<const uint64_t> hashes, int max_blocks,
+                                     const InLowerTier& lower) const {
   max_blocks = std::min<int>(max_blocks, static_cast<int>(hashes.size()));
   for (int k = max_blocks; k > 0; --k) {
     bool all = true;
     for (int b = FirstNeededBlock(k * block_size_); b < k && all; ++b) {
-      all = pool_.Lookup(hashes[b]).has_value();
+      all = Present(hashes[b], lower);
     }
     if (all) return k;
   }
   return 0;
 }
 
-int FullAttentionManager::MaxCacheHit(std::span<const uint64_t> hashes, int max_blocks) const {
+int FullAttentionManager::MaxCacheHit(std::span<const uint64_t> hashes, int max_blocks,
+                                      const InLowerTier& lower) const {
   max_blocks = std::min<int>(max_blocks, static_cast<int>(hashes.size()));
   int k = 0;
-  while (k < max_blocks && pool_.Lookup(hashes[k]).has_value()) ++k;
+  while (k < max_blocks && Present(hashes[k], lower)) ++k;
   return k;
 }
 
@@ -55,22 +57,34 @@ int SlidingWindowManager::FirstNeededBlock(int first_query_pos) const {
   return lo > 0 ? lo / block_size_ : 0;
 }
 
-std::vector<int32_t> SingleTypeKvManager::HitBlocks(std::span<const uint64_t> hashes, int k) const {
-  std::vector<int32_t> out(k, BlockPool::kNullBlock);
-  for (int b = FirstNeededBlock(k * block_size_); b < k; ++b) {
-    auto hit = pool_.Lookup(hashes[b]);
-    MIMO_CHECK(hit.has_value(), "block %d of a validated hit is not cached", b);
-    out[b] = *hit;
+std::optional<int32_t> SingleTypeKvManager::AcquireBlock(uint64_t hash, const LoadBlock& load) {
+  if (std::optional<int> hit = pool_.Lookup(hash)) {
+    const int b = *hit;
+    pool_.Touch(std::span<const int>(&b, 1));
+    return b;
   }
-  return out;
+  if (!load) return std::nullopt;
+  std::optional<std::vector<int>> fresh = pool_.Allocate(1);
+  if (!fresh.has_value()) return std::nullopt;
+  const int b = (*fresh)[0];
+  if (!load(hash, b)) {
+    pool_.Free(std::span<const int>(&b, 1));
+    return std::nullopt;
+  }
+  pool_.CacheBlock(b, hash);
+  return b;
+}
+
+void SingleTypeKvManager::ReleaseBlocks(std::span<const int32_t> blocks) {
+  for (int32_t b : blocks) {
+    const int blk = b;
+    pool_.Free(std::span<const int>(&blk, 1));  // the null block is skipped
+  }
 }
 
 void SingleTypeKvManager::AddSequence(int seq, std::vector<int32_t> hit_blocks) {
   MIMO_CHECK(!HasSequence(seq), "sequence %d already present", seq);
   SeqState st;
-  for (int32_t b : hit_blocks) {
-    if (b != BlockPool::kNullBlock) pool_.Touch(std::span<const int>(&b, 1));
-  }
   st.num_skipped = 0;
   while (st.num_skipped < static_cast<int>(hit_blocks.size()) &&
          hit_blocks[st.num_skipped] == BlockPool::kNullBlock) {

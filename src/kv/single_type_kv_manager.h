@@ -8,6 +8,7 @@
 // Not thread-safe; engine thread only.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -28,14 +29,31 @@ class SingleTypeKvManager {
   virtual const char* kind_name() const = 0;
   // First logical block that a query at position >= first_query_pos may read.
   virtual int FirstNeededBlock(int first_query_pos) const = 0;
+  // Whether a lower tier (RAM, disk) holds a block's content; empty: no tiers.
+  using InLowerTier = std::function<bool(uint64_t hash)>;
   // Largest k <= max_blocks such that a prefix hit of k full blocks has every block this kind
-  // needs for the next query (at k * block_size) in the cache. 0 is always valid.
-  virtual int MaxCacheHit(std::span<const uint64_t> hashes, int max_blocks) const;
+  // needs for the next query (at k * block_size) in the pool or in a lower tier. 0 is always
+  // valid.
+  virtual int MaxCacheHit(std::span<const uint64_t> hashes, int max_blocks,
+                          const InLowerTier& lower) const;
+  bool Present(uint64_t hash, const InLowerTier& lower) const {
+    return pool_.Lookup(hash).has_value() || (lower && lower(hash));
+  }
 
-  // Table entries for a hit of k blocks: cached block ids where needed, null elsewhere.
-  std::vector<int32_t> HitBlocks(std::span<const uint64_t> hashes, int k) const;
+  // A reference on the block holding `hash`: the cached pool block, or a new one that `load`
+  // fills from a lower tier (then cached under `hash`). nullopt: no free block, or the load
+  // failed (nothing held).
+  using LoadBlock = std::function<bool(uint64_t hash, int block)>;
+  std::optional<int32_t> AcquireBlock(uint64_t hash, const LoadBlock& load);
+  // Drops the references AcquireBlock took (the blocks stay cached).
+  void ReleaseBlocks(std::span<const int32_t> blocks);
+  void SetPoolHooks(BlockPool::BlockHook on_evict, BlockPool::BlockHook on_cache) {
+    pool_.SetHooks(std::move(on_evict), std::move(on_cache));
+  }
 
-  void AddSequence(int seq, std::vector<int32_t> hit_blocks);  // takes refs on hit blocks
+  // Starts a sequence whose table holds blocks the caller already took references on (a
+  // prefix hit from AcquireBlock; null entries for blocks a sliding window does not need).
+  void AddSequence(int seq, std::vector<int32_t> hit_blocks);
   bool HasSequence(int seq) const { return seqs_.count(seq) > 0; }
   // Frees the blocks no query at position >= first_query_pos can read.
   void RemoveSkippedBlocks(int seq, int first_query_pos);
@@ -77,7 +95,8 @@ class FullAttentionManager final : public SingleTypeKvManager {
   using SingleTypeKvManager::SingleTypeKvManager;
   const char* kind_name() const override { return "full"; }
   int FirstNeededBlock(int) const override { return 0; }
-  int MaxCacheHit(std::span<const uint64_t> hashes, int max_blocks) const override;
+  int MaxCacheHit(std::span<const uint64_t> hashes, int max_blocks,
+                  const InLowerTier& lower) const override;
 };
 
 class SlidingWindowManager final : public SingleTypeKvManager {

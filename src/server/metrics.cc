@@ -135,6 +135,51 @@ void EngineMetrics(const EngineStats& e, PromText& p) {
   }
 }
 
+// The prefix cache's tiers below the KV pool, labelled tier="ram" | "disk".
+void PrefixTierMetrics(const EngineStats& e, PromText& p) {
+  struct Row {
+    const char* name;
+    const char* type;
+    const char* help;
+    double BlockTierStats::*d;
+    int64_t BlockTierStats::*i;
+  };
+  const Row rows[] = {
+      {"mimo:prefix_cache_tier_hits_total", "counter",
+       "Prompt tokens whose KV blocks were loaded back from the tier.", nullptr,
+       &BlockTierStats::hit_tokens},
+      {"mimo:prefix_cache_tier_loads_total", "counter",
+       "KV blocks (every group) loaded back from the tier into the pool.", nullptr,
+       &BlockTierStats::loads},
+      {"mimo:prefix_cache_tier_load_seconds_total", "counter",
+       "Time spent loading blocks back from the tier.", &BlockTierStats::load_seconds, nullptr},
+      {"mimo:prefix_cache_tier_stores_total", "counter", "KV blocks written into the tier.",
+       nullptr, &BlockTierStats::stores},
+      {"mimo:prefix_cache_tier_evictions_total", "counter",
+       "KV blocks evicted from the tier to stay within its bound.", nullptr,
+       &BlockTierStats::evictions},
+      {"mimo:prefix_cache_tier_bytes", "gauge", "Bytes the tier holds.", nullptr,
+       &BlockTierStats::bytes},
+      {"mimo:prefix_cache_tier_capacity_bytes", "gauge", "The tier's bound in bytes.", nullptr,
+       &BlockTierStats::capacity_bytes},
+      {"mimo:prefix_cache_tier_rejected_total", "counter",
+       "Cache files skipped because they failed a check (corrupt, truncated, foreign).", nullptr,
+       &BlockTierStats::rejected},
+      {"mimo:prefix_cache_tier_dropped_total", "counter",
+       "KV blocks not written because the disk writer fell behind.", nullptr,
+       &BlockTierStats::dropped},
+  };
+  for (const Row& r : rows) {
+    p.Head(r.name, r.type, r.help);
+    for (const auto& [tier, st] : {std::pair<const char*, const BlockTierStats*>{
+                                       "ram", &e.prefix_tiers.ram},
+                                   {"disk", &e.prefix_tiers.disk}}) {
+      const double v = r.d != nullptr ? st->*r.d : static_cast<double>(st->*r.i);
+      p.Sample(r.name, v, std::string(",tier=\"") + tier + "\"");
+    }
+  }
+}
+
 // Speculative decoding: drafts, acceptance, and the drafter state the KV cache holds.
 void SpecMetrics(const EngineStats& e, PromText& p) {
   p.Counter("mimo:spec_decode_num_drafts_total", "Number of spec decoding drafts.",
@@ -168,6 +213,7 @@ std::string ServerMetrics::Render(const EngineStats& e) const {
   std::lock_guard<std::mutex> lk(mu_);
   PromText p(model_name_);
   EngineMetrics(e, p);
+  PrefixTierMetrics(e, p);
   p.Histo("mimo:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
           ttft_);
   p.Histo("mimo:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", itl_);

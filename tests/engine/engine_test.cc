@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -15,6 +16,7 @@
 #include <thread>
 
 #include "engine/request_stream.h"
+#include "io/checkpoint_fingerprint.h"
 #include "speculative/mtp_speculator.h"
 
 namespace mimo {
@@ -905,6 +907,146 @@ TEST(EngineConstraint, ConstrainedOutputsEndWithTheGrammar) {
     if (i % 2 == 0) {
       EXPECT_EQ(with_mtp[i].ids, got[i].ids) << i;  // greedy: identical
     }
+  }
+}
+
+// --- The prefix cache's tiers below the pool (kv/prefix_cache_tiers.h).
+
+// A long chat (past the 64-key window, several blocks) with system prompt i.
+GenerationRequest TierRequest(int i) {
+  std::string system = "You are MiMo, agent " + std::to_string(i) + ". Tools: ";
+  for (int t = 0; t < 12; ++t) {
+    system += "tool_" + std::to_string(i * 100 + t) + " reads file number " +
+              std::to_string(t * 7 + i) + " of the project and returns its text; ";
+  }
+  GenerationRequest g;
+  g.prompt_ids = Chat(system, "List the tools you have, in order.");
+  g.sampling.temperature = 0.0f;
+  g.sampling.logprobs = 0;
+  g.stop.max_tokens = 12;
+  g.stop.ignore_eos = true;
+  return g;
+}
+
+std::unique_ptr<Engine> MakeTierEngine(DType kv_dtype, int64_t ram_bytes, const std::string& dir,
+                                       int full_blocks, std::shared_ptr<Speculator> spec = nullptr) {
+  Nano& n = Load();
+  EngineOptions o;
+  o.speculator = spec;
+  o.scheduler.max_num_seqs = 1;
+  o.scheduler.max_num_batched_tokens = 64;  // chunked prefill
+  o.kv.kv_dtype = kv_dtype;
+  o.kv.num_full_blocks_override = full_blocks;
+  o.kv.prefix_tiers.ram_bytes = ram_bytes;
+  o.kv.prefix_tiers.dir = dir;
+  o.kv.prefix_tiers.disk_bytes = int64_t{1} << 30;
+  auto fp = CheckpointFingerprint(kModel);
+  EXPECT_TRUE(fp.ok());
+  o.kv.prefix_tiers.checkpoint_fingerprint = fp.ok() ? *fp : 0;
+  auto e = Engine::Create(*n.model, ExecContext{n.pool.get()}, n.tok.get(), o);
+  EXPECT_TRUE(e.ok()) << e.status().message();
+  return e.ok() ? std::move(e).value() : nullptr;
+}
+
+void ExpectSameOutputs(const Result& got, const Result& want, const std::string& what) {
+  EXPECT_EQ(got.ids, want.ids) << what;
+  ASSERT_EQ(got.logprobs.size(), want.logprobs.size()) << what;
+  for (size_t t = 0; t < got.logprobs.size(); ++t) {
+    EXPECT_EQ(F32ToBits(got.logprobs[t]), F32ToBits(want.logprobs[t]))
+        << what << " token " << t << ": " << got.logprobs[t] << " vs " << want.logprobs[t];
+  }
+}
+
+// Blocks the pool evicted come back from the RAM tier: the request's prompt is served from it
+// (full and sliding-window groups) and its tokens and logprobs are bit-identical to its cold
+// run; without the tier the same sequence of requests finds nothing. f32, bf16 and fp8 KV, and
+// with MTP drafting.
+TEST(EngineTiers, RamTierHitGivesTheColdOutputs) {
+  const GenerationRequest a = TierRequest(0);
+  ASSERT_GT(a.prompt_ids.size(), 200u);
+  const int blocks = static_cast<int>(a.prompt_ids.size() / 16) + 8;  // room for one request
+  struct Case {
+    DType dt;
+    bool mtp;
+  };
+  for (const Case c : {Case{DType::kF32, false}, Case{DType::kBF16, false},
+                       Case{DType::kF8E4M3, false}, Case{DType::kF32, true}}) {
+    const std::string what = std::string("kv ") + KvDTypeName(c.dt) + (c.mtp ? " mtp" : "");
+    for (int64_t ram : {int64_t{0}, int64_t{256} << 20}) {
+      auto e = MakeTierEngine(c.dt, ram, "", blocks, c.mtp ? Mtp(2) : nullptr);
+      ASSERT_NE(e, nullptr);
+      const Result cold = RunAll(*e, {a})[0];
+      EXPECT_EQ(cold.last.num_cached_tokens, 0) << what;
+      RunAll(*e, {TierRequest(1)});  // evicts a's blocks from the pool
+      RunAll(*e, {TierRequest(2)});
+      const Result again = RunAll(*e, {a})[0];
+      const EngineStats s = e->Stats();
+      if (ram == 0) {
+        EXPECT_EQ(again.last.num_cached_tokens, 0) << what << ": the pool still held a's blocks";
+        continue;
+      }
+      // MTP keeps a margin of the prompt to compute (its drafter's features), so it hits less.
+      EXPECT_GE(again.last.num_cached_tokens, c.mtp ? 160 : 192) << what;
+      EXPECT_EQ(s.prefix_tiers.ram.hit_tokens, again.last.num_cached_tokens) << what;
+      EXPECT_GT(s.prefix_tiers.ram.evictions + s.prefix_tiers.ram.stores, 0) << what;
+      EXPECT_LE(s.prefix_tiers.ram.bytes, ram) << what;
+      ExpectSameOutputs(again, cold, what);
+      EXPECT_EQ(s.kv_free_blocks_per_group, s.kv_total_blocks_per_group) << what;
+    }
+  }
+}
+
+// Every cached block is written to disk behind the engine; a new engine on the same directory
+// (a restarted server) serves the prompt from it with the cold outputs. A damaged file is
+// skipped, removed and recomputed (still the cold outputs); another checkpoint's fingerprint
+// sees nothing.
+TEST(EngineTiers, DiskTierServesARestartedEngine) {
+  const GenerationRequest a = TierRequest(3);
+  const int blocks = static_cast<int>(a.prompt_ids.size() / 16) + 8;
+  for (DType dt : {DType::kF32, DType::kBF16}) {
+    const std::string what = std::string("kv ") + KvDTypeName(dt);
+    const std::string dir = ::testing::TempDir() + "mimo-engine-tiers-" + KvDTypeName(dt);
+    std::filesystem::remove_all(dir);
+    Result cold;
+    {
+      auto e = MakeTierEngine(dt, 0, dir, blocks);
+      ASSERT_NE(e, nullptr);
+      cold = RunAll(*e, {a})[0];
+      EXPECT_EQ(cold.last.num_cached_tokens, 0);
+    }  // shut down: the queued blocks are written
+    {
+      auto e = MakeTierEngine(dt, 0, dir, blocks);
+      const Result warm = RunAll(*e, {a})[0];
+      EXPECT_GE(warm.last.num_cached_tokens, 192) << what;
+      EXPECT_EQ(e->Stats().prefix_tiers.disk.hit_tokens, warm.last.num_cached_tokens) << what;
+      ExpectSameOutputs(warm, cold, what + " after a restart");
+    }
+    // Damage the first block of the first group: the whole hit needs it.
+    const uint64_t first = HashFullBlocks(a.prompt_ids, 16, 0)[0];
+    int damaged = 0;
+    for (const auto& sub : std::filesystem::directory_iterator(dir)) {
+      char name[64];
+      std::snprintf(name, sizeof(name), "g0-%016llx.kvb", static_cast<unsigned long long>(first));
+      const std::filesystem::path f = sub.path() / name;
+      if (!std::filesystem::exists(f)) continue;
+      std::fstream s(f, std::ios::in | std::ios::out | std::ios::binary);
+      s.seekp(100);
+      s.put('\x5a');
+      ++damaged;
+    }
+    ASSERT_EQ(damaged, 1) << what;
+    {
+      auto e = MakeTierEngine(dt, 0, dir, blocks);
+      const Result again = RunAll(*e, {a})[0];
+      EXPECT_EQ(again.last.num_cached_tokens, 0) << what;
+      EXPECT_EQ(e->Stats().prefix_tiers.disk.rejected, 1) << what;
+      ExpectSameOutputs(again, cold, what + " after a damaged file");
+    }
+    {
+      auto e = MakeTierEngine(dt, 0, dir, blocks);  // the recomputed block was written again
+      EXPECT_GE(RunAll(*e, {a})[0].last.num_cached_tokens, 192) << what;
+    }
+    std::filesystem::remove_all(dir);
   }
 }
 

@@ -9,7 +9,10 @@
 #include <vector>
 
 #include "cli/model_loading.h"
+#include "core/memory_info.h"
 #include "engine/engine.h"
+#include "io/checkpoint_fingerprint.h"
+#include "kernels/kernels.h"
 #include "io/generation_config.h"
 #include "speculative/dflash_speculator.h"
 #include "speculative/mtp_speculator.h"
@@ -29,7 +32,10 @@ inline std::vector<std::string> EngineKeys() {
                                 "speculative-draft-vocab",
                                 "speculative-draft-model",
                                 "dflash-rope",
-                                "dflash-context-cache-mb"};
+                                "dflash-context-cache-mb",
+                                "prefix-cache-ram",
+                                "prefix-cache-dir",
+                                "prefix-cache-disk"};
   for (auto& x : KvCacheKeys()) k.push_back(x);
   return k;
 }
@@ -131,6 +137,79 @@ inline bool FileExists(const std::string& path) {
   return f != nullptr;
 }
 
+// "8G", "512M", "64K" (binary units), "1T", or a plain byte count; -1 when malformed.
+inline int64_t ParseByteSize(const std::string& text) {
+  if (text.empty()) return -1;
+  size_t end = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &end);
+  } catch (...) {
+    return -1;
+  }
+  std::string unit = text.substr(end);
+  if (!unit.empty() && (unit.back() == 'B' || unit.back() == 'b')) unit.pop_back();
+  if (!unit.empty() && (unit.back() == 'i')) unit.pop_back();
+  double scale = 1;
+  if (unit == "K" || unit == "k") scale = 1024.0;
+  else if (unit == "M" || unit == "m") scale = 1024.0 * 1024;
+  else if (unit == "G" || unit == "g") scale = 1024.0 * 1024 * 1024;
+  else if (unit == "T" || unit == "t") scale = 1024.0 * 1024 * 1024 * 1024;
+  else if (!unit.empty()) return -1;
+  if (!(v >= 0) || v * scale > 9.0e18) return -1;
+  return static_cast<int64_t>(v * scale);
+}
+
+// --prefix-cache-ram SIZE (default: an eighth of the memory available now, at most 8 GiB; 0
+// turns the tier off), --prefix-cache-dir DIR and --prefix-cache-disk SIZE (default 16 GiB).
+// The disk fingerprint covers the checkpoint's files and every flag that changes the K/V
+// bytes (precision, experts, the kernels' ISA, the attention backend).
+inline bool PrefixTierOptionsOrReport(const char* cmd, const Args& a, const std::string& model_dir,
+                                      PrefixCacheTierOptions* o) {
+  const bool tp = a.GetInt("tensor-parallel-size", 1) > 1;
+  for (const char* flag : {"prefix-cache-ram", "prefix-cache-disk"}) {
+    if (a.Has(flag) && ParseByteSize(a.Get(flag)) < 0) {
+      std::fprintf(stderr, "mimo %s: error: --%s '%s': expected a size such as 4G, 512M or a "
+                   "byte count\n", cmd, flag, a.Get(flag).c_str());
+      return false;
+    }
+  }
+  if (tp && (a.Has("prefix-cache-dir") || ParseByteSize(a.Get("prefix-cache-ram", "0")) > 0)) {
+    std::fprintf(stderr, "mimo %s: error: --prefix-cache-ram/--prefix-cache-dir are not "
+                 "supported with --tensor-parallel-size yet\n", cmd);
+    return false;
+  }
+  if (a.Has("no-enable-prefix-caching")) return true;
+  if (a.Has("prefix-cache-ram")) {
+    o->ram_bytes = ParseByteSize(a.Get("prefix-cache-ram"));
+  } else if (!tp) {
+    const int64_t avail = ProbeMemoryInfo().available();
+    o->ram_bytes = avail > 0 ? std::min<int64_t>(avail / 8, int64_t{8} << 30) : 0;
+  }
+  o->dir = a.Get("prefix-cache-dir");
+  o->disk_bytes = a.Has("prefix-cache-disk") ? ParseByteSize(a.Get("prefix-cache-disk"))
+                                             : int64_t{16} << 30;
+  if (a.Has("prefix-cache-disk") && o->dir.empty()) {
+    std::fprintf(stderr, "mimo %s: error: --prefix-cache-disk needs --prefix-cache-dir\n", cmd);
+    return false;
+  }
+  if (o->dir.empty()) return true;
+  auto fp = CheckpointFingerprint(model_dir);
+  if (!fp.ok()) {
+    std::fprintf(stderr, "mimo %s: error: --prefix-cache-dir: %s\n", cmd,
+                 fp.status().message().c_str());
+    return false;
+  }
+  const std::string flags = "precision=" + a.Get("precision", a.Get("prefill-precision", "exact")) +
+                            ";experts=" + a.Get("experts") + ";isa=" + KernelIsaName() +
+                            ";attention=" + a.Get("attention-backend") +
+                            ";fp8_plain=" + (a.Has("no-fp8-plain") ? "0" : "1");
+  const uint64_t words[] = {*fp, Checksum64(reinterpret_cast<const uint8_t*>(flags.data()),
+                                            flags.size())};
+  o->checkpoint_fingerprint = HashWords(words);
+  return true;
+}
+
 // Loads everything and builds the engine; on failure prints one line and returns false.
 // need_tokenizer: fail when dir/tokenizer.json is missing (else it is loaded when present).
 inline bool MakeEngineOrReport(const char* cmd, const Args& a, bool need_tokenizer,
@@ -172,6 +251,7 @@ inline bool MakeEngineOrReport(const char* cmd, const Args& a, bool need_tokeniz
   EngineOptions o;
   if (!KvOptionsFromArgs(cmd, a, &o.kv)) return false;
   o.kv.enable_prefix_caching = !a.Has("no-enable-prefix-caching");
+  if (!PrefixTierOptionsOrReport(cmd, a, dir, &o.kv.prefix_tiers)) return false;
   o.scheduler.max_num_seqs = static_cast<int>(seqs);
   o.scheduler.max_num_batched_tokens = static_cast<int>(batched);
   o.max_model_len = static_cast<int>(model_len);

@@ -1,0 +1,150 @@
+// The prefix-cache tiers below the pools (see prefix_cache_tiers.h).
+#include "kv/prefix_cache_tiers.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/check.h"
+#include "core/log.h"
+#include "kv/block_pool.h"
+
+namespace mimo {
+namespace {
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+PrefixCacheTiers::PrefixCacheTiers(PagedKvAttention& storage, int block_size,
+                                   std::vector<int> groups, const PrefixCacheTierOptions& opts)
+    : storage_(storage), block_size_(block_size), groups_(std::move(groups)), opts_(opts) {
+  if (opts.ram_bytes > 0) ram_ = std::make_unique<HostBlockTier>(opts.ram_bytes);
+}
+
+PrefixCacheTiers::~PrefixCacheTiers() {
+  FlushWrites();  // what the last step cached; the disk tier's destructor writes its queue
+}
+
+std::optional<uint64_t> PrefixCacheTiers::DiskFingerprint() const {
+  std::vector<uint64_t> words = {DiskBlockTier::kFormatVersion, opts_.checkpoint_fingerprint,
+                                 static_cast<uint64_t>(block_size_)};
+  for (int g : groups_) {
+    std::optional<uint64_t> fp = storage_.GroupContentFingerprint(g);
+    if (!fp.has_value()) return std::nullopt;  // fp8 scales not fixed yet
+    words.push_back(static_cast<uint64_t>(g));
+    words.push_back(*fp);
+  }
+  return HashWords(words);
+}
+
+Status PrefixCacheTiers::OpenDisk() {
+  if (opts_.dir.empty() || disk_ != nullptr || disk_failed_) return Status::Ok();
+  std::optional<uint64_t> fp = DiskFingerprint();
+  if (!fp.has_value()) return Status::Ok();
+  DiskTierOptions d;
+  d.dir = opts_.dir;
+  d.capacity_bytes = opts_.disk_bytes;
+  d.fingerprint = *fp;
+  StatusOr<std::unique_ptr<DiskBlockTier>> disk = DiskBlockTier::Open(d);
+  if (!disk.ok()) {
+    disk_failed_ = true;
+    return disk.status();
+  }
+  disk_ = std::move(disk).value();
+  MIMO_LOG_INFO("prefix cache: disk tier %s (%lld blocks, %.1f of %.1f MiB)",
+                disk_->path().c_str(), static_cast<long long>(disk_->stats().blocks),
+                disk_->stats().bytes / 1048576.0, opts_.disk_bytes / 1048576.0);
+  return Status::Ok();
+}
+
+bool PrefixCacheTiers::Contains(int group, uint64_t hash) const {
+  const TierKey k{group, hash};
+  return (ram_ && ram_->Contains(k)) || (disk_ && disk_->Contains(k));
+}
+
+bool PrefixCacheTiers::Load(int group, uint64_t hash, int block) {
+  const TierKey k{group, hash};
+  const int64_t bytes = storage_.GroupBlockBytes(group);
+  const int64_t tokens = group == groups_.front() ? block_size_ : 0;
+  const double t0 = Now();
+  if (ram_) {
+    if (const std::vector<uint8_t>* b = ram_->Get(k)) {
+      MIMO_CHECK(static_cast<int64_t>(b->size()) == bytes, "RAM tier block of %zu bytes, not %lld",
+                 b->size(), static_cast<long long>(bytes));
+      storage_.WriteGroupBlock(group, block, b->data());
+      BlockTierStats& s = ram_->stats();
+      ++s.loads;
+      s.hit_tokens += tokens;
+      s.load_seconds += Now() - t0;
+      return true;
+    }
+  }
+  if (disk_) {
+    buffer_.resize(bytes);
+    if (disk_->Read(k, buffer_.data(), bytes)) {  // checked before it reaches the pool
+      storage_.WriteGroupBlock(group, block, buffer_.data());
+      disk_->AddLoadStats(tokens, Now() - t0);
+      return true;
+    }
+  }
+  return false;
+}
+
+void PrefixCacheTiers::QueueDiskWrite(const TierKey& k, int block) {
+  if (!disk_ || disk_->Contains(k)) return;
+  std::vector<uint8_t> bytes(storage_.GroupBlockBytes(k.group));
+  storage_.ReadGroupBlock(k.group, block, bytes.data());
+  disk_->Write(k, std::move(bytes));
+}
+
+void PrefixCacheTiers::OnEvict(int group, int block, uint64_t hash) {
+  const TierKey k{group, hash};
+  // Cached during this step and reused before it was written: write it now.
+  auto p = pending_.find(k);
+  if (p != pending_.end()) {
+    if (p->second == block) QueueDiskWrite(k, block);
+    pending_.erase(p);
+  }
+  if (ram_ && !ram_->Contains(k)) {
+    std::vector<uint8_t> bytes(storage_.GroupBlockBytes(group));
+    storage_.ReadGroupBlock(group, block, bytes.data());
+    ram_->Put(k, std::move(bytes));
+  }
+}
+
+void PrefixCacheTiers::OnCached(int group, int block, uint64_t hash) {
+  if (opts_.dir.empty() || disk_failed_) return;
+  pending_[TierKey{group, hash}] = block;
+}
+
+void PrefixCacheTiers::FlushWrites() {
+  if (pending_.empty()) return;
+  if (!disk_) {
+    const Status st = OpenDisk();
+    if (!st.ok()) MIMO_LOG_WARN("prefix cache: no disk tier: %s", st.message().c_str());
+    if (!disk_) {
+      if (disk_failed_) pending_.clear();
+      return;  // fp8 scales not fixed yet: keep them pending
+    }
+  }
+  for (const auto& [k, block] : pending_) QueueDiskWrite(k, block);
+  pending_.clear();
+}
+
+void PrefixCacheTiers::SyncDisk() {
+  FlushWrites();
+  if (disk_) disk_->Flush();
+}
+
+PrefixCacheTierStats PrefixCacheTiers::stats() const {
+  PrefixCacheTierStats s;
+  if (ram_) s.ram = ram_->stats();
+  if (disk_) s.disk = disk_->stats();
+  s.disk.capacity_bytes = opts_.dir.empty() ? 0 : opts_.disk_bytes;
+  return s;
+}
+
+}  // namespace mimo

@@ -1,0 +1,67 @@
+// PrefixCacheTiers: the prefix cache below the KV pools. A cached block (full, hashed) that a pool
+// reuses is copied to host RAM; with a directory, every cached block is also written to disk
+// once its step has run, by the disk tier's own thread. A prefix lookup counts blocks of any tier
+// as cached, and the hit loads lower-tier blocks back into free pool blocks before the request's
+// first chunk is computed (kv/kv_cache_manager.h: KvBlockTiers). Identity is today's chained
+// block hash, so a hit is exact. The sliding-window groups keep what a hit needs the same way:
+// their blocks at the window before a block boundary are cached blocks of their own group.
+// Engine thread only (the disk tier's writer is internal).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "kv/block_tiers.h"
+#include "kv/kv_cache_manager.h"
+#include "kv/paged_kv_attention.h"
+
+namespace mimo {
+
+struct PrefixCacheTierStats {
+  BlockTierStats ram, disk;
+};
+
+class PrefixCacheTiers final : public KvBlockTiers {
+ public:
+  // groups: the KV-cache groups whose blocks are cached (the default-member ones).
+  PrefixCacheTiers(PagedKvAttention& storage, int block_size, std::vector<int> groups,
+                   const PrefixCacheTierOptions& opts);
+  ~PrefixCacheTiers() override;
+  // Opens the disk tier now when the fingerprint is known (else at the first step after the
+  // fp8 scales are fixed). Errors: the directory cannot be created or read.
+  Status OpenDisk();
+
+  bool Contains(int group, uint64_t hash) const override;
+  bool Load(int group, uint64_t hash, int block) override;
+  void OnEvict(int group, int block, uint64_t hash) override;
+  void OnCached(int group, int block, uint64_t hash) override;
+
+  // After a step: copies the blocks cached during it (their K/V now written) to the disk
+  // writer's queue. Never waits on the disk.
+  void FlushWrites();
+  // Waits until the disk tier wrote everything queued (tests, shutdown).
+  void SyncDisk();
+  PrefixCacheTierStats stats() const;
+  const DiskBlockTier* disk() const { return disk_.get(); }
+
+ private:
+  std::optional<uint64_t> DiskFingerprint() const;
+  void QueueDiskWrite(const TierKey& k, int block);
+
+  PagedKvAttention& storage_;
+  int block_size_;
+  std::vector<int> groups_;
+  PrefixCacheTierOptions opts_;
+  std::unique_ptr<HostBlockTier> ram_;
+  std::unique_ptr<DiskBlockTier> disk_;
+  bool disk_failed_ = false;
+  // Blocks cached during the current step, to be written once it ran: key -> pool block.
+  std::unordered_map<TierKey, int, TierKeyHash> pending_;
+  std::vector<uint8_t> buffer_;  // a block read from disk before it is checked
+};
+
+}  // namespace mimo
