@@ -326,13 +326,15 @@ void Section(const char* title) {
 
 }  // namespace
 
+int RunBenchSessions(const Args& a);  // bench_sessions.cc
+
 int RunBenchServe(int argc, char** argv) {
   Args a;
   std::string err;
   if (!a.Parse(argc, argv,
                {"base-url", "model", "dataset", "input-len", "output-len", "num-prompts",
                 "max-concurrency", "request-rate", "seed", "result-json", "endpoint", "api-key",
-                "random-vocab-size", "temperature"},
+                "random-vocab-size", "temperature", "sessions", "label"},
                {"ignore-eos"}, &err) ||
       !a.Has("base-url") || !a.Has("model")) {
     std::fprintf(stderr,
@@ -340,10 +342,14 @@ int RunBenchServe(int argc, char** argv) {
                  "[--dataset random|FILE.jsonl] [--input-len 128] [--output-len 128] "
                  "[--num-prompts 100] [--max-concurrency 1] [--request-rate inf] [--ignore-eos] "
                  "[--seed 0] [--result-json F] [--endpoint completions|chat] [--api-key K] "
-                 "[--random-vocab-size 32000] [--temperature 0]\n",
+                 "[--random-vocab-size 32000] [--temperature 0]\n"
+                 "       mimo bench serve --base-url URL --model NAME --sessions F1,F2,... "
+                 "[--output-len 1] [--label L] [--result-json F]  (multi-turn agent sessions, "
+                 "scripts/bench/agent_sessions.py)\n",
                  err.empty() ? "need --base-url and --model" : err.c_str());
     return 2;
   }
+  if (a.Has("sessions")) return RunBenchSessions(a);
   BenchConfig cfg;
   cfg.base_url = OriginOf(a.Get("base-url"));
   cfg.model = a.Get("model");

@@ -1,0 +1,47 @@
+#!/bin/bash
+# Replays the recorded agents' multi-turn sessions (tests/data/agents/sessions, built by
+# agent_sessions.py) through `mimo serve` three times: a fresh server (cold), the same server again
+# (its KV pool and RAM tier), and a restarted server on the same --prefix-cache-dir (the disk tier).
+# Prints `mimo bench serve --sessions` tables (TTFT per turn; prompt tokens reused in all, from
+# RAM, from disk) and writes them as JSON under OUT.
+#
+# Usage: scripts/bench/agent_sessions.sh [MODEL_DIR] [OUT]   (env: THREADS, PORT, SERVE_FLAGS)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+MODEL=${1:-models/mimo-v2-nano}
+OUT=${2:-/tmp/mimo-agent-sessions}
+PORT=${PORT:-8391}
+MIMO=${MIMO:-build/bin/mimo}
+SESSIONS=tests/data/agents/sessions/claude-code.json,tests/data/agents/sessions/codex.json,tests/data/agents/sessions/opencode.json
+mkdir -p "$OUT"
+CACHE="$OUT/prefix-cache"
+rm -rf "$CACHE"
+NAME=$(basename "$MODEL")
+
+serve() {
+  "$MIMO" serve --model "$MODEL" --served-model-name "$NAME" --port "$PORT" \
+    --max-model-len 32768 --prefix-cache-dir "$CACHE" ${THREADS:+--threads $THREADS} \
+    ${SERVE_FLAGS:-} >"$OUT/serve-$1.log" 2>&1 &
+  PID=$!
+  for _ in $(seq 600); do
+    curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1 && return 0
+    kill -0 $PID 2>/dev/null || { cat "$OUT/serve-$1.log"; exit 1; }
+    sleep 0.5
+  done
+  echo "server did not come up" >&2; exit 1
+}
+stop() { kill -TERM $PID; wait $PID || true; }
+bench() {
+  echo "== $1"
+  "$MIMO" bench serve --base-url "http://127.0.0.1:$PORT" --model "$NAME" --sessions "$SESSIONS" \
+    --label "$1" --result-json "$OUT/$1.json"
+}
+
+serve first
+bench cold
+bench warm
+stop
+serve restarted
+bench restart
+stop
+du -sh "$CACHE"
