@@ -166,7 +166,10 @@ void Scheduler::OnStepDone(const SchedulePlan& plan) {
     MIMO_CHECK(r != nullptr && r->num_computed == c.start_pos, "step of unknown sequence %d",
                c.seq_id);
     r->num_computed += c.num_tokens;
-    if (r->num_computed >= r->num_prompt_tokens()) r->prompt_computed = true;
+    if (r->num_computed >= r->num_prompt_tokens() && !r->prompt_computed) {
+      r->prompt_computed = true;
+      kv_.CheckpointSequence(r->seq_id);  // where the conversation's next turn resumes
+    }
   }
 }
 

@@ -20,12 +20,16 @@ StatusOr<std::unique_ptr<KvCache>> KvCache::Create(const ModelConfig& config,
   c->manager_ = std::make_unique<KvCacheManager>(mc);
   const PrefixCacheTierOptions& t = o.prefix_tiers;
   if (o.enable_prefix_caching && (t.ram_bytes > 0 || !t.dir.empty())) {
-    std::vector<int> cached_groups;
+    std::vector<int> cached_groups, window_groups;
     for (size_t g = 0; g < mc.groups.size(); ++g) {
-      if (mc.groups[g].default_member) cached_groups.push_back(static_cast<int>(g));
+      if (!mc.groups[g].default_member) continue;
+      cached_groups.push_back(static_cast<int>(g));
+      if (mc.groups[g].kind == AttentionKind::kSlidingWindow) {
+        window_groups.push_back(static_cast<int>(g));
+      }
     }
-    c->tiers_ = std::make_unique<PrefixCacheTiers>(*c->attention_, o.block_size,
-                                                   std::move(cached_groups), t);
+    c->tiers_ = std::make_unique<PrefixCacheTiers>(
+        *c->attention_, o.block_size, std::move(cached_groups), std::move(window_groups), t);
     MIMO_RETURN_IF_ERROR(c->tiers_->OpenDisk());
     c->manager_->SetTiers(c->tiers_.get());
   }
@@ -76,7 +80,19 @@ void KvCache::RecordTokenIds(int seq, std::span<const int32_t> token_ids) {
   manager_->RecordTokenIds(seq, token_ids);
 }
 
+void KvCache::CheckpointSequence(int seq) {
+  if (!tiers_ || !manager_->HasSequence(seq)) return;
+  const std::vector<KvCacheGroupConfig>& groups = attention_->group_layout().groups;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    if (!groups[g].default_member || groups[g].kind != AttentionKind::kSlidingWindow) continue;
+    for (const auto& [block, hash] : manager_->HitWindowBlocks(seq, static_cast<int>(g))) {
+      tiers_->Checkpoint(static_cast<int>(g), block, hash);
+    }
+  }
+}
+
 void KvCache::FreeSequence(int seq) {
+  CheckpointSequence(seq);
   if (manager_->HasSequence(seq)) manager_->FreeSequence(seq);
   auto it = owned_.find(seq);
   if (it == owned_.end()) return;

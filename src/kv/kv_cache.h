@@ -87,6 +87,10 @@ class KvCache {
   void FlushTierWrites() {
     if (tiers_) tiers_->FlushWrites();
   }
+  // Marks where a later prompt may resume the sequence (its last full block boundary: the end
+  // of its prompt, or of the whole request when it is freed): the sliding-window blocks a hit
+  // there reads go to the disk tier with the step's writes. FreeSequence does it too.
+  void CheckpointSequence(int seq);
   PrefixCacheTiers* tiers() { return tiers_.get(); }
   const PrefixCacheTiers* tiers() const { return tiers_.get(); }
 

@@ -267,6 +267,22 @@ void KvCacheManager::FreeSequence(int seq) {
   seqs_.erase(seq);
 }
 
+std::vector<std::pair<int, uint64_t>> KvCacheManager::HitWindowBlocks(int seq, int group) const {
+  const SeqState& st = State(seq);
+  std::vector<std::pair<int, uint64_t>> out;
+  if (!((st.groups >> group) & 1u)) return out;
+  const SingleTypeKvManager& m = *groups_[group];
+  // A hit is at most len - 1 tokens, so a prompt that ends on a boundary resumes one block
+  // earlier: cover the windows of both boundaries.
+  const int k = static_cast<int>(st.block_hashes.size());
+  for (int b = m.FirstNeededBlock(std::max(0, k - 1) * config_.block_size); b < k; ++b) {
+    if (std::optional<int> blk = m.pool().Lookup(st.block_hashes[b])) {
+      out.emplace_back(*blk, st.block_hashes[b]);
+    }
+  }
+  return out;
+}
+
 int KvCacheManager::num_tokens(int seq) const { return State(seq).num_tokens; }
 
 const std::vector<int32_t>& KvCacheManager::BlockTable(int seq, int group) const {

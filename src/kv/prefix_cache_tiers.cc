@@ -19,8 +19,13 @@ double Now() {
 }  // namespace
 
 PrefixCacheTiers::PrefixCacheTiers(PagedKvAttention& storage, int block_size,
-                                   std::vector<int> groups, const PrefixCacheTierOptions& opts)
-    : storage_(storage), block_size_(block_size), groups_(std::move(groups)), opts_(opts) {
+                                   std::vector<int> groups, std::vector<int> window_groups,
+                                   const PrefixCacheTierOptions& opts)
+    : storage_(storage),
+      block_size_(block_size),
+      groups_(std::move(groups)),
+      window_groups_(std::move(window_groups)),
+      opts_(opts) {
   if (opts.ram_bytes > 0) ram_ = std::make_unique<HostBlockTier>(opts.ram_bytes);
 }
 
@@ -116,6 +121,13 @@ void PrefixCacheTiers::OnEvict(int group, int block, uint64_t hash) {
 }
 
 void PrefixCacheTiers::OnCached(int group, int block, uint64_t hash) {
+  if (std::find(window_groups_.begin(), window_groups_.end(), group) != window_groups_.end()) {
+    return;  // written at checkpoints only
+  }
+  Checkpoint(group, block, hash);
+}
+
+void PrefixCacheTiers::Checkpoint(int group, int block, uint64_t hash) {
   if (opts_.dir.empty() || disk_failed_) return;
   pending_[TierKey{group, hash}] = block;
 }

@@ -27,9 +27,11 @@ struct PrefixCacheTierStats {
 
 class PrefixCacheTiers final : public KvBlockTiers {
  public:
-  // groups: the KV-cache groups whose blocks are cached (the default-member ones).
+  // groups: the KV-cache groups whose blocks are cached (the default-member ones);
+  // window_groups: those of them with a sliding window, whose blocks go to disk only at
+  // checkpoints (Checkpoint), since a hit reads just the window before its boundary.
   PrefixCacheTiers(PagedKvAttention& storage, int block_size, std::vector<int> groups,
-                   const PrefixCacheTierOptions& opts);
+                   std::vector<int> window_groups, const PrefixCacheTierOptions& opts);
   ~PrefixCacheTiers() override;
   // Opens the disk tier now when the fingerprint is known (else at the first step after the
   // fp8 scales are fixed). Errors: the directory cannot be created or read.
@@ -39,6 +41,11 @@ class PrefixCacheTiers final : public KvBlockTiers {
   bool Load(int group, uint64_t hash, int block) override;
   void OnEvict(int group, int block, uint64_t hash) override;
   void OnCached(int group, int block, uint64_t hash) override;
+  // A sliding-window group's blocks that a hit at a sequence's boundary needs (the end of a
+  // prompt, the end of a request: where the next turn of a conversation resumes); written to
+  // disk after the step like the full groups' blocks. llama-server's context checkpoints, sized
+  // by the window, not the context.
+  void Checkpoint(int group, int block, uint64_t hash);
 
   // After a step: copies the blocks cached during it (their K/V now written) to the disk
   // writer's queue. Never waits on the disk.
@@ -55,6 +62,7 @@ class PrefixCacheTiers final : public KvBlockTiers {
   PagedKvAttention& storage_;
   int block_size_;
   std::vector<int> groups_;
+  std::vector<int> window_groups_;
   PrefixCacheTierOptions opts_;
   std::unique_ptr<HostBlockTier> ram_;
   std::unique_ptr<DiskBlockTier> disk_;

@@ -1014,12 +1014,36 @@ TEST(EngineTiers, DiskTierServesARestartedEngine) {
       cold = RunAll(*e, {a})[0];
       EXPECT_EQ(cold.last.num_cached_tokens, 0);
     }  // shut down: the queued blocks are written
+    // The full group keeps every block on disk; the sliding-window group only the windows
+    // before the checkpoints (the prompt's end, the request's end).
+    {
+      std::map<std::string, int> files;  // "g0", "g1" -> count
+      for (const auto& f : std::filesystem::recursive_directory_iterator(dir)) {
+        if (f.is_regular_file()) files[f.path().filename().string().substr(0, 2)]++;
+      }
+      ASSERT_EQ(files.size(), 2u) << what;
+      const int window = 64 / 16 + 2;
+      EXPECT_GE(std::max(files["g0"], files["g1"]), static_cast<int>(a.prompt_ids.size() / 16));
+      EXPECT_LE(std::min(files["g0"], files["g1"]), 2 * window) << what;
+    }
+    // A prompt that ends on a block boundary resumes one block before it (a hit keeps a token
+    // to compute): its checkpoint covers that window too.
+    GenerationRequest b = TierRequest(4);
+    b.prompt_ids.resize(b.prompt_ids.size() / 16 * 16);
+    Result cold_b;
+    {
+      auto e = MakeTierEngine(dt, 0, dir, blocks);
+      cold_b = RunAll(*e, {b})[0];
+    }
     {
       auto e = MakeTierEngine(dt, 0, dir, blocks);
       const Result warm = RunAll(*e, {a})[0];
       EXPECT_GE(warm.last.num_cached_tokens, 192) << what;
       EXPECT_EQ(e->Stats().prefix_tiers.disk.hit_tokens, warm.last.num_cached_tokens) << what;
       ExpectSameOutputs(warm, cold, what + " after a restart");
+      const Result warm_b = RunAll(*e, {b})[0];
+      EXPECT_EQ(warm_b.last.num_cached_tokens, static_cast<int>(b.prompt_ids.size()) - 16) << what;
+      ExpectSameOutputs(warm_b, cold_b, what + " after a restart, prompt on a block boundary");
     }
     // Damage the first block of the first group: the whole hit needs it.
     const uint64_t first = HashFullBlocks(a.prompt_ids, 16, 0)[0];
