@@ -93,6 +93,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(MimoV2Model& model, ExecContext
     if (half > 0 && full.total_bytes > half) kv.kv_cache_memory_bytes = half;
   }
   MIMO_ASSIGN_OR_RETURN(e->kv_, KvCache::Create(kv_config, kv));
+  e->kv_->set_checkpoint_lookback(sched.prefix_hit_margin);
   const KvMemoryPlan& plan = e->kv_->memory_plan();
   int max_len = model_len;
   if (plan.num_full_layers > 0 && plan.tokens_that_fit < max_len) {

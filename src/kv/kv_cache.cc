@@ -85,7 +85,7 @@ void KvCache::CheckpointSequence(int seq) {
   const std::vector<KvCacheGroupConfig>& groups = attention_->group_layout().groups;
   for (size_t g = 0; g < groups.size(); ++g) {
     if (!groups[g].default_member || groups[g].kind != AttentionKind::kSlidingWindow) continue;
-    for (const auto& [block, hash] : manager_->HitWindowBlocks(seq, static_cast<int>(g))) {
+    for (const auto& [block, hash] : manager_->HitWindowBlocks(seq, static_cast<int>(g), checkpoint_lookback_)) {
       tiers_->Checkpoint(static_cast<int>(g), block, hash);
     }
   }

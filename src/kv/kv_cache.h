@@ -91,6 +91,9 @@ class KvCache {
   // of its prompt, or of the whole request when it is freed): the sliding-window blocks a hit
   // there reads go to the disk tier with the step's writes. FreeSequence does it too.
   void CheckpointSequence(int seq);
+  // How far before a sequence's end a later prompt may resume it: the scheduler's prefix-hit
+  // margin (a speculator's), at least 1 token.
+  void set_checkpoint_lookback(int tokens) { checkpoint_lookback_ = tokens; }
   PrefixCacheTiers* tiers() { return tiers_.get(); }
   const PrefixCacheTiers* tiers() const { return tiers_.get(); }
 
@@ -122,6 +125,7 @@ class KvCache {
   };
   std::unordered_map<int, Owned> owned_;
   std::unique_ptr<FeatureCache> feature_cache_;
+  int checkpoint_lookback_ = 1;
   // Declared last: destroyed first, while the pools it copies from still exist.
   std::unique_ptr<PrefixCacheTiers> tiers_;
 };

@@ -267,15 +267,19 @@ void KvCacheManager::FreeSequence(int seq) {
   seqs_.erase(seq);
 }
 
-std::vector<std::pair<int, uint64_t>> KvCacheManager::HitWindowBlocks(int seq, int group) const {
+std::vector<std::pair<int, uint64_t>> KvCacheManager::HitWindowBlocks(int seq, int group,
+                                                                      int lookback) const {
   const SeqState& st = State(seq);
   std::vector<std::pair<int, uint64_t>> out;
   if (!((st.groups >> group) & 1u)) return out;
   const SingleTypeKvManager& m = *groups_[group];
-  // A hit is at most len - 1 tokens, so a prompt that ends on a boundary resumes one block
-  // earlier: cover the windows of both boundaries.
+  // A hit leaves at least one token (a speculator's margin: more) to compute, so a later
+  // prompt extending this one resumes at a boundary up to `lookback` tokens before its end:
+  // cover the windows of every boundary from there to the last hashed one.
   const int k = static_cast<int>(st.block_hashes.size());
-  for (int b = m.FirstNeededBlock(std::max(0, k - 1) * config_.block_size); b < k; ++b) {
+  const int n = std::min<int>(st.num_tokens, static_cast<int>(st.token_ids.size()));
+  const int lowest = std::min(k, std::max(0, n - std::max(1, lookback)) / config_.block_size);
+  for (int b = m.FirstNeededBlock(lowest * config_.block_size); b < k; ++b) {
     if (std::optional<int> blk = m.pool().Lookup(st.block_hashes[b])) {
       out.emplace_back(*blk, st.block_hashes[b]);
     }

@@ -108,10 +108,11 @@ class KvCacheManager {
   // already released.
   Status Rewind(int seq, int num_tokens);
   void FreeSequence(int seq);
-  // The cached blocks of `group` that a prefix hit at the sequence's last hashed block boundary,
-  // or the one before it, reads, as (pool block, hash): for a sliding-window group the window
-  // before those boundaries (blocks the sequence released but the pool still holds included).
-  std::vector<std::pair<int, uint64_t>> HitWindowBlocks(int seq, int group) const;
+  // The cached blocks of `group` that a prefix hit reads at any block boundary from `lookback`
+  // tokens before the sequence's end to its last hashed boundary, as (pool block, hash): for a
+  // sliding-window group the windows before those boundaries (blocks the sequence released but
+  // the pool still holds included).
+  std::vector<std::pair<int, uint64_t>> HitWindowBlocks(int seq, int group, int lookback) const;
 
   int num_tokens(int seq) const;
   const std::vector<int32_t>& BlockTable(int seq, int group) const;

@@ -105,8 +105,13 @@ void PrefixCacheTiers::QueueDiskWrite(const TierKey& k, int block) {
   disk_->Write(k, std::move(bytes));
 }
 
+bool PrefixCacheTiers::IsWindowGroup(int group) const {
+  return std::find(window_groups_.begin(), window_groups_.end(), group) != window_groups_.end();
+}
+
 void PrefixCacheTiers::OnEvict(int group, int block, uint64_t hash) {
   const TierKey k{group, hash};
+  if (IsWindowGroup(group) && checkpoints_.erase(k) == 0) return;  // no hit resumes here
   // Cached during this step and reused before it was written: write it now.
   auto p = pending_.find(k);
   if (p != pending_.end()) {
@@ -121,13 +126,12 @@ void PrefixCacheTiers::OnEvict(int group, int block, uint64_t hash) {
 }
 
 void PrefixCacheTiers::OnCached(int group, int block, uint64_t hash) {
-  if (std::find(window_groups_.begin(), window_groups_.end(), group) != window_groups_.end()) {
-    return;  // written at checkpoints only
-  }
+  if (IsWindowGroup(group)) return;  // written at checkpoints only
   Checkpoint(group, block, hash);
 }
 
 void PrefixCacheTiers::Checkpoint(int group, int block, uint64_t hash) {
+  if (IsWindowGroup(group)) checkpoints_.insert(TierKey{group, hash});
   if (opts_.dir.empty() || disk_failed_) return;
   pending_[TierKey{group, hash}] = block;
 }

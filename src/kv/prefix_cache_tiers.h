@@ -3,8 +3,9 @@
 // once its step has run, by the disk tier's own thread. A prefix lookup counts blocks of any tier
 // as cached, and the hit loads lower-tier blocks back into free pool blocks before the request's
 // first chunk is computed (kv/kv_cache_manager.h: KvBlockTiers). Identity is today's chained
-// block hash, so a hit is exact. The sliding-window groups keep what a hit needs the same way:
-// their blocks at the window before a block boundary are cached blocks of their own group.
+// block hash, so a hit is exact. The sliding-window groups' blocks go to the tiers only at
+// checkpoints (the window before where a sequence's next turn resumes), so what they cost is
+// bounded by the window per checkpoint, not by the context.
 // Engine thread only (the disk tier's writer is internal).
 #pragma once
 
@@ -13,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "kv/block_tiers.h"
@@ -67,6 +69,10 @@ class PrefixCacheTiers final : public KvBlockTiers {
   std::unique_ptr<HostBlockTier> ram_;
   std::unique_ptr<DiskBlockTier> disk_;
   bool disk_failed_ = false;
+  bool IsWindowGroup(int group) const;
+  // Sliding-window blocks marked by Checkpoint while in the pool: the only ones of those groups
+  // that go to the RAM tier when evicted (the others serve no hit the tiers could resume).
+  std::unordered_set<TierKey, TierKeyHash> checkpoints_;
   // Blocks cached during the current step, to be written once it ran: key -> pool block.
   std::unordered_map<TierKey, int, TierKeyHash> pending_;
   std::vector<uint8_t> buffer_;  // a block read from disk before it is checked
