@@ -61,6 +61,20 @@ void KvLayerStorage::Write(const float* k, const float* v, const int64_t* slots,
   WriteKvCache(dst, k, v, slots, num_tokens);
 }
 
+bool KvLayerStorage::PresetFp8Scales(const std::vector<float>& k, const std::vector<float>& v) {
+  if (scales_fixed() || layout_.dtype != DType::kF8E4M3) return false;
+  if (k.size() != k_scale_.size() || v.size() != v_scale_.size()) return false;
+  for (const std::vector<float>* x : {&k, &v}) {
+    for (float f : *x) {
+      if (!(f > 0) || !std::isfinite(f)) return false;
+    }
+  }
+  k_scale_ = k;
+  v_scale_ = v;
+  scales_set_ = true;
+  return true;
+}
+
 int64_t KvLayerStorage::block_bytes() const {
   return (layout_.k_bytes() + layout_.v_bytes()) / layout_.num_blocks;
 }

@@ -49,6 +49,9 @@ class KvLayerStorage {
   void WriteBlock(int block, const uint8_t* in);    // in [block_bytes()]
   // fp8: whether the scales are fixed yet (first write or configured); always true otherwise.
   bool scales_fixed() const { return layout_.dtype != DType::kF8E4M3 || scales_set_; }
+  // fp8: fixes the scales before the first write (a prefix cache directory's recorded ones);
+  // false when they are fixed already or the sizes do not match the heads.
+  bool PresetFp8Scales(const std::vector<float>& k, const std::vector<float>& v);
   const PagedKvLayout& layout() const { return layout_; }
   int64_t bytes() const { return layout_.k_bytes() + layout_.v_bytes(); }
   const std::vector<float>& k_scale() const { return k_scale_; }

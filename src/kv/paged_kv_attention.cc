@@ -1,6 +1,7 @@
 // PagedKvAttention: per layer, write K/V at the plan's slots and run the layer's backend.
 #include "kv/paged_kv_attention.h"
 
+#include <cmath>
 #include <set>
 #include <tuple>
 
@@ -199,25 +200,77 @@ void PagedKvAttention::WriteGroupBlock(int group, int block, const uint8_t* in) 
   }
 }
 
-std::optional<uint64_t> PagedKvAttention::GroupContentFingerprint(int group) const {
-  std::vector<uint64_t> words;
-  for (size_t l = 0; l < storage_.size(); ++l) {
-    if (layout_.layer_group[l] != group) continue;
-    const KvLayerStorage& s = storage_[l];
-    if (!s.scales_fixed()) return std::nullopt;
-    const PagedKvLayout& y = s.layout();
-    words.insert(words.end(), {l, static_cast<uint64_t>(y.block_size),
+namespace {
+
+// Shape and dtype words of a layer (and its fp8 scales when asked).
+void LayerWords(size_t l, const KvLayerStorage& s, bool scales, std::vector<uint64_t>* words) {
+  const PagedKvLayout& y = s.layout();
+  words->insert(words->end(), {l, static_cast<uint64_t>(y.block_size),
                                static_cast<uint64_t>(y.num_kv_heads),
                                static_cast<uint64_t>(y.head_dim),
                                static_cast<uint64_t>(y.v_head_dim),
                                static_cast<uint64_t>(y.dtype)});
-    if (y.dtype == DType::kF8E4M3) {
-      for (const std::vector<float>* v : {&s.k_scale(), &s.v_scale()}) {
-        for (float f : *v) words.push_back(F32ToBits(f));
-      }
+  if (scales && y.dtype == DType::kF8E4M3) {
+    for (const std::vector<float>* v : {&s.k_scale(), &s.v_scale()}) {
+      for (float f : *v) words->push_back(F32ToBits(f));
     }
   }
+}
+
+}  // namespace
+
+std::optional<uint64_t> PagedKvAttention::GroupContentFingerprint(int group) const {
+  std::vector<uint64_t> words;
+  for (size_t l = 0; l < storage_.size(); ++l) {
+    if (layout_.layer_group[l] != group) continue;
+    if (!storage_[l].scales_fixed()) return std::nullopt;
+    LayerWords(l, storage_[l], true, &words);
+  }
   return HashWords(words);
+}
+
+uint64_t PagedKvAttention::GroupLayoutFingerprint(int group) const {
+  std::vector<uint64_t> words;
+  for (size_t l = 0; l < storage_.size(); ++l) {
+    if (layout_.layer_group[l] == group) LayerWords(l, storage_[l], false, &words);
+  }
+  return HashWords(words);
+}
+
+std::vector<float> PagedKvAttention::GroupFp8Scales(int group) const {
+  std::vector<float> out;
+  for (size_t l = 0; l < storage_.size(); ++l) {
+    if (layout_.layer_group[l] != group) continue;
+    const KvLayerStorage& s = storage_[l];
+    if (s.layout().dtype != DType::kF8E4M3 || !s.scales_fixed()) return {};
+    out.insert(out.end(), s.k_scale().begin(), s.k_scale().end());
+    out.insert(out.end(), s.v_scale().begin(), s.v_scale().end());
+  }
+  return out;
+}
+
+bool PagedKvAttention::PresetGroupFp8Scales(int group, const std::vector<float>& scales) {
+  size_t need = 0;
+  for (size_t l = 0; l < storage_.size(); ++l) {
+    if (layout_.layer_group[l] != group) continue;
+    if (storage_[l].layout().dtype != DType::kF8E4M3 || storage_[l].scales_fixed()) return false;
+    need += storage_[l].k_scale().size() + storage_[l].v_scale().size();
+  }
+  if (need != scales.size()) return false;
+  for (float f : scales) {
+    if (!(f > 0) || !std::isfinite(f)) return false;
+  }
+  size_t at = 0;
+  for (size_t l = 0; l < storage_.size(); ++l) {
+    if (layout_.layer_group[l] != group) continue;
+    KvLayerStorage& s = storage_[l];
+    const size_t nk = s.k_scale().size(), nv = s.v_scale().size();
+    std::vector<float> k(scales.begin() + at, scales.begin() + at + nk);
+    std::vector<float> v(scales.begin() + at + nk, scales.begin() + at + nk + nv);
+    if (!s.PresetFp8Scales(k, v)) return false;  // checked above: only a bad value gets here
+    at += nk + nv;
+  }
+  return true;
 }
 
 }  // namespace mimo

@@ -110,6 +110,13 @@ class PagedKvAttention final : public KvAttention {
   // What the bytes of a group's block depend on besides the tokens: each layer's shape and
   // dtype and, for fp8, its scales. nullopt while an fp8 layer's scales are not fixed yet.
   std::optional<uint64_t> GroupContentFingerprint(int group) const;
+  // The same without the fp8 scales (what a prefix cache directory's recorded scales are for).
+  uint64_t GroupLayoutFingerprint(int group) const;
+  // fp8 first-write scales of a group's layers, K then V per layer in layer order (empty while
+  // any is not fixed, or without fp8), and their preset before the first write (false: sizes
+  // differ or a layer's scales are fixed already; nothing changed then).
+  std::vector<float> GroupFp8Scales(int group) const;
+  bool PresetGroupFp8Scales(int group, const std::vector<float>& scales);
   const std::vector<LayerBackendChoice>& layer_backends() const { return backends_; }
 
  private:

@@ -2,7 +2,11 @@
 #include "kv/prefix_cache_tiers.h"
 
 #include <algorithm>
+#include <unistd.h>
+
 #include <chrono>
+#include <cstdio>
+#include <cstring>
 
 #include "core/check.h"
 #include "core/log.h"
@@ -45,10 +49,108 @@ std::optional<uint64_t> PrefixCacheTiers::DiskFingerprint() const {
   return HashWords(words);
 }
 
+uint64_t PrefixCacheTiers::ScalesFingerprint() const {
+  std::vector<uint64_t> words = {DiskBlockTier::kFormatVersion, opts_.checkpoint_fingerprint,
+                                 static_cast<uint64_t>(block_size_)};
+  for (int g : groups_) {
+    words.push_back(static_cast<uint64_t>(g));
+    words.push_back(storage_.GroupLayoutFingerprint(g));
+  }
+  return HashWords(words);
+}
+
+std::string PrefixCacheTiers::ScalesFile() const {
+  char name[64];
+  std::snprintf(name, sizeof(name), "/fp8-scales-%016llx.bin",
+                static_cast<unsigned long long>(ScalesFingerprint()));
+  return opts_.dir + name;
+}
+
+// The file: "MIMOKVS1", the scales fingerprint, the group count, per group its id, its float
+// count and the floats, then a checksum of everything before it.
+void PrefixCacheTiers::AdoptRecordedScales() {
+  std::FILE* f = std::fopen(ScalesFile().c_str(), "rb");
+  if (f == nullptr) return;
+  std::vector<uint8_t> bytes;
+  uint8_t buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof(buf), f)) > 0;) bytes.insert(bytes.end(), buf, buf + n);
+  std::fclose(f);
+  auto bad = [&](const char* why) {
+    MIMO_LOG_WARN("prefix cache: %s: %s; not adopted", ScalesFile().c_str(), why);
+  };
+  if (bytes.size() < 8 + 8 + 4 + 8 || std::memcmp(bytes.data(), "MIMOKVS1", 8) != 0) {
+    return bad("not a scales file");
+  }
+  uint64_t sum;
+  std::memcpy(&sum, bytes.data() + bytes.size() - 8, 8);
+  if (Checksum64(bytes.data(), bytes.size() - 8) != sum) return bad("checksum mismatch");
+  size_t at = 8;
+  auto take = [&](void* out, size_t n) {
+    if (at + n > bytes.size() - 8) return false;
+    std::memcpy(out, bytes.data() + at, n);
+    at += n;
+    return true;
+  };
+  uint64_t fp = 0;
+  uint32_t groups = 0;
+  if (!take(&fp, 8) || fp != ScalesFingerprint() || !take(&groups, 4) ||
+      groups != groups_.size()) {
+    return bad("another checkpoint or layout");
+  }
+  std::vector<std::vector<float>> scales(groups_.size());
+  for (size_t i = 0; i < groups_.size(); ++i) {
+    uint32_t g = 0, n = 0;
+    if (!take(&g, 4) || static_cast<int>(g) != groups_[i] || !take(&n, 4) || n > (1u << 24)) {
+      return bad("malformed");
+    }
+    scales[i].resize(n);
+    if (!take(scales[i].data(), n * sizeof(float))) return bad("truncated");
+  }
+  for (size_t i = 0; i < groups_.size(); ++i) {
+    if (!storage_.PresetGroupFp8Scales(groups_[i], scales[i])) return bad("scales do not fit");
+  }
+  MIMO_LOG_INFO("prefix cache: fp8 KV scales adopted from %s", ScalesFile().c_str());
+}
+
+void PrefixCacheTiers::RecordScales() const {
+  std::vector<uint8_t> bytes(8);
+  std::memcpy(bytes.data(), "MIMOKVS1", 8);
+  auto put = [&](const void* p, size_t n) {
+    const uint8_t* b = static_cast<const uint8_t*>(p);
+    bytes.insert(bytes.end(), b, b + n);
+  };
+  const uint64_t fp = ScalesFingerprint();
+  const uint32_t groups = static_cast<uint32_t>(groups_.size());
+  put(&fp, 8);
+  put(&groups, 4);
+  for (int g : groups_) {
+    const std::vector<float> s = storage_.GroupFp8Scales(g);
+    if (s.empty()) return;  // not fp8 (or not fixed): nothing to record
+    const uint32_t id = static_cast<uint32_t>(g), n = static_cast<uint32_t>(s.size());
+    put(&id, 4);
+    put(&n, 4);
+    put(s.data(), s.size() * sizeof(float));
+  }
+  const uint64_t sum = Checksum64(bytes.data(), bytes.size());
+  put(&sum, 8);
+  // Written whole under a temporary name and linked into place only if no process did first.
+  const std::string file = ScalesFile();
+  const std::string tmp = file + ".part-" + std::to_string(::getpid());
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (f == nullptr) return;
+  const bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+  if (std::fclose(f) == 0 && ok) ::link(tmp.c_str(), file.c_str());
+  ::unlink(tmp.c_str());
+}
+
 Status PrefixCacheTiers::OpenDisk() {
   if (opts_.dir.empty() || disk_ != nullptr || disk_failed_) return Status::Ok();
   std::optional<uint64_t> fp = DiskFingerprint();
-  if (!fp.has_value()) return Status::Ok();
+  if (!fp.has_value()) {
+    AdoptRecordedScales();
+    fp = DiskFingerprint();
+    if (!fp.has_value()) return Status::Ok();  // the first write fixes them
+  }
   DiskTierOptions d;
   d.dir = opts_.dir;
   d.capacity_bytes = opts_.disk_bytes;
@@ -59,6 +161,7 @@ Status PrefixCacheTiers::OpenDisk() {
     return disk.status();
   }
   disk_ = std::move(disk).value();
+  RecordScales();
   MIMO_LOG_INFO("prefix cache: disk tier %s (%lld blocks, %.1f of %.1f MiB)",
                 disk_->path().c_str(), static_cast<long long>(disk_->stats().blocks),
                 disk_->stats().bytes / 1048576.0, opts_.disk_bytes / 1048576.0);

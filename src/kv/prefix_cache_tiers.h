@@ -59,6 +59,13 @@ class PrefixCacheTiers final : public KvBlockTiers {
 
  private:
   std::optional<uint64_t> DiskFingerprint() const;
+  // fp8 first-write scales: the directory records the first process's (DIR/fp8-scales-<fp>.bin,
+  // fp over everything but the scales); a later process adopts them before its first write, so
+  // its blocks' bytes, and fingerprint, match the files.
+  uint64_t ScalesFingerprint() const;
+  std::string ScalesFile() const;
+  void AdoptRecordedScales();
+  void RecordScales() const;
   void QueueDiskWrite(const TierKey& k, int block);
 
   PagedKvAttention& storage_;

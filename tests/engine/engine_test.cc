@@ -997,13 +997,14 @@ TEST(EngineTiers, RamTierHitGivesTheColdOutputs) {
 }
 
 // Every cached block is written to disk behind the engine; a new engine on the same directory
-// (a restarted server) serves the prompt from it with the cold outputs. A damaged file is
+// (a restarted server) serves the prompt from it with the cold outputs (f32, bf16, fp8 KV). A damaged file is
 // skipped, removed and recomputed (still the cold outputs); another checkpoint's fingerprint
 // sees nothing.
 TEST(EngineTiers, DiskTierServesARestartedEngine) {
   const GenerationRequest a = TierRequest(3);
   const int blocks = static_cast<int>(a.prompt_ids.size() / 16) + 8;
-  for (DType dt : {DType::kF32, DType::kBF16}) {
+  // fp8: the directory records the first engine's first-write scales and later engines adopt them.
+  for (DType dt : {DType::kF32, DType::kBF16, DType::kF8E4M3}) {
     const std::string what = std::string("kv ") + KvDTypeName(dt);
     const std::string dir = ::testing::TempDir() + "mimo-engine-tiers-" + KvDTypeName(dt);
     std::filesystem::remove_all(dir);
@@ -1019,7 +1020,7 @@ TEST(EngineTiers, DiskTierServesARestartedEngine) {
     {
       std::map<std::string, int> files;  // "g0", "g1" -> count
       for (const auto& f : std::filesystem::recursive_directory_iterator(dir)) {
-        if (f.is_regular_file()) files[f.path().filename().string().substr(0, 2)]++;
+        if (f.path().extension() == ".kvb") files[f.path().filename().string().substr(0, 2)]++;
       }
       ASSERT_EQ(files.size(), 2u) << what;
       const int window = 64 / 16 + 2;
