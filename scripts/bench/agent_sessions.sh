@@ -10,7 +10,8 @@
 # in the same run, with its defaults (--cache-ram, --ctx-checkpoints): cold, warm, restarted.
 #
 # Usage: scripts/bench/agent_sessions.sh [MODEL_DIR] [OUT]
-#   env: THREADS (2), PORT, SERVE_FLAGS, SESSIONS (comma list), LLAMA_SERVER, GGUF
+#   env: THREADS (2), PORT, SERVE_FLAGS, SESSIONS (comma list), LLAMA_SERVER, GGUF, LLAMA_FLAGS
+#   (default: the GGUF's training context raised to 32768, which llama-server caps a slot at)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 MODEL=${1:-models/mimo-v2-nano}
@@ -48,6 +49,7 @@ bench() {
 }
 llama() {
   "$LLAMA_SERVER" -m "$GGUF" --port "$PORT" -c 32768 -t "$THREADS" --jinja -np 1 \
+    ${LLAMA_FLAGS:---override-kv mimo2.context_length=int:32768} \
     >"$OUT/llama-$1.log" 2>&1 &
   PID=$!
   wait_up "$OUT/llama-$1.log"
