@@ -1,6 +1,6 @@
 #!/bin/bash
 # Decode with the tiers writing behind vs off: same server flags otherwise, interleaved.
-cd /work/main
+cd "$(dirname "$0")/../.."
 PORT=8395
 run() {
   rm -rf /tmp/decode-ab-cache

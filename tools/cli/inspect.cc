@@ -403,8 +403,30 @@ int RunInspect(int argc, char** argv) {
               c.num_nextn_predict_layers);
   for (const std::string& note : c.parse_notes) std::printf("note             %s\n", note.c_str());
   if (kv_plan) {
-    std::printf("\nKV cache (%d main + %d MTP layers)\n%s\n", c.num_hidden_layers,
+    std::printf("\nKV cache (%d main + %d MTP layers)\n%s", c.num_hidden_layers,
                 ck.NumMtpLayers(), FormatKvMemoryPlan(*kv_plan).c_str());
+    // The prefix cache's tiers hold the main layers' blocks (README, "Prefix cache below the KV
+    // pool"): every full-attention block, and the sliding-window blocks of a checkpoint (what a
+    // hit at the last two block boundaries reads, KvCacheManager::HitWindowBlocks).
+    int64_t full = 0, swa = 0;
+    int window = 0;
+    const int64_t es = static_cast<int64_t>(DTypeSize(kv_plan->kv_dtype));
+    for (const LayerConfig& l : c.layers) {
+      const int64_t t = int64_t{l.num_key_value_heads} * (l.head_dim + l.v_head_dim) * es;
+      if (l.attention == AttentionKind::kSlidingWindow) {
+        swa += t;
+        window = std::max(window, l.sliding_window);
+      } else {
+        full += t;
+      }
+    }
+    const int bs = kv_plan->block_size, k = 1 << 20;
+    const int64_t blocks = window > 0 ? k - ((k - 1) * bs - window + 1) / bs : 0;
+    std::printf(
+        "  prefix cache tiers: %lld bytes per token of prefix (full layers) + %.2f MiB per "
+        "checkpoint (sliding-window layers, %lld blocks; two per turn)\n\n",
+        static_cast<long long>(full), static_cast<double>(blocks * bs * swa) / (1 << 20),
+        static_cast<long long>(blocks));
   }
   if (tp > 1) {
     std::printf("\ntensor parallel  %d ranks%s: language model %s; weights per rank:", tp,
