@@ -10,6 +10,9 @@
 #include <atomic>
 #include <cerrno>
 #include <cinttypes>
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 
