@@ -414,7 +414,9 @@ constexpr ModeUsage kModeUsage[] = {
      "                 [--input-len 128] [--output-len 128] [--num-prompts 100]\n"
      "                 [--max-concurrency 1] [--request-rate inf] [--ignore-eos]\n"
      "                 [--seed 0] [--result-json F] [--endpoint completions|chat]\n"
-     "                 [--api-key K] [--random-vocab-size 32000] [--temperature 0]\n"},
+     "                 [--api-key K] [--random-vocab-size 32000] [--temperature 0]\n"
+     "                 [--sessions F1,F2,... [--label L]]  (replays multi-turn agent\n"
+     "                 sessions, scripts/bench/agent_sessions.py: TTFT and reuse per turn)\n"},
     {"eval",
      "mimo bench eval --base-url URL --model NAME --dataset FILE.jsonl\n"
      "                [--endpoint chat|completions] [--num-fewshot 0] [--num-items N]\n"
