@@ -253,11 +253,6 @@ void PrefixCacheTiers::FlushWrites() {
   pending_.clear();
 }
 
-void PrefixCacheTiers::SyncDisk() {
-  FlushWrites();
-  if (disk_) disk_->Flush();
-}
-
 PrefixCacheTierStats PrefixCacheTiers::stats() const {
   PrefixCacheTierStats s;
   if (ram_) s.ram = ram_->stats();

@@ -52,10 +52,7 @@ class PrefixCacheTiers final : public KvBlockTiers {
   // After a step: copies the blocks cached during it (their K/V now written) to the disk
   // writer's queue. Never waits on the disk.
   void FlushWrites();
-  // Waits until the disk tier wrote everything queued (tests, shutdown).
-  void SyncDisk();
   PrefixCacheTierStats stats() const;
-  const DiskBlockTier* disk() const { return disk_.get(); }
 
  private:
   std::optional<uint64_t> DiskFingerprint() const;
