@@ -1,6 +1,7 @@
 // KvCache: sequence bookkeeping through the block manager, and the step's plan (see kv_cache.h).
 #include "kv/kv_cache.h"
 
+#include <algorithm>
 #include <atomic>
 #include <set>
 
@@ -89,6 +90,18 @@ void KvCache::CheckpointSequence(int seq) {
       tiers_->Checkpoint(static_cast<int>(g), block, hash);
     }
   }
+  // The drafter's features of the window before every boundary a later prompt may resume at.
+  if (feature_cache_) {
+    const std::vector<int32_t>& ids = manager_->token_ids(seq);
+    const int bs = feature_cache_->block_size();
+    const int n = std::min(manager_->num_tokens(seq), static_cast<int>(ids.size()));
+    const int lo = feature_window_ > 0
+                       ? std::max(0, n - std::max(1, checkpoint_lookback_) - feature_window_) / bs
+                       : 0;
+    const std::vector<uint64_t> hashes =
+        HashFullBlocks(std::span<const int32_t>(ids).first(n), bs, 0);
+    for (size_t b = lo; b < hashes.size(); ++b) feature_cache_->Checkpoint(hashes[b]);
+  }
 }
 
 void KvCache::FreeSequence(int seq) {
@@ -116,20 +129,23 @@ int64_t KvCache::draft_state_bytes() const {
   return bytes;
 }
 
-void KvCache::EnableFeatureCache(int64_t capacity_bytes, int64_t width) {
+void KvCache::EnableFeatureCache(int64_t capacity_bytes, int64_t width, int window,
+                                 uint64_t layout) {
   auto cache = std::make_unique<FeatureCache>(capacity_bytes, spec_.options.block_size, width);
   feature_cache_ = cache->capacity_blocks() > 0 ? std::move(cache) : nullptr;
+  feature_window_ = std::max(0, window);
+  if (feature_cache_ && tiers_) feature_cache_->SetTiers(tiers_.get(), layout);
 }
 
-int KvCache::FeatureCachedPrefix(std::span<const int32_t> tokens) const {
+int KvCache::FeatureCachedPrefix(std::span<const int32_t> tokens) {
   if (!feature_cache_) return 0;
   const int block_size = feature_cache_->block_size();
-  int n = 0;
-  for (uint64_t h : HashFullBlocks(tokens, block_size, 0)) {
-    if (!feature_cache_->Contains(h)) break;
-    n += block_size;
-  }
-  return n;
+  const int n = static_cast<int>(tokens.size());
+  const int first = feature_window_ > 0 ? std::max(0, n - feature_window_) / block_size : 0;
+  const std::vector<uint64_t> hashes = HashFullBlocks(tokens, block_size, 0);
+  int b = first;
+  while (b < static_cast<int>(hashes.size()) && feature_cache_->Acquire(hashes[b])) ++b;
+  return b > first ? b * block_size : 0;
 }
 
 StatusOr<KvStepPlan> KvCache::PlanStep(const StepBatch& batch) {

@@ -66,13 +66,19 @@ class KvCache {
   void SetDraftState(int seq, std::unique_ptr<DraftState> state);
   int64_t draft_state_bytes() const;  // summed over the sequences
   // The drafter's feature cache of full prompt blocks, capacity_bytes at most (none when that is
-  // under one block of `width` floats per token); null until enabled.
-  void EnableFeatureCache(int64_t capacity_bytes, int64_t width);
+  // under one block of `width` floats per token); null until enabled. window: how many positions
+  // before the first anchor the drafter reads (0: all); layout: what the features are (the
+  // prefix cache's tiers key them by it).
+  void EnableFeatureCache(int64_t capacity_bytes, int64_t width, int window = 0,
+                          uint64_t layout = 0);
   FeatureCache* feature_cache() { return feature_cache_.get(); }
   const FeatureCache* feature_cache() const { return feature_cache_.get(); }
-  // Leading tokens whose full blocks' features the feature cache holds (0 without one): a
-  // prefix-cache hit may cover them although the scheduler keeps a margin to compute.
-  int FeatureCachedPrefix(std::span<const int32_t> tokens) const;
+  // How far a prefix-cache hit over `tokens` may reach although the scheduler keeps a margin to
+  // compute: the end of the last of the consecutive full blocks, from the one holding position
+  // tokens.size() - window (0 with a window of 0), whose features the feature cache or a tier
+  // below it holds (0 when none, or without a cache). Those blocks are made resident and pinned
+  // until the drafter restores them (FeatureCache::Unpin).
+  int FeatureCachedPrefix(std::span<const int32_t> tokens);
 
   // --- The step. Every chunk's sequence must exist and start where its computed tokens end
   // (start_pos == num_tokens(seq)); its slots are allocated (or found reserved) and its tokens
@@ -89,7 +95,8 @@ class KvCache {
   }
   // Marks where a later prompt may resume the sequence (its last full block boundary: the end
   // of its prompt, or of the whole request when it is freed): the sliding-window blocks a hit
-  // there reads go to the disk tier with the step's writes. FreeSequence does it too.
+  // there reads, and the drafter's features of the window before it, go to the disk tier with
+  // the step's writes. FreeSequence does it too.
   void CheckpointSequence(int seq);
   // How far before a sequence's end a later prompt may resume it: the scheduler's prefix-hit
   // margin (a speculator's), at least 1 token.
@@ -125,6 +132,7 @@ class KvCache {
   };
   std::unordered_map<int, Owned> owned_;
   std::unique_ptr<FeatureCache> feature_cache_;
+  int feature_window_ = 0;
   int checkpoint_lookback_ = 1;
   // Declared last: destroyed first, while the pools it copies from still exist.
   std::unique_ptr<PrefixCacheTiers> tiers_;

@@ -115,6 +115,8 @@ class KvCacheManager {
   std::vector<std::pair<int, uint64_t>> HitWindowBlocks(int seq, int group, int lookback) const;
 
   int num_tokens(int seq) const;
+  // Known ids of the sequence's tokens (computed or recorded), from position 0.
+  const std::vector<int32_t>& token_ids(int seq) const { return State(seq).token_ids; }
   const std::vector<int32_t>& BlockTable(int seq, int group) const;
   // slots[i] = physical slot of position first_pos + i in `group` (block * block_size + offset).
   void SlotMapping(int seq, int group, int first_pos, int n, int64_t* slots) const;

@@ -253,6 +253,65 @@ void PrefixCacheTiers::FlushWrites() {
   pending_.clear();
 }
 
+bool PrefixCacheTiers::ContainsFeatures(uint64_t key) const {
+  return Contains(kFeatureGroup, key);
+}
+
+namespace {
+
+std::vector<uint8_t> FloatBytes(const std::vector<float>& rows) {
+  std::vector<uint8_t> bytes(rows.size() * sizeof(float));
+  std::memcpy(bytes.data(), rows.data(), bytes.size());
+  return bytes;
+}
+
+}  // namespace
+
+bool PrefixCacheTiers::LoadFeatures(uint64_t key, int64_t floats, std::vector<float>* rows) {
+  const TierKey k{kFeatureGroup, key};
+  const double t0 = Now();
+  if (ram_) {
+    if (const std::vector<uint8_t>* b = ram_->Get(k)) {
+      if (static_cast<int64_t>(b->size()) != floats * static_cast<int64_t>(sizeof(float))) {
+        return false;
+      }
+      rows->resize(floats);
+      std::memcpy(rows->data(), b->data(), b->size());
+      BlockTierStats& s = ram_->stats();
+      ++s.loads;
+      s.load_seconds += Now() - t0;
+      return true;
+    }
+  }
+  if (disk_ && disk_->Contains(k)) {
+    rows->resize(floats);
+    if (disk_->Read(k, reinterpret_cast<uint8_t*>(rows->data()),
+                    floats * static_cast<int64_t>(sizeof(float)))) {
+      disk_->AddLoadStats(0, Now() - t0);
+      return true;
+    }
+  }
+  return false;
+}
+
+void PrefixCacheTiers::OnFeaturesEvicted(uint64_t key, std::vector<float> rows) {
+  if (feature_checkpoints_.erase(key) == 0 || !ram_) return;  // no hit resumes over it
+  const TierKey k{kFeatureGroup, key};
+  if (!ram_->Contains(k)) ram_->Put(k, FloatBytes(rows));
+}
+
+void PrefixCacheTiers::CheckpointFeatures(uint64_t key, const std::vector<float>& rows) {
+  feature_checkpoints_.insert(key);
+  if (opts_.dir.empty() || disk_failed_) return;
+  if (!disk_) {
+    const Status st = OpenDisk();
+    if (!st.ok()) MIMO_LOG_WARN("prefix cache: no disk tier: %s", st.message().c_str());
+    if (!disk_) return;
+  }
+  const TierKey k{kFeatureGroup, key};
+  if (!disk_->Contains(k)) disk_->Write(k, FloatBytes(rows));
+}
+
 PrefixCacheTierStats PrefixCacheTiers::stats() const {
   PrefixCacheTierStats s;
   if (ram_) s.ram = ram_->stats();

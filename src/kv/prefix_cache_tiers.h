@@ -6,6 +6,8 @@
 // block hash, so a hit is exact. The sliding-window groups' blocks go to the tiers only at
 // checkpoints (the window before where a sequence's next turn resumes), so what they cost is
 // bounded by the window per checkpoint, not by the context.
+// The drafter's features (DFlash, kv/feature_cache.h) of those checkpoints' windows go to the
+// same tiers, so a hit from any of them resumes the drafter's context without recomputing it.
 // Engine thread only (the disk tier's writer is internal).
 #pragma once
 
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "kv/block_tiers.h"
+#include "kv/feature_cache.h"
 #include "kv/kv_cache_manager.h"
 #include "kv/paged_kv_attention.h"
 
@@ -27,7 +30,7 @@ struct PrefixCacheTierStats {
   BlockTierStats ram, disk;
 };
 
-class PrefixCacheTiers final : public KvBlockTiers {
+class PrefixCacheTiers final : public KvBlockTiers, public FeatureTiers {
  public:
   // groups: the KV-cache groups whose blocks are cached (the default-member ones);
   // window_groups: those of them with a sliding window, whose blocks go to disk only at
@@ -48,6 +51,13 @@ class PrefixCacheTiers final : public KvBlockTiers {
   // disk after the step like the full groups' blocks. llama-server's context checkpoints, sized
   // by the window, not the context.
   void Checkpoint(int group, int block, uint64_t hash);
+
+  // The drafter's feature blocks (FeatureTiers): one more group, kFeatureGroup.
+  static constexpr int kFeatureGroup = 1 << 16;
+  bool ContainsFeatures(uint64_t key) const override;
+  bool LoadFeatures(uint64_t key, int64_t floats, std::vector<float>* rows) override;
+  void OnFeaturesEvicted(uint64_t key, std::vector<float> rows) override;
+  void CheckpointFeatures(uint64_t key, const std::vector<float>& rows) override;
 
   // After a step: copies the blocks cached during it (their K/V now written) to the disk
   // writer's queue. Never waits on the disk.
@@ -79,6 +89,9 @@ class PrefixCacheTiers final : public KvBlockTiers {
   std::unordered_set<TierKey, TierKeyHash> checkpoints_;
   // Blocks cached during the current step, to be written once it ran: key -> pool block.
   std::unordered_map<TierKey, int, TierKeyHash> pending_;
+  // Feature blocks checkpointed while in the feature cache: the ones that go to RAM when it
+  // drops them.
+  std::unordered_set<uint64_t> feature_checkpoints_;
   std::vector<uint8_t> buffer_;  // a block read from disk before it is checked
 };
 

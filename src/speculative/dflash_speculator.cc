@@ -33,7 +33,12 @@ StatusOr<std::unique_ptr<DFlashSpeculator>> DFlashSpeculator::Create(
 
 Status DFlashSpeculator::Attach(KvCache& kv, int block_size) {
   Bind(kv, block_size);
-  kv.EnableFeatureCache(context_cache_bytes_, drafter_->feature_width());
+  // The features are the target's hidden states after these layers: the tiers below the
+  // cache key them by that, so another drafter's features are never restored for these.
+  std::vector<uint64_t> layout = {static_cast<uint64_t>(drafter_->feature_width())};
+  for (int l : drafter_->config().target_layer_ids) layout.push_back(static_cast<uint64_t>(l));
+  kv.EnableFeatureCache(context_cache_bytes_, drafter_->feature_width(), window(),
+                        HashWords(layout));
   return Status::Ok();
 }
 
@@ -96,6 +101,8 @@ void DFlashSpeculator::ObserveStep(const SchedulePlan& plan, const float* featur
     if (c.start_pos % block_size_ == 0) st->cache_next = c.start_pos;
     if (c.start_pos > 0) RestoreFeatures(*st, *r, c.start_pos);
   }
+  // The blocks the scheduler made resident for these restores may go again.
+  if (kv_->feature_cache()) kv_->feature_cache()->Unpin();
   FeatureSpeculator::ObserveStep(plan, features, chunk_requests);
 }
 

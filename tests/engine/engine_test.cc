@@ -17,6 +17,7 @@
 
 #include "engine/request_stream.h"
 #include "io/checkpoint_fingerprint.h"
+#include "kv/prefix_cache_tiers.h"
 #include "speculative/dflash_speculator.h"
 #include "speculative/mtp_speculator.h"
 
@@ -1087,6 +1088,79 @@ TEST(EngineTiers, DiskTierServesARestartedEngine) {
     }
     std::filesystem::remove_all(dir);
   }
+}
+
+// DFlash after a restart: the drafter's features of the checkpointed windows come back from disk
+// with the K/V, so the prompt is served whole (without them a DFlash hit keeps the drafter's
+// 1024-position window to compute: here the whole prompt), the tokens and logprobs are the cold
+// run's and so are the drafts and their acceptance. Damaged feature files are rejected and the
+// window recomputed, with the same outputs.
+TEST(EngineTiers, DFlashFeaturesServeARestartedEngine) {
+  GenerationRequest a = TierRequest(5);
+  // An answer the drafter predicts well, after the long system prompt.
+  a.prompt_ids = Chat("You are MiMo, a coding agent. Read files before editing them; run the "
+                      "tests after every change; keep answers short. Use the tools you are "
+                      "given; answer with the result only. The build uses CMake, the tests "
+                      "use GoogleTest and node:test; the sources are under src/.",
+                      "Count from 1 to 20, separated by commas.");
+  a.stop.max_tokens = 32;
+  const int blocks = static_cast<int>(a.prompt_ids.size() / 16) + 8;
+  auto dflash = [] {
+    auto d = DFlashSpeculator::Create(*Load().model, kModel, DFlashSpeculatorOptions{});
+    EXPECT_TRUE(d.ok()) << d.status().message();
+    return d.ok() ? std::shared_ptr<Speculator>(std::move(d).value()) : nullptr;
+  };
+  const std::string dir = ::testing::TempDir() + "mimo-engine-tiers-dflash";
+  std::filesystem::remove_all(dir);
+  auto feature_files = [&] {
+    std::vector<std::filesystem::path> out;
+    const std::string prefix = "g" + std::to_string(PrefixCacheTiers::kFeatureGroup) + "-";
+    for (const auto& f : std::filesystem::recursive_directory_iterator(dir)) {
+      if (f.path().filename().string().rfind(prefix, 0) == 0) out.push_back(f.path());
+    }
+    return out;
+  };
+  Result cold;
+  EngineStats cold_stats;
+  {
+    auto e = MakeTierEngine(DType::kF32, 0, dir, blocks, dflash());
+    ASSERT_NE(e, nullptr);
+    ASSERT_GT(e->Stats().spec_feature_cache_capacity_bytes, 0);
+    cold = RunAll(*e, {a})[0];
+    cold_stats = e->Stats();
+    EXPECT_EQ(cold.last.num_cached_tokens, 0);
+  }
+  ASSERT_GT(cold_stats.spec_num_accepted_tokens, 0)
+      << cold_stats.spec_num_drafts << " verify steps, " << cold_stats.spec_num_draft_tokens
+      << " drafts";
+  // The window (here the whole prompt) before the prompt's end, one file per full block.
+  EXPECT_EQ(feature_files().size(), a.prompt_ids.size() / 16);
+  {
+    auto e = MakeTierEngine(DType::kF32, 0, dir, blocks, dflash());
+    const Result warm = RunAll(*e, {a})[0];
+    const EngineStats s = e->Stats();
+    EXPECT_GE(warm.last.num_cached_tokens, static_cast<int>(a.prompt_ids.size()) - 16);
+    EXPECT_EQ(s.prefix_tiers.disk.hit_tokens, warm.last.num_cached_tokens);
+    ExpectSameOutputs(warm, cold, "dflash after a restart");
+    EXPECT_EQ(s.spec_num_draft_tokens, cold_stats.spec_num_draft_tokens);
+    EXPECT_EQ(s.spec_num_accepted_tokens, cold_stats.spec_num_accepted_tokens);
+    EXPECT_EQ(s.spec_accepted_per_pos, cold_stats.spec_accepted_per_pos);
+  }
+  for (const std::filesystem::path& f : feature_files()) {
+    std::fstream io(f, std::ios::in | std::ios::out | std::ios::binary);
+    io.seekp(100);
+    io.put('\x5a');
+  }
+  {
+    auto e = MakeTierEngine(DType::kF32, 0, dir, blocks, dflash());
+    const Result again = RunAll(*e, {a})[0];
+    const EngineStats s = e->Stats();
+    EXPECT_EQ(again.last.num_cached_tokens, 0) << "a hit without the drafter's features";
+    EXPECT_GE(s.prefix_tiers.disk.rejected, 1);
+    ExpectSameOutputs(again, cold, "dflash after damaged feature files");
+    EXPECT_EQ(s.spec_num_accepted_tokens, cold_stats.spec_num_accepted_tokens);
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
