@@ -473,8 +473,10 @@ void ApiServer::Route() {
       "GET", "/metrics",
       [this](const Req&, Res& res) {
         EngineStats st;
-        if (ready_.load()) st = model_.engine->Stats();
-        res.set_content(metrics_->Render(st), "text/plain; version=0.0.4; charset=utf-8");
+        const bool ready = ready_.load();
+        if (ready) st = model_.engine->Stats();
+        res.set_content(metrics_->Render(st, ready ? model_.grammars : nullptr),
+                        "text/plain; version=0.0.4; charset=utf-8");
       },
       kMetrics, true);
   add(

@@ -72,6 +72,8 @@ struct ServerOptions {
 };
 
 // What a ready server serves with. Owned by the caller; must outlive the server.
+class GrammarRecords;  // server/grammar_records.h
+
 struct ServingModel {
   Engine* engine = nullptr;
   const Tokenizer* tokenizer = nullptr;
@@ -80,6 +82,9 @@ struct ServingModel {
   ServerDefaults defaults;
   GrammarCache* grammars = nullptr;  // structured outputs (null: refused with a 400)
   GrammarOptions grammar_options;
+  // With --prefix-cache-dir: the inputs of the grammars requests compile are recorded there
+  // (server/grammar_records.h); null: not recorded.
+  const GrammarRecords* grammar_records = nullptr;
   // Structured outputs (server/structured_output.h): the reasoning block's tags and the tool-call
   // tag (-1: the vocabulary has none; then no reasoning block / no tool-call constraint).
   int32_t think_start_id = -1;  // <think>: opens the block when thinking is on

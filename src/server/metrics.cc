@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/status.h"
+#include "grammar/grammar_cache.h"
 
 namespace mimo {
 namespace {
@@ -207,9 +208,20 @@ void SpecMetrics(const EngineStats& e, PromText& p) {
   }
 }
 
+void GrammarMetrics(const GrammarCache& g, PromText& p) {
+  p.Counter("mimo:grammar_compiles_total",
+            "Structured-output grammars compiled (grammar cache misses, start-up ones included).",
+            static_cast<double>(g.misses()));
+  p.Counter("mimo:grammar_cache_hits_total",
+            "Structured-output grammars (and remembered refusals) found compiled.",
+            static_cast<double>(g.hits()));
+  p.Gauge("mimo:grammar_cache_bytes", "Bytes of the compiled grammars kept.",
+          static_cast<double>(g.bytes()));
+}
+
 }  // namespace
 
-std::string ServerMetrics::Render(const EngineStats& e) const {
+std::string ServerMetrics::Render(const EngineStats& e, const GrammarCache* grammars) const {
   std::lock_guard<std::mutex> lk(mu_);
   PromText p(model_name_);
   EngineMetrics(e, p);
@@ -221,6 +233,7 @@ std::string ServerMetrics::Render(const EngineStats& e) const {
   p.Histo("mimo:request_queue_time_seconds",
           "Histogram of time spent in the waiting queue in seconds.", queue_);
   SpecMetrics(e, p);
+  if (grammars != nullptr) GrammarMetrics(*grammars, p);
   return p.Take();
 }
 

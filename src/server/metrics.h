@@ -13,6 +13,8 @@
 
 namespace mimo {
 
+class GrammarCache;  // grammar/grammar_cache.h
+
 // Cumulative histogram with fixed bucket upper bounds (seconds).
 struct Histogram {
   std::vector<double> bounds;    // ascending; +Inf implied
@@ -33,8 +35,9 @@ class ServerMetrics {
   void ObserveInterToken(double seconds);
   void ObserveQueueTime(double seconds);
   // The text of GET /metrics; gauges and engine counters (tokens, finish reasons, prefix cache,
-  // preemptions, speculative decoding) come from `engine`.
-  std::string Render(const EngineStats& engine) const;
+  // preemptions, speculative decoding) come from `engine`; the grammar cache's counters from
+  // `grammars` (none when null).
+  std::string Render(const EngineStats& engine, const GrammarCache* grammars = nullptr) const;
 
  private:
   std::string model_name_;

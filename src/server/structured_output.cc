@@ -3,6 +3,7 @@
 #include "server/structured_output.h"
 
 #include "server/api_server.h"
+#include "server/grammar_records.h"
 #include "server/http_server.h"
 
 namespace mimo {
@@ -93,12 +94,21 @@ std::optional<ApiError> EnsureGrammar(const ConstraintRequest& r, const ServingM
   const auto g = rec->on_slow_pool
                      ? RequestGrammar(r, m, ControlHere(), &param)  // compiled now, into the cache
                      : RequestGrammar(r, m, CompileControl{nullptr, /*cached_only=*/true}, &param);
+  if (g.ok() && rec->on_slow_pool && m.grammar_records != nullptr) {
+    m.grammar_records->Record(r);  // compiled now: a restarted server compiles it before it serves
+  }
   if (g.ok() || g.status().code() == StatusCode::kInternal) return std::nullopt;  // none needed
   if (GrammarCache::IsMiss(g.status())) return RerunOnSlowPool();
   // A refusal: answered now, before the prompt is rendered, unless tool_choice auto may still
   // answer without the grammar (BuildConstraint decides that).
   if (r.tool_choice == "auto") return std::nullopt;
   return BadRequest(g.status().message(), param);
+}
+
+StatusOr<std::shared_ptr<const Grammar>> CompileRequestGrammar(const ConstraintRequest& r,
+                                                               const ServingModel& m) {
+  const char* param = nullptr;
+  return RequestGrammar(r, m, CompileControl{}, &param);
 }
 
 ConstraintFactory MakeConstraintFactory(std::shared_ptr<const OutputPlan> plan) {

@@ -52,6 +52,12 @@ std::optional<ApiError> BuildConstraint(const ConstraintRequest& r, const Servin
 // (RerunOnSlowPool); on the slow pool it is compiled into the cache then. Outside the HTTP server
 // (the CLI, tests) nothing: BuildConstraint compiles in place.
 std::optional<ApiError> EnsureGrammar(const ConstraintRequest& r, const ServingModel& m);
+
+// The request's grammar (tool calls or response_format) compiled in place into m's cache, as a
+// caller outside the HTTP server does (server start-up: GrammarRecords::CompileAll); Internal
+// when the request has none.
+StatusOr<std::shared_ptr<const Grammar>> CompileRequestGrammar(const ConstraintRequest& r,
+                                                               const ServingModel& m);
 // The answer that moves a request to the slow pool (ApiError::rerun_slow).
 ApiError RerunOnSlowPool();
 

@@ -3,7 +3,8 @@
 // from disk, with the same answer, and every API's usage counts the reused tokens (Anthropic's
 // cache_read_input_tokens with cache_control breakpoints, chat's and Responses' cached_tokens);
 // /metrics counts them per tier. A damaged cache file is skipped, reported and recomputed. The
-// RAM tier serves blocks a small pool evicted.
+// RAM tier serves blocks a small pool evicted. The grammars requests compiled are recorded with the
+// cache and compiled again before a restarted server is ready.
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import os from "node:os";
@@ -87,6 +88,68 @@ describe("prefix cache tiers", { timeout: 600000 }, () => {
         const m = await metrics(s.url);
         assert.ok(metric(m, 'mimo:prefix_cache_tier_rejected_total{model_name="mimo-v2-nano",tier="disk"}') >= 1);
         assert.match(s.stderr(), /payload checksum mismatch; the file is removed and the block recomputed/);
+      } finally {
+        assert.equal(await s.stop(), 0);
+      }
+    }
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  test("the grammars requests compiled are kept with the prefix cache and compiled before a restarted server is ready", async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "mimo-prefix-cache-"));
+    const flags = ["--prefix-cache-dir", dir, "--prefix-cache-ram", "0"];
+    const tools = [
+      { type: "function", function: { name: "read_file", description: "Read a file of the project.", parameters: { type: "object", properties: { path: { type: "string" }, offset: { type: "integer", minimum: 0 } }, required: ["path"] } } },
+      { type: "function", function: { name: "run_tests", description: "Run the test suite.", parameters: { type: "object", properties: { filter: { type: "string" } } } } },
+    ];
+    const toolBody = { model: "mimo-v2-nano", max_tokens: 256, temperature: 0, tools, tool_choice: "required", messages: [{ role: "user", content: "Read src/main.cc." }] };
+    const schemaBody = {
+      model: "mimo-v2-nano", max_tokens: 128, temperature: 0, messages: [{ role: "user", content: "A number, as JSON." }],
+      response_format: { type: "json_schema", json_schema: { name: "n", schema: { type: "object", properties: { n: { type: "integer" } }, required: ["n"] } } },
+    };
+    const count = async (s, n) => metric(await metrics(s.url), `mimo:${n}{model_name="mimo-v2-nano"}`);
+    let coldTool, coldSchema;
+    {
+      const s = await startServer(NANO, flags);
+      try {
+        assert.equal(await count(s, "grammar_compiles_total"), 0);
+        coldTool = await s.openai().chat.completions.create(toolBody);
+        assert.equal(coldTool.choices[0].finish_reason, "tool_calls");
+        coldSchema = await s.openai().chat.completions.create(schemaBody);
+        assert.equal(await count(s, "grammar_compiles_total"), 2);
+      } finally {
+        assert.equal(await s.stop(), 0);
+      }
+    }
+    const records = () => fs.readdirSync(path.join(dir, "grammars")).filter((f) => f.endsWith(".json"));
+    assert.equal(records().length, 2, records().join(", "));
+    {
+      const s = await startServer(NANO, flags);
+      try {
+        assert.match(s.stderr(), /compiled 2 recorded grammars/);
+        assert.equal(await count(s, "grammar_compiles_total"), 2, "compiled before the server was ready");
+        const hits = await count(s, "grammar_cache_hits_total");
+        const tool = await s.openai().chat.completions.create(toolBody);
+        assert.deepEqual(tool.choices[0].message.tool_calls.map((c) => c.function), coldTool.choices[0].message.tool_calls.map((c) => c.function));
+        const schema = await s.openai().chat.completions.create(schemaBody);
+        assert.equal(schema.choices[0].message.content, coldSchema.choices[0].message.content);
+        assert.equal(await count(s, "grammar_compiles_total"), 2, "the requests compiled nothing");
+        assert.ok(await count(s, "grammar_cache_hits_total") >= hits + 2);
+      } finally {
+        assert.equal(await s.stop(), 0);
+      }
+    }
+    // A record that is not one is reported and removed; the other is still compiled.
+    const bad = path.join(dir, "grammars", records()[0]);
+    fs.writeFileSync(bad, "{ not json");
+    {
+      const s = await startServer(NANO, flags);
+      try {
+        assert.match(s.stderr(), /not a grammar record; removed/);
+        assert.match(s.stderr(), /compiled 1 recorded grammars/);
+        assert.equal(fs.existsSync(bad), false);
+        const tool = await s.openai().chat.completions.create(toolBody);
+        assert.deepEqual(tool.choices[0].message.tool_calls.map((c) => c.function), coldTool.choices[0].message.tool_calls.map((c) => c.function));
       } finally {
         assert.equal(await s.stop(), 0);
       }

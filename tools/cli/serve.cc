@@ -21,6 +21,7 @@
 #include "cli/weights_memory.h"
 #include "grammar/grammar_cache.h"
 #include "server/api_server.h"
+#include "server/grammar_records.h"
 #include "server/response_writer.h"
 
 namespace mimo::cli {
@@ -285,6 +286,19 @@ int RunServe(int argc, char** argv) {
   m.think_start_id = rt.tok->TokenToId("<think>");
   m.think_end_id = rt.tok->TokenToId("</think>");
   m.tool_call_id = rt.tok->TokenToId("<tool_call>");
+  // The grammars requests compiled before a restart are compiled again before this server
+  // reports ready (kept with the prefix cache: server/grammar_records.h).
+  const GrammarRecords grammar_records(a.Get("prefix-cache-dir"));
+  if (grammar_records.enabled()) {
+    m.grammar_records = &grammar_records;
+    const auto g0 = std::chrono::steady_clock::now();
+    const int n = grammar_records.CompileAll(m);
+    if (n > 0) {
+      std::fprintf(stderr, "mimo serve: compiled %d recorded grammars from %s in %.2f s\n", n,
+                   grammar_records.dir().c_str(),
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - g0).count());
+    }
+  }
   server.SetModel(m);
   serving.store(true);
   std::fprintf(stderr,
