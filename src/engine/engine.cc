@@ -93,7 +93,6 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(MimoV2Model& model, ExecContext
     if (half > 0 && full.total_bytes > half) kv.kv_cache_memory_bytes = half;
   }
   MIMO_ASSIGN_OR_RETURN(e->kv_, KvCache::Create(kv_config, kv));
-  e->kv_->set_checkpoint_lookback(sched.prefix_hit_margin);
   const KvMemoryPlan& plan = e->kv_->memory_plan();
   int max_len = model_len;
   if (plan.num_full_layers > 0 && plan.tokens_that_fit < max_len) {
@@ -114,6 +113,13 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(MimoV2Model& model, ExecContext
                                         : o.eos_token_ids;
   e->scheduler_ = std::make_unique<Scheduler>(*e->kv_, sched);
   MIMO_RETURN_IF_ERROR(spec->Attach(*e->kv_, kv.block_size));
+  // Where a later prompt may resume a sequence: up to the speculator's margin before its end,
+  // unless the drafter's features go to the tiers with the K/V (DFlash's feature cache): then a
+  // resume at the last boundary restores them, and the sliding-window checkpoints need not
+  // cover the margin's boundaries (on the agent sessions with DFlash: 1,709 window blocks on disk
+  // for a 1,025-token margin).
+  e->kv_->set_checkpoint_lookback(e->kv_->feature_cache() != nullptr ? 1
+                                                                     : sched.prefix_hit_margin);
   e->local_stats_.spec_accepted_per_pos.assign(spec->num_speculative_tokens(), 0);
   e->PublishStats();
   return e;
