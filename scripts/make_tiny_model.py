@@ -108,6 +108,11 @@ BENCH_VARIANTS = {
     # bench-flash-fp8's weights dequantized to BF16 (scripts/bench/dequant_fp8_to_bf16.py), so
     # llama.cpp (GGUF from BF16) and mimo run the same model (issue 31).
     "bench-flash-bf16": dict(FLASH_BENCH_GEOM, dtype="fp8", dequant_of="bench-flash-fp8"),
+    # bench-flash-fp8 with the real Qwen3 vocabulary, for replaying the recorded agents' sessions
+    # (scripts/bench/agent_sessions.sh; copy the default model's tokenizer.json and
+    # tokenizer_config.json beside it). Random weights: only the timings mean anything.
+    "bench-flash-fp8-qwen": dict(FLASH_BENCH_GEOM, dtype="fp8", vocab_size=151680,
+                                 eos_token_id=151645, pad_token_id=151643, mtp_layers=0),
 }
 
 VARIANTS = {
@@ -215,7 +220,7 @@ FIXTURE_VARIANTS = {
 SEED_ORDER = ["bf16", "bf16-sharded", "f32", "fp8", "fp8-fused", "omni", "tied", "bench-bf16",
               "bench-fp8", "v2.5", "v2.5-pro", "v2.6-flash", "v2.6-pro", "bench-mxfp4",
               "bench-flash-fp8", "e2e", "ctest-ref", "long-ctx", "weights-mmap",
-              "bench-flash-bf16"]
+              "bench-flash-bf16", "bench-flash-fp8-qwen"]
 assert set(SEED_ORDER) == (set(VARIANTS) | set(BENCH_VARIANTS) | set(SERVER_VARIANTS) |
                            set(FIXTURE_VARIANTS))
 ALL_VARIANTS = {**VARIANTS, **BENCH_VARIANTS, **SERVER_VARIANTS, **FIXTURE_VARIANTS}
