@@ -7,9 +7,10 @@
   written once per session into a session tmp dir.
 * reference(variant): the PyTorch reference (scripts/mimo_reference.py) for that checkpoint, cached.
 
-Every test's body runs under a time limit, $MIMO_TEST_TIMEOUT seconds (default 240; the slowest
-test takes about 90 s here): a test that hangs fails with its name and stack instead of running
-into CI's limit. Session fixtures (checkpoint generation) are not counted.
+Every test's body runs under a time limit, $MIMO_TEST_TIMEOUT seconds (default 240): a test that
+hangs fails with its name and stack instead of running into CI's limit. A test whose work is
+known to take longer says so with @pytest.mark.time_limit(seconds) (the larger of the two
+applies). Session fixtures (checkpoint generation) are not counted.
 """
 import os
 import shlex
@@ -79,15 +80,23 @@ def reference(checkpoint):
 TEST_TIMEOUT = int(os.environ.get("MIMO_TEST_TIMEOUT", "240"))
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "time_limit(seconds): this test's own time limit, when "
+                                       "longer than $MIMO_TEST_TIMEOUT")
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item):
+    marker = item.get_closest_marker("time_limit")
+    limit = max(TEST_TIMEOUT, int(marker.args[0])) if marker else TEST_TIMEOUT
+
     def expire(signum, frame):
         stack = "".join(traceback.format_stack(frame))
-        raise TimeoutError(f"{item.nodeid} ran longer than {TEST_TIMEOUT} s (MIMO_TEST_TIMEOUT); "
-                           f"it was at:\n{stack}")
+        raise TimeoutError(f"{item.nodeid} ran longer than {limit} s (MIMO_TEST_TIMEOUT or its "
+                           f"time_limit mark); it was at:\n{stack}")
 
     previous = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(TEST_TIMEOUT)
+    signal.alarm(limit)
     try:
         yield
     finally:
