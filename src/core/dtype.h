@@ -105,6 +105,9 @@ inline float F8E4M3ToF32(uint8_t b) {
 
 // Round-to-nearest-even with saturation to +-448 (how checkpoints are produced).
 uint8_t F32ToF8E4M3(float f);
+// The same results as F32ToF8E4M3 by bit arithmetic (the fp8 KV cache, FP8 quantization at load);
+// F32ToF8E4M3's exhaustive search is its test oracle.
+uint8_t EncodeF8E4M3(float x);
 
 // MXFP4 element (OCP MX, spec section 4): a 4-bit E2M1 code, bit 3 the sign, bits 0-2 indexing
 // {0, 0.5, 1, 1.5, 2, 3, 4, 6}; no NaN or infinity (code 8 is -0).

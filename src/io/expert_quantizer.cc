@@ -618,6 +618,105 @@ StatusOr<MatrixWeight> QuantizeWeightToMxfp4(const MatrixWeight& w, Mxfp4ScaleRu
   return q;
 }
 
+StatusOr<WeightFormat> ParseWeightFormat(const std::string& s) {
+  if (s.empty()) return WeightFormat::kKeep;
+  if (s == "fp8") return WeightFormat::kFp8;
+  if (s == "mxfp4") return WeightFormat::kMxfp4;
+  return InvalidArgument("'%s' is not a weight format (fp8 or mxfp4)", s.c_str());
+}
+
+const char* WeightFormatName(WeightFormat f) {
+  switch (f) {
+    case WeightFormat::kFp8:
+      return "fp8";
+    case WeightFormat::kMxfp4:
+      return "mxfp4";
+    default:
+      return "as stored";
+  }
+}
+
+StatusOr<MatrixWeight> QuantizeWeightToFp8Block(const MatrixWeight& w, ThreadPool* pool,
+                                                const std::string& what, Mxfp4ErrorStats* stats) {
+  if (w.dtype == DType::kF8E4M3 || w.dtype == DType::kMxfp4 || w.empty()) return w;
+  if (w.dtype != DType::kF32 && w.dtype != DType::kBF16 && w.dtype != DType::kF16)
+    return InvalidArgument("%s: dtype %s cannot be quantized to FP8", what.c_str(),
+                           std::string(DTypeName(w.dtype)).c_str());
+  constexpr int64_t B = kFp8QuantBlock;
+  const int64_t rows = w.rows, cols = w.cols;
+  const int64_t row_blocks = (rows + B - 1) / B, col_blocks = (cols + B - 1) / B;
+  struct Buffers {
+    std::vector<uint8_t> codes;
+    std::vector<float> scales;
+  };
+  auto buf = std::make_shared<Buffers>();
+  buf->codes.assign(static_cast<size_t>(rows * cols), 0);
+  buf->scales.assign(static_cast<size_t>(row_blocks * col_blocks), 1.0f);
+  const int threads = pool ? pool->num_threads() : 1;
+  std::vector<Mxfp4ErrorStats> st(threads);
+  std::atomic<int64_t> bad_row{-1};
+  // One work item is a band of 128 rows: dequantized once, then scaled block by block.
+  auto body = [&](int64_t b0, int64_t b1, int t) {
+    std::vector<float> band;  // [<= 128, cols]
+    for (int64_t rb = b0; rb < b1; ++rb) {
+      const int64_t r0 = rb * B, n = std::min(B, rows - r0);
+      band.resize(static_cast<size_t>(n * cols));
+      for (int64_t i = 0; i < n; ++i) {
+        float* row = band.data() + i * cols;
+        DequantizeRow(w, r0 + i, row);
+        for (int64_t c = 0; c < cols; ++c) {
+          if (!std::isfinite(row[c])) {
+            int64_t none = -1;
+            bad_row.compare_exchange_strong(none, r0 + i);
+            return;
+          }
+        }
+      }
+      for (int64_t cb = 0; cb < col_blocks; ++cb) {
+        const int64_t c0 = cb * B, c1 = std::min(cols, c0 + B);
+        float amax = 0;
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t c = c0; c < c1; ++c) amax = std::max(amax, std::fabs(band[i * cols + c]));
+        const float s = amax > 0 ? amax / 448.0f : 1.0f;
+        buf->scales[rb * col_blocks + cb] = s;
+        for (int64_t i = 0; i < n; ++i) {
+          for (int64_t c = c0; c < c1; ++c) {
+            const float x = band[i * cols + c];
+            const uint8_t code = EncodeF8E4M3(x / s);
+            buf->codes[(r0 + i) * cols + c] = code;
+            const double e = static_cast<double>(x) - F8E4M3ToF32(code) * s;
+            st[t].sum_sq_weight += static_cast<double>(x) * x;
+            st[t].sum_sq_error += e * e;
+          }
+        }
+        ++st[t].blocks;
+      }
+    }
+  };
+  if (pool) {
+    pool->ParallelFor(row_blocks, body);
+  } else {
+    body(0, row_blocks, 0);
+  }
+  if (bad_row.load() >= 0)
+    return InvalidArgument("%s: row %lld holds a NaN or infinite value", what.c_str(),
+                           static_cast<long long>(bad_row.load()));
+  if (stats)
+    for (const auto& x : st) stats->Add(x);
+  MatrixWeight q;
+  q.dtype = DType::kF8E4M3;
+  q.rows = rows;
+  q.cols = cols;
+  q.data = buf->codes.data();
+  q.scale_inv = buf->scales.data();
+  q.num_scale_rows = row_blocks;
+  q.scale_cols = col_blocks;
+  q.block_cols = B;
+  q.block_rows = B;
+  q.owned = buf;
+  return q;
+}
+
 StatusOr<QuantizeReport> QuantizeExpertsToMxfp4(const QuantizeOptions& options) {
   Writer w(options);
   return w.Run();

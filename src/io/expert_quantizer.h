@@ -58,6 +58,26 @@ StatusOr<MatrixWeight> QuantizeWeightToMxfp4(const MatrixWeight& w, Mxfp4ScaleRu
                                              ThreadPool* pool, const std::string& what,
                                              Mxfp4ErrorStats* stats);
 
+// The format a load-time quantization rewrites a group of weights into (--experts, --dense,
+// --lm-head on the model-running commands): kKeep leaves them as stored.
+enum class WeightFormat : uint8_t { kKeep, kFp8, kMxfp4 };
+// "fp8" / "mxfp4" / "" (keep); anything else is an error naming the flag's accepted values.
+StatusOr<WeightFormat> ParseWeightFormat(const std::string& s);
+const char* WeightFormatName(WeightFormat f);  // "fp8", "mxfp4", "as stored"
+
+inline constexpr int kFp8QuantBlock = 128;
+
+// A weight (F32, BF16 or F16) rewritten as FP8 e4m3 with fp32 block scales on the uniform
+// 128 x 128 grid the checkpoints use (spec section 4; vLLM's and DeepSeek's block FP8): each block's
+// scale_inv is amax / 448 in fp32 (1 for an all-zero block), each element
+// e4m3(x / scale_inv) rounded to nearest even (core EncodeF8E4M3), and the kernels dequantize
+// code x scale_inv. Partial edge blocks are scaled over their own elements. Owned memory; adds the
+// error to *stats (may be null; `blocks` counts 128 x 128 blocks, the rule fields stay 0). A weight
+// already FP8 or MXFP4 (as few or fewer bits) is returned as is; a NaN or infinity is an error
+// naming `what` and the row.
+StatusOr<MatrixWeight> QuantizeWeightToFp8Block(const MatrixWeight& w, ThreadPool* pool,
+                                                const std::string& what, Mxfp4ErrorStats* stats);
+
 struct QuantizeOptions {
   std::string in_dir, out_dir;
   Mxfp4ScaleRule rule = Mxfp4ScaleRule::kMse;

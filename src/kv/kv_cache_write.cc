@@ -10,25 +10,6 @@
 
 namespace mimo {
 
-uint8_t EncodeF8E4M3(float x) {
-  if (std::isnan(x)) return 0x7f;
-  const uint8_t sign = std::signbit(x) ? 0x80 : 0;
-  const float a = std::fabs(x);
-  if (a >= 448.0f) return sign | 0x7e;
-  if (a < 0.015625f) {  // below the smallest normal 2^-6: subnormal steps of 2^-9
-    // nearbyint rounds half to even in the default mode; 8 steps carry into exponent 1.
-    return sign | static_cast<uint8_t>(std::nearbyint(a * 512.0f));
-  }
-  const uint32_t u = F32ToBits(a);
-  const int exp = static_cast<int>(u >> 23) - 127 + 7;  // 1..8 here
-  const uint32_t man = u & 0x7fffffu;
-  uint32_t code = (static_cast<uint32_t>(exp) << 3) | (man >> 20);
-  const uint32_t rest = man & 0xfffffu;
-  if (rest > 0x80000u || (rest == 0x80000u && (code & 1u))) ++code;  // carry may bump exp
-  if (code > 0x7eu) code = 0x7e;
-  return sign | static_cast<uint8_t>(code);
-}
-
 namespace {
 
 template <typename Store>

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "attention/paged_kv_view.h"
+#include "core/dtype.h"  // EncodeF8E4M3
 
 namespace mimo {
 
@@ -21,8 +22,5 @@ struct KvCacheWriteTarget {
 // rounds to nearest even and saturates at +-448 * scale.
 void WriteKvCache(const KvCacheWriteTarget& dst, const float* k, const float* v,
                   const int64_t* slots, int num_tokens);
-
-// float -> e4m3fn, round to nearest even, saturating (same results as core F32ToF8E4M3, fast).
-uint8_t EncodeF8E4M3(float x);
 
 }  // namespace mimo

@@ -73,19 +73,55 @@ StatusOr<std::unique_ptr<MimoV2Model>> MimoV2Model::Load(const std::string& dir,
   return m;
 }
 
-Status MimoV2Model::QuantizeExpertsToMxfp4(Mxfp4ScaleRule rule, ThreadPool* pool,
-                                           Mxfp4ErrorStats* stats, int* converted) {
+Status MimoV2Model::QuantizeWeights(const QuantizePlan& plan, ThreadPool* pool,
+                                    QuantizeReport* report) {
+  QuantizeReport local;
+  QuantizeReport& rep = report ? *report : local;
   Status st = Status::Ok();
   ForEachWeight(w_, [&](const MutableWeightRef& r) {
-    if (!st.ok() || !IsRoutedExpert(r.id.role) || r.matrix->dtype == DType::kMxfp4) return;
+    if (!st.ok() || r.matrix == nullptr || r.matrix->empty()) return;
+    WeightFormat f = WeightFormat::kKeep;
+    QuantizeGroupReport* g = nullptr;
+    switch (r.id.role) {
+      case TensorRole::kExpertGateProj:
+      case TensorRole::kExpertUpProj:
+      case TensorRole::kExpertDownProj:
+        f = plan.experts, g = &rep.experts;
+        break;
+      case TensorRole::kQProj:
+      case TensorRole::kKProj:
+      case TensorRole::kVProj:
+      case TensorRole::kQkvProj:
+      case TensorRole::kOProj:
+      case TensorRole::kGateProj:
+      case TensorRole::kUpProj:
+      case TensorRole::kDownProj:
+      case TensorRole::kEhProj:
+        f = plan.dense, g = &rep.dense;
+        break;
+      case TensorRole::kLmHead:
+        f = plan.lm_head, g = &rep.lm_head;
+        break;
+      default:
+        return;  // router, embedding, norms, unknown tensors: as stored
+    }
+    if (f == WeightFormat::kKeep) return;
+    const DType before = r.matrix->dtype;
+    const bool kept = before == DType::kMxfp4 || (f == WeightFormat::kFp8 && before == DType::kF8E4M3);
+    if (kept) {
+      ++g->kept;
+      return;
+    }
     StatusOr<MatrixWeight> q =
-        QuantizeWeightToMxfp4(*r.matrix, rule, pool, TensorName(r.id), stats);
+        f == WeightFormat::kMxfp4
+            ? QuantizeWeightToMxfp4(*r.matrix, plan.mxfp4_rule, pool, TensorName(r.id), &g->error)
+            : QuantizeWeightToFp8Block(*r.matrix, pool, TensorName(r.id), &g->error);
     if (!q.ok()) {
       st = q.status();
       return;
     }
     *r.matrix = std::move(*q);
-    if (converted) ++*converted;
+    ++g->converted;
   });
   return st;
 }

@@ -4,6 +4,7 @@
 // Thread-safety: Forward is not re-entrant (one engine thread); the weights are read-only.
 #pragma once
 
+#include <cmath>
 #include <functional>
 #include <memory>
 #include <string>
@@ -78,16 +79,35 @@ class MimoV2Model {
   Communicator* communicator() const { return tp_.comm; }
   bool tp_leader() const { return tp_.active() && tp_.comm->leader(); }
 
-  // --experts mxfp4 (io/expert_quantizer.h): every routed expert this rank holds rewritten as
-  // MXFP4 in owned memory, exactly as `mimo quantize` writes it; the checkpoint's own expert
-  // bytes are then no longer read. Call before the first Forward; adds the rounding error to
-  // *stats (may be null) and the number of weights rewritten to *converted.
-  Status QuantizeExpertsToMxfp4(Mxfp4ScaleRule rule, ThreadPool* pool, Mxfp4ErrorStats* stats,
-                                int* converted);
+  // Load-time quantization (io/expert_quantizer.h), by group of weights:
+  //  experts: every routed expert this rank holds (--experts; mxfp4 exactly as `mimo quantize`
+  //           writes it, so the checkpoint's own expert bytes are no longer read);
+  //  dense:   the attention projections, the dense MLPs and MTP's eh_proj (--dense);
+  //  lm_head: the output projection (--lm-head; a tied one becomes its own copy).
+  // The router, the embedding and the norms are never quantized (the router is a few KB per layer
+  // and picks experts; the embedding reads one row a token). Each weight is rewritten in owned
+  // memory (a weight already in as few bits is kept). Call before the first Forward.
+  struct QuantizePlan {
+    WeightFormat experts = WeightFormat::kKeep, dense = WeightFormat::kKeep,
+                 lm_head = WeightFormat::kKeep;
+    Mxfp4ScaleRule mxfp4_rule = Mxfp4ScaleRule::kMse;
+  };
+  struct QuantizeGroupReport {
+    int converted = 0;        // weights rewritten
+    int kept = 0;             // already in as few bits (or fewer) as the format: left as stored
+    Mxfp4ErrorStats error;    // of the rewritten weights
+    double RelativeRmsError() const {
+      return error.sum_sq_weight > 0 ? std::sqrt(error.sum_sq_error / error.sum_sq_weight) : 0.0;
+    }
+  };
+  struct QuantizeReport {
+    QuantizeGroupReport experts, dense, lm_head;
+  };
+  Status QuantizeWeights(const QuantizePlan& plan, ThreadPool* pool, QuantizeReport* report);
 
   // Marks the plain tiles of every FP8 weight (kernels.h MarkFp8PlainBlocks), so that the decode
   // GEMV reads them branch-free; outputs are unchanged bit for bit. Reads every FP8 weight once:
-  // call after the weights are placed (and after QuantizeExpertsToMxfp4). Returns the plain
+  // call after the weights are placed (and after QuantizeWeights). Returns the plain
   // tiles, and all FP8 tiles in *tiles (may be null).
   int64_t MarkFp8PlainBlocks(ThreadPool* pool, int64_t* tiles = nullptr);
   // Detaches (false) or re-attaches (true) those maps: `bench model --ab-fp8-plain` alternates

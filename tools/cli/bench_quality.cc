@@ -179,8 +179,10 @@ int RunBenchQuality(int argc, char** argv) {
   const int threads = static_cast<int>(a.GetInt("threads", 0));
   LoadedModel ma, mb;
   if (!LoadModelOrReport("bench quality", a.Get("model"), threads, &ma, &a)) return 1;
-  Args ref_args = a;  // --experts applies to the model under test, not to its reference
+  Args ref_args = a;  // load-time quantization applies to the model under test, not its reference
   ref_args.Erase("experts");
+  ref_args.Erase("dense");
+  ref_args.Erase("lm-head");
   if (!LoadModelOrReport("bench quality", a.Get("reference"), threads, &mb, &ref_args)) return 1;
   const int64_t V = ma.model->config().vocab_size;
   if (mb.model->config().vocab_size != V) {

@@ -201,7 +201,8 @@ inline bool PrefixTierOptionsOrReport(const char* cmd, const Args& a, const std:
     return false;
   }
   const std::string flags = "precision=" + a.Get("precision", a.Get("prefill-precision", "exact")) +
-                            ";experts=" + a.Get("experts") + ";isa=" + KernelIsaName() +
+                            ";experts=" + a.Get("experts") + ";dense=" + a.Get("dense") +
+                            ";lm_head=" + a.Get("lm-head") + ";isa=" + KernelIsaName() +
                             ";attention=" + a.Get("attention-backend") +
                             ";fp8_plain=" + (a.Has("no-fp8-plain") ? "0" : "1");
   const uint64_t words[] = {*fp, Checksum64(reinterpret_cast<const uint8_t*>(flags.data()),

@@ -130,6 +130,59 @@ inline bool IntFlagOrReport(const char* cmd, const Args& a, const char* key, int
   return true;
 }
 
+// --experts / --dense / --lm-head FORMAT (fp8 | mxfp4): the load-time form of `mimo quantize`,
+// by group of weights (MimoV2Model::QuantizeWeights). A follower rank exits on a bad flag (rank
+// 0 reports it).
+inline bool QuantizeAtLoadOrReport(const char* cmd, const Args& a, bool follower,
+                                   LoadedModel* out) {
+  MimoV2Model::QuantizePlan plan;
+  struct Group {
+    const char* flag;
+    WeightFormat* format;
+    const char* what;
+  };
+  const Group groups[] = {{"experts", &plan.experts, "routed expert weights"},
+                          {"dense", &plan.dense, "dense projection weights"},
+                          {"lm-head", &plan.lm_head, "lm_head weights"}};
+  bool any = false;
+  for (const Group& g : groups) {
+    if (!a.Has(g.flag)) continue;
+    auto f = ParseWeightFormat(a.Get(g.flag));
+    if (!f.ok() || *f == WeightFormat::kKeep) {
+      if (follower) std::exit(2);
+      std::fprintf(stderr, "mimo %s: error: --%s '%s' is not supported (fp8 or mxfp4)\n", cmd,
+                   g.flag, a.Get(g.flag).c_str());
+      return false;
+    }
+    *g.format = *f;
+    any = true;
+  }
+  if (!any) return true;
+  const auto t0 = std::chrono::steady_clock::now();
+  MimoV2Model::QuantizeReport rep;
+  const Status q = out->model->QuantizeWeights(plan, out->pool.get(), &rep);
+  if (!q.ok()) {
+    if (follower) std::exit(1);
+    std::fprintf(stderr, "mimo %s: error: quantizing at load: %s\n", cmd, q.message().c_str());
+    return false;
+  }
+  if (follower) return true;
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const MimoV2Model::QuantizeGroupReport* reports[] = {&rep.experts, &rep.dense, &rep.lm_head};
+  for (int i = 0; i < 3; ++i) {
+    const WeightFormat f = *groups[i].format;
+    if (f == WeightFormat::kKeep) continue;
+    std::string fmt = f == WeightFormat::kMxfp4 ? "MXFP4" : "FP8";
+    std::fprintf(stderr,
+                 "mimo %s: %d %s quantized to %s at load (relative RMS error %.5f; %d kept as "
+                 "stored)\n",
+                 cmd, reports[i]->converted, groups[i].what, fmt.c_str(),
+                 reports[i]->RelativeRmsError(), reports[i]->kept);
+  }
+  std::fprintf(stderr, "mimo %s: load-time quantization took %.1f s\n", cmd, s);
+  return true;
+}
+
 // Loads the model (this rank's slices under tensor parallelism). A follower rank (1..N-1) does
 // not return: it follows rank 0's steps and exits when rank 0 is done. `threads` (0: one per
 // hardware thread) is what the caller read from --threads, which is read again from `a` when
@@ -160,35 +213,8 @@ inline bool LoadModelOrReport(const char* cmd, const std::string& dir, int threa
   out->model = std::move(m).value();
   out->pool = std::make_unique<ThreadPool>(threads);
   out->ctx.pool = out->pool.get();
-  // --experts mxfp4: the load-time form of `mimo quantize` (every rank its own experts).
-  if (a && a->Has("experts")) {
-    if (a->Get("experts") != "mxfp4") {
-      if (!follower) {
-        std::fprintf(stderr, "mimo %s: error: --experts '%s' is not supported (only mxfp4)\n", cmd,
-                     a->Get("experts").c_str());
-      }
-      if (follower) std::exit(2);
-      return false;
-    }
-    const auto t0 = std::chrono::steady_clock::now();
-    Mxfp4ErrorStats st;
-    int n = 0;
-    const Status q =
-        out->model->QuantizeExpertsToMxfp4(Mxfp4ScaleRule::kMse, out->pool.get(), &st, &n);
-    if (!q.ok()) {
-      if (follower) std::exit(1);
-      std::fprintf(stderr, "mimo %s: error: --experts mxfp4: %s\n", cmd, q.message().c_str());
-      return false;
-    }
-    if (!follower) {
-      std::fprintf(stderr,
-                   "mimo %s: %d routed expert weights quantized to MXFP4 at load in %.1f s "
-                   "(relative RMS error %.5f)\n",
-                   cmd, n,
-                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
-                   st.sum_sq_weight > 0 ? std::sqrt(st.sum_sq_error / st.sum_sq_weight) : 0.0);
-    }
-  }
+  // --experts / --dense / --lm-head fp8|mxfp4: load-time quantization (every rank its slices).
+  if (a && !QuantizeAtLoadOrReport(cmd, *a, follower, out)) return false;
   // The FP8 decode GEMV's plain tiles (kernels.h): one read of the FP8 weights, so only where the
   // checkpoint fits in the memory available; weights served from a page cache smaller than they
   // are would be read from disk once more for a decode that is bound by the disk anyway.
@@ -213,7 +239,8 @@ inline std::vector<std::string> KvCacheKeys() {
           "kv-cache-dtype",     "kv-cache-memory",
           "num-kv-blocks",      "tensor-parallel-size",
           "collective-timeout", "precision",
-          "prefill-precision",  "experts"};
+          "prefill-precision",  "experts",
+          "dense",              "lm-head"};
 }
 inline std::vector<std::string> KvCacheFlags() {
   return {"strict-attention-backend", "expert-parallel", "no-fp8-plain"};

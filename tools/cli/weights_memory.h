@@ -28,12 +28,12 @@ inline bool PlaceWeightsOrReport(const char* cmd, const Args& a, const EngineRun
   }
   // Under tensor parallelism a rank binds only its slices: no read-through of whole files.
   if (a.GetInt("tensor-parallel-size", 1) > 1) return true;
-  // --experts mxfp4 made owned copies of the experts: copying the files would also copy the
-  // FP8/BF16 experts nothing reads any more, so auto leaves the rest in the page cache.
-  if (a.Has("experts") && *mode == WeightsMemory::kAuto) {
+  // --experts/--dense/--lm-head made owned copies of those weights: copying the files would also
+  // copy the source weights nothing reads any more, so auto leaves the rest in the page cache.
+  if ((a.Has("experts") || a.Has("dense") || a.Has("lm-head")) && *mode == WeightsMemory::kAuto) {
     std::fprintf(stderr,
-                 "mimo %s: note: --experts mxfp4: the other weights are served from the page "
-                 "cache (--weights-memory copy would copy the source experts too)\n",
+                 "mimo %s: note: weights quantized at load: the other weights are served from the "
+                 "page cache (--weights-memory copy would copy the source weights too)\n",
                  cmd);
     return true;
   }
