@@ -324,3 +324,64 @@ def test_memory_plan_with_mxfp4_experts(mimo_bin, full_size_dir, name):
     one = json.loads(subprocess.run(args + ["--max-num-batched-tokens", "1"], capture_output=True,
                                     text=True, timeout=120, check=True).stdout)
     assert one["memory_plan"]["as_stored"]["kv_cache_bytes"] == one["kv_cache"]["total_bytes"]
+
+
+# --dense / --lm-head in the memory plan: the attention projections (separate or fused qkv),
+# o_proj, the dense MLPs and MTP's eh_proj, and lm_head, as if rewritten at load, counted from the
+# headers: FP8 [N, K] -> N * K + 4 * ceil(N / 128) * ceil(K / 128) (a weight already FP8 kept with
+# its scales), MXFP4 -> N * ceil(K / 2) + N * ceil(K / 32) (an FP8 weight's F32 scales dropped).
+DENSE = re.compile(r"\.(self_attn\.(q|k|v|qkv|o)_proj|mlp\.(gate|up|down)_proj|eh_proj)\.weight"
+                   r"(_scale_inv)?$")
+
+
+def planned_dense(d, dense, lm_head):
+    cfg = json.load(open(os.path.join(d, "config.json")))
+    hdr = header_shapes(d)
+    other = active = 0
+    for n, (dtype, shape, nbytes) in hdr.items():
+        if not is_language_model(n) or EXPERT.match(n):
+            continue
+        fmt = lm_head if n.startswith("lm_head.") else dense if DENSE.search(n) else None
+        b = nbytes
+        if fmt and n.endswith("_scale_inv"):
+            b = 0 if fmt == "mxfp4" else nbytes
+        elif fmt and dtype != "U8" and not (fmt == "fp8" and dtype == "F8_E4M3"):
+            rows, k = shape
+            b = (rows * k + 4 * cdiv(rows, 128) * cdiv(k, 128) if fmt == "fp8"
+                 else rows * cdiv(k, 2) + rows * cdiv(k, 32))
+        other += b
+        if n == "model.embed_tokens.weight":
+            active += nbytes // shape[0]
+        elif n.startswith(("model.layers.", "model.norm.", "lm_head.")):
+            active += b
+    assert not cfg.get("tie_word_embeddings")
+    return other, active
+
+
+@pytest.mark.parametrize("name,dense,lm_head", [("flash", "fp8", "fp8"),
+                                                ("v2.5-pro", "mxfp4", "fp8"),
+                                                ("v2.6-flash", "fp8", "mxfp4")])
+def test_memory_plan_with_dense_and_lm_head_formats(mimo_bin, full_size_dir, name, dense, lm_head):
+    d = full_size_dir(name)
+    args = [mimo_bin, "inspect", "--model", d, "--json", "--dense", dense, "--lm-head", lm_head,
+            "--max-context", "4096"]
+    p = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    plan = json.loads(p.stdout)["memory_plan"]
+    q, stored = plan["quantized"], plan["as_stored"]
+    assert q["flags"] == f"--dense {dense} --lm-head {lm_head}"
+    other, active_other = planned_dense(d, dense, lm_head)
+    assert q["other_weight_bytes"] == other
+    assert q["expert_bytes"] == stored["expert_bytes"]  # experts as stored
+    # A token reads the same experts in both columns; the rest as counted above.
+    assert q["active_weight_bytes_per_token"] == pytest.approx(
+        stored["active_weight_bytes_per_token"] - (stored_other_active(d) - active_other), abs=1)
+    assert other < stored["other_weight_bytes"]
+    p = subprocess.run([mimo_bin, "inspect", "--model", d, "--dense", "int8"], capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode != 0 and "--dense 'int8' is not supported (fp8 or mxfp4)" in p.stderr
+
+
+def stored_other_active(d):
+    """A token's reads of everything but the routed experts, as stored."""
+    return planned_dense(d, None, None)[1]

@@ -91,9 +91,17 @@ std::string HumanBytes(uint64_t b) {
 // share (its rows of each weight by the sharding table, KV cache of its kv heads).
 StatusOr<MemoryPlan> PlanMemory(const Args& args, const Checkpoint& ck,
                                 const ModelConfig& kv_config, int tp, bool ep) {
-  const std::string experts = args.Get("experts");
-  if (!experts.empty() && experts != "mxfp4") {
-    return InvalidArgument("--experts must be mxfp4, got '%s'", experts.c_str());
+  LoadFormats formats;
+  for (auto [flag, f] : {std::pair<const char*, WeightFormat*>{"experts", &formats.experts},
+                         {"dense", &formats.dense},
+                         {"lm-head", &formats.lm_head}}) {
+    if (!args.Has(flag)) continue;
+    auto parsed = ParseWeightFormat(args.Get(flag));
+    if (!parsed.ok() || *parsed == WeightFormat::kKeep) {
+      return InvalidArgument("--%s '%s' is not supported (fp8 or mxfp4)", flag,
+                             args.Get(flag).c_str());
+    }
+    *f = *parsed;
   }
   MIMO_ASSIGN_OR_RETURN(DType kv_dtype, ParseKvCacheDType(args.Get("kv-cache-dtype", "bf16")));
   MemoryPlan plan;
@@ -120,11 +128,11 @@ StatusOr<MemoryPlan> PlanMemory(const Args& args, const Checkpoint& ck,
   const double scratch = static_cast<double>(EstimateScratchBytes(
       ck.config(), kv_config.layers, plan.tokens_per_step, plan.max_sequences));
   const TpSlice rank0{0, tp, ep};  // the sharding table's rows of rank 0
-  MIMO_ASSIGN_OR_RETURN(WeightBytes stored, CountWeightBytes(ck, false, rank0));
+  MIMO_ASSIGN_OR_RETURN(WeightBytes stored, CountWeightBytes(ck, LoadFormats{}, rank0));
   std::vector<std::pair<std::string, WeightBytes>> columns = {{"as stored", stored}};
-  if (!experts.empty()) {
-    MIMO_ASSIGN_OR_RETURN(WeightBytes mx, CountWeightBytes(ck, true, rank0));
-    columns.push_back({"--experts mxfp4", mx});
+  if (formats.any()) {
+    MIMO_ASSIGN_OR_RETURN(WeightBytes q, CountWeightBytes(ck, formats, rank0));
+    columns.push_back({formats.Flags(), q});
   }
   for (auto& [name, w] : columns) {
     MemoryPlanColumn c;
@@ -142,14 +150,15 @@ int RunInspect(int argc, char** argv) {
   std::string error;
   if (!args.Parse(argc, argv,
                   {"model", "max-context", "block-size", "kv-cache-dtype", "max-sequences",
-                   "kv-cache-memory", "tensor-parallel-size", "experts", "max-num-batched-tokens"},
+                   "kv-cache-memory", "tensor-parallel-size", "experts", "dense", "lm-head",
+                   "max-num-batched-tokens"},
                   {"json", "expert-parallel"}, &error) ||
       !args.Has("model")) {
     std::fprintf(stderr,
                  "error: %s\nusage: mimo inspect --model DIR [--json] [--max-context N "
                  "[--block-size N] [--kv-cache-dtype f32|bf16|fp8] [--max-sequences N] "
                  "[--kv-cache-memory BYTES]] [--tensor-parallel-size N [--expert-parallel]] "
-                 "[--experts mxfp4] [--max-num-batched-tokens N]\n",
+                 "[--experts|--dense|--lm-head fp8|mxfp4] [--max-num-batched-tokens N]\n",
                  error.empty() ? "--model is required" : error.c_str());
     return 2;
   }

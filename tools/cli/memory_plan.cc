@@ -17,20 +17,58 @@ bool EndsWith(const std::string& s, const char* suffix) {
   return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
 }
 
-// The bytes of one routed-expert tensor once its weights are MXFP4.
-double Mxfp4Bytes(const SafetensorsEntry& e) {
-  if (EndsWith(e.name, ".weight_scale_inv")) return 0;  // the FP8 scales go with their weight
-  if (!EndsWith(e.name, ".weight") || e.dtype == DType::kU8 || e.shape.size() != 2) {
-    return static_cast<double>(e.nbytes);  // already MXFP4 (codes or exponents), or not a weight
+// The bytes of one weight tensor (or its scales) once its group is rewritten to `f`.
+double QuantizedBytes(const SafetensorsEntry& e, WeightFormat f) {
+  const double stored = static_cast<double>(e.nbytes);
+  if (f == WeightFormat::kKeep) return stored;
+  if (EndsWith(e.name, ".weight_scale_inv")) {  // FP8 scales: kept under fp8, dropped under mxfp4
+    return f == WeightFormat::kMxfp4 ? 0 : stored;
   }
+  if (!EndsWith(e.name, ".weight") || e.dtype == DType::kU8 || e.shape.size() != 2) {
+    return stored;  // already MXFP4 (codes or exponents), or not a weight
+  }
+  if (f == WeightFormat::kFp8 && e.dtype == DType::kF8E4M3) return stored;
   const double rows = static_cast<double>(e.shape[0]);
   const int64_t k = e.shape[1];
+  if (f == WeightFormat::kFp8) {
+    const double blocks = static_cast<double>((e.shape[0] + 127) / 128) * ((k + 127) / 128);
+    return rows * static_cast<double>(k) + 4 * blocks;
+  }
   return rows * static_cast<double>((k + 1) / 2) + rows * static_cast<double>((k + 31) / 32);
+}
+
+bool IsDenseProjection(TensorRole r) {
+  switch (r) {
+    case TensorRole::kQProj:
+    case TensorRole::kKProj:
+    case TensorRole::kVProj:
+    case TensorRole::kQkvProj:
+    case TensorRole::kOProj:
+    case TensorRole::kGateProj:
+    case TensorRole::kUpProj:
+    case TensorRole::kDownProj:
+    case TensorRole::kEhProj:
+      return true;
+    default:
+      return false;
+  }
 }
 
 }  // namespace
 
-StatusOr<WeightBytes> CountWeightBytes(const Checkpoint& ck, bool experts_mxfp4,
+std::string LoadFormats::Flags() const {
+  std::string s;
+  auto add = [&](const char* flag, WeightFormat f) {
+    if (f == WeightFormat::kKeep) return;
+    s += std::string(s.empty() ? "" : " ") + "--" + flag + " " + WeightFormatName(f);
+  };
+  add("experts", experts);
+  add("dense", dense);
+  add("lm-head", lm_head);
+  return s;
+}
+
+StatusOr<WeightBytes> CountWeightBytes(const Checkpoint& ck, const LoadFormats& formats,
                                        const TpSlice& rank) {
   const ModelConfig& c = ck.config();
   WeightBytes w;
@@ -42,18 +80,31 @@ StatusOr<WeightBytes> CountWeightBytes(const Checkpoint& ck, bool experts_mxfp4,
     const TensorId id = ClassifyTensor(n, c);
     MIMO_ASSIGN_OR_RETURN(TensorShard shard, ShardOf(id, c, rank));
     if (id.expert >= 0) {  // model.[mtp.]layers.N.mlp.experts.E.*
-      const double b = experts_mxfp4 ? Mxfp4Bytes(e) : static_cast<double>(e.nbytes);
+      const double b = QuantizedBytes(e, formats.experts);
       w.experts += shard.Fraction() * b;
       if (id.mtp_layer < 0) main_experts += b;
       continue;
     }
-    w.other += shard.Fraction() * static_cast<double>(e.nbytes);
+    const WeightFormat f = IsDenseProjection(id.role)         ? formats.dense
+                           : id.role == TensorRole::kLmHead ? formats.lm_head
+                                                             : WeightFormat::kKeep;
+    const double b = QuantizedBytes(e, f);
+    w.other += shard.Fraction() * b;
     if (id.role == TensorRole::kEmbedding) {
       const double row = static_cast<double>(c.hidden_size) * DTypeSize(e.dtype);
-      w.active_per_token += c.tie_word_embeddings ? static_cast<double>(e.nbytes) : row;
+      if (c.tie_word_embeddings && formats.lm_head != WeightFormat::kKeep) {
+        // The lm_head becomes its own quantized copy; the embedding still reads one row.
+        SafetensorsEntry head = e;
+        head.name = "lm_head.weight";
+        const double q = QuantizedBytes(head, formats.lm_head);
+        w.other += q;
+        w.active_per_token += row + q;
+      } else {
+        w.active_per_token += c.tie_word_embeddings ? b : row;
+      }
     } else if ((id.layer >= 0 && id.mtp_layer < 0) || id.role == TensorRole::kModelNorm ||
                id.role == TensorRole::kLmHead) {
-      w.active_per_token += static_cast<double>(e.nbytes);
+      w.active_per_token += b;
     }
   }
   if (c.n_routed_experts > 0) {
@@ -112,7 +163,8 @@ std::string FormatMemoryPlan(const MemoryPlan& p) {
     std::snprintf(line, sizeof(line), "  %-24s", label);
     s += line;
     for (const MemoryPlanColumn& c : p.columns) {
-      std::snprintf(line, sizeof(line), " %16s", value(c).c_str());
+      const int width = std::max<int>(16, static_cast<int>(c.name.size()));
+      std::snprintf(line, sizeof(line), " %*s", width, value(c).c_str());
       s += line;
     }
     s += "\n";
@@ -145,8 +197,14 @@ std::string MemoryPlanJson(const MemoryPlan& p) {
   o += ", \"max_num_batched_tokens\": " + std::to_string(p.tokens_per_step);
   o += ", \"tensor_parallel_size\": " + std::to_string(p.tensor_parallel);
   for (const MemoryPlanColumn& c : p.columns) {
-    const std::string key = c.name == "as stored" ? "as_stored" : "experts_mxfp4";
-    o += ", \"" + key + "\": {\"expert_bytes\": " + Bytes(c.weights.experts);
+    // The quantized column: "experts_mxfp4" for --experts mxfp4 alone (its key before --dense and
+    // --lm-head existed), otherwise "quantized" with its flags.
+    const std::string key = c.name == "as stored"         ? "as_stored"
+                            : c.name == "--experts mxfp4" ? "experts_mxfp4"
+                                                          : "quantized";
+    o += ", \"" + key + "\": {";
+    if (key == "quantized") o += "\"flags\": \"" + c.name + "\", ";
+    o += "\"expert_bytes\": " + Bytes(c.weights.experts);
     o += ", \"other_weight_bytes\": " + Bytes(c.weights.other);
     o += ", \"tower_bytes\": " + Bytes(c.weights.towers);
     o += ", \"kv_cache_bytes\": " + Bytes(c.kv_bytes);

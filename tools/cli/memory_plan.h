@@ -9,6 +9,7 @@
 
 #include "core/status.h"
 #include "io/checkpoint.h"
+#include "io/expert_quantizer.h"
 #include "model/sharding.h"
 
 namespace mimo::cli {
@@ -24,12 +25,24 @@ struct WeightBytes {
   double active_per_token = 0;
 };
 
+// The load-time quantization of --experts / --dense / --lm-head (MimoV2Model::QuantizeWeights).
+struct LoadFormats {
+  WeightFormat experts = WeightFormat::kKeep, dense = WeightFormat::kKeep,
+               lm_head = WeightFormat::kKeep;
+  bool any() const {
+    return experts != WeightFormat::kKeep || dense != WeightFormat::kKeep ||
+           lm_head != WeightFormat::kKeep;
+  }
+  std::string Flags() const;  // "--experts mxfp4 --lm-head fp8"
+};
+
 // Under tensor parallelism (rank.active()) experts and other are rank `rank.rank`'s share, as the
 // sharding table (model/sharding.h) splits each tensor; active_per_token stays the whole model's.
-// experts_mxfp4: as if every routed expert weight [N, K] stored as FP8 (with its F32
-// weight_scale_inv) or as BF16/F16/F32 were rewritten to MXFP4: N * ceil(K / 2) bytes of E2M1
-// pairs plus N * ceil(K / 32) E8M0 scale bytes; experts already MXFP4 stay as they are.
-StatusOr<WeightBytes> CountWeightBytes(const Checkpoint& ck, bool experts_mxfp4,
+// With `formats`, as if each group's weights [N, K] were rewritten as the engine rewrites them at
+// load: MXFP4 N * ceil(K / 2) bytes of E2M1 pairs plus N * ceil(K / 32) E8M0 bytes (an FP8
+// weight's F32 scales dropped); FP8 N * K bytes plus 4 * ceil(N / 128) * ceil(K / 128) of scales.
+// A weight already stored in as few bits stays as it is; a tied lm_head becomes its own copy.
+StatusOr<WeightBytes> CountWeightBytes(const Checkpoint& ck, const LoadFormats& formats,
                                        const TpSlice& rank = {});
 
 // The engine thread's per-step scratch (core/scratch.h arenas, kept between steps) at its peak,
@@ -42,7 +55,7 @@ StatusOr<WeightBytes> CountWeightBytes(const Checkpoint& ck, bool experts_mxfp4,
 // metadata.
 // One column of the plan: the checkpoint as stored, or with an option applied.
 struct MemoryPlanColumn {
-  std::string name;  // "as stored", "--experts mxfp4"
+  std::string name;  // "as stored", or the flags: "--experts mxfp4", "--dense fp8 --lm-head fp8"
   WeightBytes weights;
   double kv_bytes = 0;
   double scratch_bytes = 0;

@@ -279,18 +279,18 @@ struct LaneBlocking {
                    std::clamp<int64_t>(V::kLaneScratchBytes / (row_bytes * tile_rows), 1, 4)) {}
 };
 
-// Rows [r0, r1) of y [T, rows] for T >= V::kLaneMinTokens: per token chunk, x packed lane-major
-// (PackLaneGroup); per block of rows, each row decoded once (DecodeLaneRow), then every group's
-// lanes run on the register tiles and the lane sums are reduced into y.
-template <class V, class W>
-void PrefillRows(const float* x, int64_t T, const MatrixWeight& w, int64_t r0, int64_t r1,
-                 float* y) {
+// Rows [r0, r1) of y [T, rows] for T >= V::kLaneMinTokens: per token chunk, x [T, cols] packed
+// lane-major (PackLaneGroup); per block of rows, each row decoded once into the lane-major scratch
+// by decode_row(r, lane_stride, dst) (DecodeLaneRow's layout), with kScaled block j of row r
+// scaled by scale_of(r, j) (bc columns a block; unscaled: bc == cols), then every group's lanes
+// run on the register tiles and the lane sums are reduced into y. The dtype-specific parts are the
+// two callbacks, so FP8, the float dtypes and MXFP4 share one driver.
+template <class V, bool kScaled, class DecodeRow, class ScaleOf>
+void PrefillRowsWith(const float* x, int64_t T, int64_t rows, int64_t cols, int64_t bc, int64_t r0,
+                     int64_t r1, float* y, DecodeRow decode_row, ScaleOf scale_of) {
   constexpr int kLanes = V::kLanes, kTokens = 2 * kLanes;
-  constexpr bool kScaled = W::kBlockScaled;
   constexpr int kR = kLaneRows<V, kScaled>;
   using Vec = Lanes<float, kLanes>;
-  const int64_t cols = w.cols;
-  const int64_t bc = kScaled ? w.block_cols : cols;
   const LaneSteps<kLanes> ls(cols, bc);
   const int64_t sp = ls.padded;
   const int64_t group_floats = kLanes * sp * kTokens;
@@ -300,7 +300,7 @@ void PrefillRows(const float* x, int64_t T, const MatrixWeight& w, int64_t r0, i
   xt_buf.resize(chunk / kTokens * group_floats / kLanes);
   scratch_buf.resize(block_rows * sp);  // [L][block_rows][sp] floats = block_rows * sp vectors
   sums_buf.resize(block_rows * kTokens);
-  thread_local std::vector<float> scales_buf;  // [block_rows][nb] (FP8)
+  thread_local std::vector<float> scales_buf;  // [block_rows][nb] (block-scaled dtypes)
   scales_buf.resize(kScaled ? block_rows * ls.nb : 0);
   float* block_scales = scales_buf.data();
   float* xt = xt_buf.data()->v;
@@ -316,10 +316,9 @@ void PrefillRows(const float* x, int64_t T, const MatrixWeight& w, int64_t r0, i
     for (int64_t rb = r0; rb < r1; rb += block_rows) {
       const int64_t nr = std::min(block_rows, r1 - rb);
       for (int64_t i = 0; i < nr; ++i) {
-        DecodeLaneRow<V, W>(w, rb + i, bc, block_rows * sp, scratch + i * sp);
+        decode_row(rb + i, block_rows * sp, scratch + i * sp);
         if constexpr (kScaled) {
-          const float* sr = w.scale_inv + w.ScaleRow(rb + i) * w.scale_cols;
-          for (int64_t j = 0; j < ls.nb; ++j) block_scales[i * ls.nb + j] = sr[j] * W::kScaleFactor;
+          for (int64_t j = 0; j < ls.nb; ++j) block_scales[i * ls.nb + j] = scale_of(rb + i, j);
         }
       }
       for (int64_t g = 0; g < groups; ++g) {
@@ -334,10 +333,56 @@ void PrefillRows(const float* x, int64_t T, const MatrixWeight& w, int64_t r0, i
                 block_scales + i * ls.nb, sums + i * kLanes * kTokens + l * kTokens);
           }
         }
-        StoreLaneOutputs<V, false>(sums, nr, nv, gt, tc + g * kTokens, 1.0f, w.rows, rb, y);
+        StoreLaneOutputs<V, false>(sums, nr, nv, gt, tc + g * kTokens, 1.0f, rows, rb, y);
       }
     }
   }
+}
+
+// PrefillRowsWith for a stored dtype W (F32, BF16, F16, FP8 with its block scales).
+template <class V, class W>
+void PrefillRows(const float* x, int64_t T, const MatrixWeight& w, int64_t r0, int64_t r1,
+                 float* y) {
+  constexpr bool kScaled = W::kBlockScaled;
+  const int64_t bc = kScaled ? w.block_cols : w.cols;
+  PrefillRowsWith<V, kScaled>(
+      x, T, w.rows, w.cols, bc, r0, r1, y,
+      [&](int64_t r, int64_t lane_stride, float* dst) {
+        DecodeLaneRow<V, W>(w, r, bc, lane_stride, dst);
+      },
+      [&](int64_t r, int64_t j) {
+        return w.scale_inv[w.ScaleRow(r) * w.scale_cols + j] * W::kScaleFactor;
+      });
+}
+
+// MXFP4 prompts on the same tiles: each row's blocks decoded in the decoder's lane order
+// (DecodeMxRow: column order, or the permuted order of Mx::PermuteBlock with x permuted alike and
+// both padded with +0 to whole blocks) into one fp32 row, then transposed lane-major as an F32
+// row; each 32-column block's sum is scaled by its E8M0 exponent with one FMA. That is the GEMV's
+// reduction (MxGemvTileOf: per block kVecs steps from +0, one scaling FMA), so a token's outputs
+// are the same bits alone or in a prompt. The multi-token row tiles this replaced paid one
+// horizontal sum per output and ran at half the FP8 prompt speed (docs/PERFORMANCE.md).
+template <class V>
+void MxPrefillRows(const float* x, int64_t T, const MatrixWeight& w, int64_t r0, int64_t r1,
+                   float* y) {
+  const int64_t cols =
+      V::Mx::kPermuted ? (w.cols + kMxBlock - 1) / kMxBlock * kMxBlock : w.cols;
+  thread_local std::vector<float> row_buf;
+  row_buf.resize(static_cast<size_t>((w.cols + kMxBlock - 1) / kMxBlock * kMxBlock));
+  MatrixWeight row;  // one decoded row as an F32 weight, for DecodeLaneRow
+  row.dtype = DType::kF32;
+  row.rows = 1;
+  row.cols = cols;
+  row.data = row_buf.data();
+  PrefillRowsWith<V, true>(
+      x, T, w.rows, cols, kMxBlock, r0, r1, y,
+      [&](int64_t r, int64_t lane_stride, float* dst) {
+        DecodeMxRow<V>(w, r, row_buf.data());
+        DecodeLaneRow<V, F32W<V>>(row, 0, kMxBlock, lane_stride, dst);
+      },
+      [&](int64_t r, int64_t j) {
+        return V::Mx::Scale(w.scale_e8m0[w.ScaleRow(r) * w.scale_cols + j]);
+      });
 }
 
 }  // namespace mimo::cpu

@@ -727,6 +727,11 @@ void MxSmallRows(const float* xp, int64_t T, const MatrixWeight& w, int64_t r0, 
   }
 }
 
+// T >= V::kLaneMinTokens on the lane-major prompt tiles (linear_prefill.h, which the unit includes).
+template <class V>
+void MxPrefillRows(const float* x, int64_t T, const MatrixWeight& w, int64_t r0, int64_t r1,
+                   float* y);
+
 template <class V>
 void LinearRowsMxfp4(const float* x, int64_t T, const MatrixWeight& w, int64_t r0, int64_t r1,
                      float* y) {
@@ -738,12 +743,14 @@ void LinearRowsMxfp4(const float* x, int64_t T, const MatrixWeight& w, int64_t r
     const float* xp = PermuteMxInput<V>(x, T, w.cols);
     if (T == 1) return GemvRows<MxGemvTileOf<V>::template T>(xp, w, r0, r1, y);
     if (T <= kMxSmallMax) return MxSmallRows<V>(xp, T, w, r0, r1, y);
+    if (T >= V::kLaneMinTokens) return MxPrefillRows<V>(xp, T, w, r0, r1, y);
     // The decoded rows and xp are whole permuted blocks: the tile walks them as full blocks.
     MatrixWeight padded = w;
     padded.cols = (w.cols + kMxBlock - 1) / kMxBlock * kMxBlock;
     return MultiTokenRows<V, true>(xp, T, padded, r0, r1, kMxBlock, y, decode, scale_of);
   }
   if (T == 1) return GemvRows<MxGemvTileOf<V>::template T>(x, w, r0, r1, y);
+  if (T >= V::kLaneMinTokens) return MxPrefillRows<V>(x, T, w, r0, r1, y);
   MultiTokenRows<V, true>(x, T, w, r0, r1, kMxBlock, y, decode, scale_of);
 }
 
