@@ -34,7 +34,7 @@ for item in "${runs[@]}"; do
     kld=$(awk '/^mean KLD/ {print $3 "\t" $5}' <<<"$out")
     p99=$(awk '/^KLD median/ {gsub(",", "", $5); print $5}' <<<"$out")
     top=$(awk '/^same top-1/ {print $3}' <<<"$out")
-    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$(basename "$model")" "${c/#-/as stored}" "$proto" "$kld" \
+    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$(basename "$model")" "$([[ $c == - ]] && echo "as stored" || echo "$c")" "$proto" "$kld" \
       "$p99" "$top"
   done
 done
