@@ -82,28 +82,14 @@ Status MimoV2Model::QuantizeWeights(const QuantizePlan& plan, ThreadPool* pool,
     if (!st.ok() || r.matrix == nullptr || r.matrix->empty()) return;
     WeightFormat f = WeightFormat::kKeep;
     QuantizeGroupReport* g = nullptr;
-    switch (r.id.role) {
-      case TensorRole::kExpertGateProj:
-      case TensorRole::kExpertUpProj:
-      case TensorRole::kExpertDownProj:
-        f = plan.experts, g = &rep.experts;
-        break;
-      case TensorRole::kQProj:
-      case TensorRole::kKProj:
-      case TensorRole::kVProj:
-      case TensorRole::kQkvProj:
-      case TensorRole::kOProj:
-      case TensorRole::kGateProj:
-      case TensorRole::kUpProj:
-      case TensorRole::kDownProj:
-      case TensorRole::kEhProj:
-        f = plan.dense, g = &rep.dense;
-        break;
-      case TensorRole::kLmHead:
-        f = plan.lm_head, g = &rep.lm_head;
-        break;
-      default:
-        return;  // router, embedding, norms, unknown tensors: as stored
+    if (IsRoutedExpert(r.id.role)) {
+      f = plan.experts, g = &rep.experts;
+    } else if (IsDenseProjection(r.id.role)) {
+      f = plan.dense, g = &rep.dense;
+    } else if (r.id.role == TensorRole::kLmHead) {
+      f = plan.lm_head, g = &rep.lm_head;
+    } else {
+      return;  // router, embedding, norms, unknown tensors: as stored
     }
     if (f == WeightFormat::kKeep) return;
     const DType before = r.matrix->dtype;

@@ -123,6 +123,23 @@ const ShardRule& RuleOf(TensorRole role) { return kShardTable[static_cast<size_t
 
 bool IsRoutedExpert(TensorRole role) { return RuleOf(role).scope == S::kExpert; }
 
+bool IsDenseProjection(TensorRole role) {
+  switch (role) {
+    case TensorRole::kQProj:
+    case TensorRole::kKProj:
+    case TensorRole::kVProj:
+    case TensorRole::kQkvProj:
+    case TensorRole::kOProj:
+    case TensorRole::kGateProj:
+    case TensorRole::kUpProj:
+    case TensorRole::kDownProj:
+    case TensorRole::kEhProj:
+      return true;
+    default:
+      return false;
+  }
+}
+
 TensorId ClassifyTensor(const std::string& name, const ModelConfig& cfg) {
   TensorId id;
   std::string rest = name;

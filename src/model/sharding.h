@@ -110,6 +110,8 @@ struct ShardRule {
 };
 const ShardRule& RuleOf(TensorRole role);
 bool IsRoutedExpert(TensorRole role);  // kExpert*Proj: split as whole experts under EP
+// The projections --dense quantizes: q/k/v (or fused qkv), o_proj, the dense MLP, MTP's eh_proj.
+bool IsDenseProjection(TensorRole role);
 
 // One tensor of the checkpoint (or one bound weight): its role and where it sits.
 struct TensorId {

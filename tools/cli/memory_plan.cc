@@ -37,23 +37,6 @@ double QuantizedBytes(const SafetensorsEntry& e, WeightFormat f) {
   return rows * static_cast<double>((k + 1) / 2) + rows * static_cast<double>((k + 31) / 32);
 }
 
-bool IsDenseProjection(TensorRole r) {
-  switch (r) {
-    case TensorRole::kQProj:
-    case TensorRole::kKProj:
-    case TensorRole::kVProj:
-    case TensorRole::kQkvProj:
-    case TensorRole::kOProj:
-    case TensorRole::kGateProj:
-    case TensorRole::kUpProj:
-    case TensorRole::kDownProj:
-    case TensorRole::kEhProj:
-      return true;
-    default:
-      return false;
-  }
-}
-
 }  // namespace
 
 std::string LoadFormats::Flags() const {
