@@ -70,6 +70,12 @@ CASES = [
     ("tied", 2, ["--prefix-cache"]),   # tied lm_head (vocab rows of the embedding), sinks
     ("v2.5-pro", 4, ["--experts", "mxfp4"]),  # each rank quantizes its own expert slices at load
     ("fp8", 2, ["--expert-parallel", "--experts", "mxfp4"]),
+    # --dense / --lm-head: each rank quantizes its own rows. MXFP4 blocks are 32 columns of one
+    # row, so a rank's slice holds the same blocks as the whole weight; FP8's 128 x 128 blocks
+    # match where a rank's rows start on a block, as here (a slice that does not would get other
+    # blocks than one process, and so other logits).
+    ("v2.5-pro", 2, ["--dense", "mxfp4", "--lm-head", "mxfp4"]),
+    ("fp8", 2, ["--dense", "fp8", "--lm-head", "fp8"]),
 ]
 
 
