@@ -1,7 +1,9 @@
 // generation_config.json -> GenerationConfig.
 #include "io/generation_config.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <fstream>
 #include <sstream>
 
@@ -9,11 +11,11 @@
 
 namespace mimo {
 
-StatusOr<GenerationConfig> ParseGenerationConfig(const std::string& text) {
+StatusOr<GenerationConfig> ParseGenerationConfig(const std::string& text, const char* source) {
   using json = nlohmann::json;
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) {
-    return InvalidArgument("generation_config.json is not a JSON object");
+    return InvalidArgument("%s is not a JSON object", source);
   }
   GenerationConfig g;
   // A token id: an integer in [0, 2^31) (get<int>() would wrap 2^32 to 0 and take -5 as is; the
@@ -31,13 +33,13 @@ StatusOr<GenerationConfig> ParseGenerationConfig(const std::string& text) {
   if (j.contains("eos_token_id") && !j["eos_token_id"].is_null()) {
     const json& e = j["eos_token_id"];
     if (!e.is_number_integer() && !e.is_array()) {
-      return InvalidArgument("generation_config.json: eos_token_id must be an integer or a list");
+      return InvalidArgument("%s: eos_token_id must be an integer or a list", source);
     }
     for (const json& x : e.is_array() ? e : json::array({e})) {
       int id = 0;
       if (!token_id(x, &id)) {
         return InvalidArgument(
-            "generation_config.json: eos_token_id %s is not a token id (an integer in [0, 2^31))",
+            "%s: eos_token_id %s is not a token id (an integer in [0, 2^31))", source,
             x.dump().substr(0, 40).c_str());
       }
       g.eos_token_ids.push_back(id);
@@ -45,7 +47,7 @@ StatusOr<GenerationConfig> ParseGenerationConfig(const std::string& text) {
   }
   auto num = [&](const char* key, std::optional<float>* out) -> Status {
     if (!j.contains(key) || j[key].is_null()) return Status::Ok();
-    if (!j[key].is_number()) return InvalidArgument("generation_config.json: %s must be a number", key);
+    if (!j[key].is_number()) return InvalidArgument("%s: %s must be a number", source, key);
     *out = j[key].get<float>();
     return Status::Ok();
   };
@@ -60,13 +62,39 @@ StatusOr<GenerationConfig> ParseGenerationConfig(const std::string& text) {
                           : k.is_number_integer() && k.get<int64_t>() >= INT32_MIN &&
                                 k.get<int64_t>() <= INT32_MAX;
     if (!fits) {
-      return InvalidArgument("generation_config.json: top_k must be a 32-bit integer, got %s",
+      return InvalidArgument("%s: top_k must be a 32-bit integer, got %s", source,
                              k.dump().substr(0, 40).c_str());
     }
     g.top_k = static_cast<int>(k.get<int64_t>());
   }
   if (j.contains("do_sample") && j["do_sample"].is_boolean()) g.do_sample = j["do_sample"].get<bool>();
   return g;
+}
+
+StatusOr<GenerationConfig> ParseGenerationConfigOverride(const std::string& text) {
+  constexpr const char* kFlag = "--override-generation-config";
+  constexpr const char* kKeys[] = {"temperature", "top_p", "top_k", "min_p", "repetition_penalty"};
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    return InvalidArgument("%s is not a JSON object (e.g. '{\"temperature\": 0}')", kFlag);
+  }
+  for (const auto& [key, value] : j.items()) {
+    if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys)) {
+      return InvalidArgument(
+          "%s: unknown key '%s' (temperature, top_p, top_k, min_p, repetition_penalty)", kFlag,
+          key.substr(0, 40).c_str());
+    }
+    if (value.is_null()) return InvalidArgument("%s: %s is null", kFlag, key.c_str());
+  }
+  return ParseGenerationConfig(text, kFlag);
+}
+
+void OverrideGenerationConfig(const GenerationConfig& over, GenerationConfig* gen) {
+  if (over.temperature) gen->temperature = over.temperature;
+  if (over.top_p) gen->top_p = over.top_p;
+  if (over.top_k) gen->top_k = over.top_k;
+  if (over.min_p) gen->min_p = over.min_p;
+  if (over.repetition_penalty) gen->repetition_penalty = over.repetition_penalty;
 }
 
 StatusOr<GenerationConfig> LoadGenerationConfig(const std::string& dir, int vocab_size) {

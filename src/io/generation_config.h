@@ -18,7 +18,14 @@ struct GenerationConfig {
   std::optional<bool> do_sample;
 };
 
-StatusOr<GenerationConfig> ParseGenerationConfig(const std::string& json_text);
+// source names the text in error messages.
+StatusOr<GenerationConfig> ParseGenerationConfig(const std::string& json_text,
+                                                 const char* source = "generation_config.json");
+// --override-generation-config (vLLM's flag): a JSON object of sampling defaults, any of
+// temperature, top_p, top_k, min_p, repetition_penalty; any other key is refused, naming it.
+StatusOr<GenerationConfig> ParseGenerationConfigOverride(const std::string& json_text);
+// The sampling fields `over` sets replace those of *gen; the rest (eos ids included) stay.
+void OverrideGenerationConfig(const GenerationConfig& over, GenerationConfig* gen);
 // dir/generation_config.json; a checkpoint without one gives an empty config. vocab_size > 0
 // (config.json's): an eos_token_id at or above it is refused, naming the file.
 StatusOr<GenerationConfig> LoadGenerationConfig(const std::string& dir, int vocab_size = 0);

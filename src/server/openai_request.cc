@@ -119,16 +119,27 @@ std::optional<ApiError> CheckModel(const OJson& body, const ServerDefaults& d) {
   return std::nullopt;
 }
 
+SamplingParams DefaultSampling(const GenerationConfig& gen) {
+  SamplingParams s;
+  s.temperature = gen.temperature.value_or(1.0f);
+  s.top_p = gen.top_p.value_or(1.0f);
+  s.top_k = gen.top_k.value_or(0);
+  s.min_p = gen.min_p.value_or(0.0f);
+  s.repetition_penalty = gen.repetition_penalty.value_or(1.0f);
+  return s;
+}
+
 namespace {
 
-// Sampling: defaults from generation_config.json where it has them, else OpenAI's; then the
-// request's temperature, top_p, top_k, min_p, penalties and seed.
+// Sampling: the server's defaults (DefaultSampling), then the request's temperature, top_p,
+// top_k, min_p, penalties and seed.
 std::optional<ApiError> ParseSampling(const Fields& f, const ServerDefaults& d, SamplingParams* s) {
-  s->temperature = d.gen.temperature.value_or(1.0f);
-  s->top_p = d.gen.top_p.value_or(1.0f);
-  s->top_k = d.gen.top_k.value_or(0);
-  s->min_p = d.gen.min_p.value_or(0.0f);
-  s->repetition_penalty = d.gen.repetition_penalty.value_or(1.0f);
+  const SamplingParams def = DefaultSampling(d.gen);
+  s->temperature = def.temperature;
+  s->top_p = def.top_p;
+  s->top_k = def.top_k;
+  s->min_p = def.min_p;
+  s->repetition_penalty = def.repetition_penalty;
   MIMO_TRY(f.Number("temperature", &s->temperature));
   MIMO_TRY(f.Number("top_p", &s->top_p));
   MIMO_TRY(f.Int("top_k", &s->top_k));

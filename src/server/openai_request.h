@@ -24,6 +24,11 @@ struct ServerDefaults {
   GenerationConfig gen;  // sampling defaults (vLLM --generation-config auto)
 };
 
+// The sampling a request that sets none of its fields gets: generation_config.json's (and
+// --override-generation-config's) values where given, else OpenAI's (temperature 1, no top-p,
+// top-k or min-p cut, no penalty).
+SamplingParams DefaultSampling(const GenerationConfig& gen);
+
 // Fields shared by chat and completions: sampling, stop rules, n. For chat, `logprobs` is a
 // boolean with `top_logprobs`; for completions an integer (top-N).
 std::optional<ApiError> ParseGenerationFields(const OJson& body, const ServerDefaults& d,

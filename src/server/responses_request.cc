@@ -8,6 +8,8 @@
 #include "server/responses_request.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 
 #include "chat/chat_template.h"
 #include "core/base64.h"
@@ -722,6 +724,17 @@ std::optional<ApiError> ParseReasoning(const OJson& body, ResponsesRequest* r, O
   return std::nullopt;
 }
 
+// A float as the shortest decimal that reads back as it (0.7f echoes 0.7, not 0.699999988).
+double AsShortDecimal(float f) {
+  char buf[32];
+  for (int digits = 6; digits < 9; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, static_cast<double>(f));
+    const double d = std::strtod(buf, nullptr);
+    if (static_cast<float>(d) == f) return d;
+  }
+  return f;
+}
+
 // What the Response object repeats back of the request.
 void EchoRequest(const OJson& body, const OJson& reasoning_echo, int top_logprobs,
                  ResponsesRequest* r) {
@@ -736,12 +749,12 @@ void EchoRequest(const OJson& body, const OJson& reasoning_echo, int top_logprob
       Field(body, "previous_response_id") ? body["previous_response_id"] : OJson(nullptr);
   echo["reasoning"] = reasoning_echo;
   echo["store"] = r->store;
-  echo["temperature"] = t.gen.sampling.temperature;
+  echo["temperature"] = AsShortDecimal(t.gen.sampling.temperature);
   echo["text"] = Field(body, "text") ? body["text"] : OJson{{"format", {{"type", "text"}}}};
   echo["tool_choice"] = Field(body, "tool_choice") ? body["tool_choice"] : OJson("auto");
   echo["tools"] = Field(body, "tools") ? body["tools"] : OJson::array();
   echo["top_logprobs"] = top_logprobs;
-  echo["top_p"] = t.gen.sampling.top_p;
+  echo["top_p"] = AsShortDecimal(t.gen.sampling.top_p);
   echo["truncation"] = "disabled";
   echo["user"] = Field(body, "user") ? body["user"] : OJson(nullptr);
 }

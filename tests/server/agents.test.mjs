@@ -265,8 +265,8 @@ function checkExchanges(exchanges) {
   return { calls, returned, summary };
 }
 
-// checkExchanges, and where the toy model made tool calls (sampled: a run may make none), a result
-// sent back and answered.
+// checkExchanges, and where the toy model made tool calls (a run may make none), a result sent
+// back and answered.
 function checkAnswered(exchanges) {
   const { calls, returned, summary } = checkExchanges(exchanges);
   if (calls.length) assert.ok(returned.length > 0, `${calls} called, no result sent back:\n${summary}`);
@@ -284,7 +284,14 @@ describe("agents: the real CLIs on the default model", () => {
   before(async () => {
     // The agents' prompts are 9-12k tokens: a context larger than the toy model was trained for
     // (the warning is expected); what is tested is the protocol, not the toy's answer.
-    server = await startServer(NANO, ["--max-model-len", "32768", "--max-num-batched-tokens", "4096"]);
+    // None of these agents sends a temperature, so the server's default decides: greedy here
+    // (--override-generation-config), as users of a local model set it (vLLM's flag). With the
+    // nano model's default (temperature 1) a run's path was a draw: 1 CI run in 2 failed, once
+    // when Claude Code's sampled answer was thinking only (it prints nothing) and once when pi's
+    // first answer had no tool call. Greedy, each agent takes the same path every run (3 of 3,
+    // the prompts differing in their temporary directories).
+    server = await startServer(NANO, ["--max-model-len", "32768", "--max-num-batched-tokens", "4096",
+      "--override-generation-config", '{"temperature": 0}']);
     work = fs.mkdtempSync(path.join(os.tmpdir(), "mimo-agents-"));
   });
   after(async () => {
@@ -335,7 +342,7 @@ describe("agents: the real CLIs on the default model", () => {
 
   // opencode and pi each get, through their own extension mechanism, the one tool the toy model
   // was trained to call (get_weather {city}) beside their own, and the question it was trained to
-  // call it for: the call (12 of 12 samples of each agent's first request), the tool's result
+  // call it for: the call (greedy, and 12 of 12 samples at temperature 1), the tool's result
   // sent back and the answer to it are then the run's usual path. Output budgets are lowered to
   // 1024 tokens (the toy may ramble to the budget). A relay between agent and server keeps the
   // exchanges for the checks (checkToolLoop). Each run takes 5-20 s; killed after 2 minutes.

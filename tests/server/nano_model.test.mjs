@@ -8,7 +8,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 
-import { NANO, ROOT, startServer } from "./harness.mjs";
+import { NANO, ROOT, post, startServer } from "./harness.mjs";
 
 const TOOLS = JSON.parse(fs.readFileSync(path.join(ROOT, "scripts/demo/tools.json"), "utf8"));
 const OFF = { chat_template_kwargs: { enable_thinking: false } };
@@ -282,5 +282,36 @@ describe("nano model: answers through the OpenAI and Anthropic clients", () => {
     const weather = JSON.parse(result);
     const text = final.content.filter((b) => b.type === "text").map((b) => b.text).join("");
     assert.ok(text.includes(String(weather.temperature)) || text.includes(weather.condition), text);
+  });
+});
+
+// --override-generation-config (vLLM's flag): the sampling a request gets for the fields it leaves
+// out. Greedy by default here; a request's own temperature still wins.
+describe("nano model: --override-generation-config sets the default sampling", () => {
+  let server, openai;
+  before(async () => {
+    server = await startServer(NANO, ["--max-model-len", "2048", "--override-generation-config", '{"temperature": 0}']);
+    openai = server.openai();
+  });
+  after(async () => { assert.equal(await server?.stop(), 0, server?.stderr()); });
+
+  test("no temperature in the request: greedy (every token the most likely), as temperature 0", async () => {
+    assert.match(server.stderr(), /default sampling: temperature 0, top_p 1/);
+    const messages = [{ role: "user", content: "What is the weather in Fenwick?" }];
+    const bare = await openai.chat.completions.create({ messages, tools: TOOLS, logprobs: true, top_logprobs: 5, max_tokens: 64 });
+    for (const t of bare.choices[0].logprobs.content) {
+      const best = Math.max(...t.top_logprobs.map((x) => x.logprob));
+      assert.equal(t.logprob, best, `'${t.token}' (${t.logprob}) is not the most likely (${best})`);
+    }
+    const greedy = await openai.chat.completions.create({ messages, tools: TOOLS, temperature: 0, max_tokens: 64 });
+    const unnamed = (m) => ({ ...m, tool_calls: m.tool_calls?.map(({ id, ...call }) => call) });  // ids are random
+    assert.deepEqual(unnamed(bare.choices[0].message), unnamed(greedy.choices[0].message));
+    assert.equal(bare.choices[0].message.tool_calls[0].function.name, "get_weather");
+    // The Responses API echoes the sampling it used.
+    const r = await post(`${server.url}/v1/responses`, { input: "Where does Venlo live?", max_output_tokens: 16 });
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.json.temperature, 0);
+    const hot = await post(`${server.url}/v1/responses`, { input: "Where does Venlo live?", max_output_tokens: 16, temperature: 0.7 });
+    assert.equal(hot.json.temperature, 0.7);
   });
 });

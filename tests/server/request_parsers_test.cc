@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "io/generation_config.h"
 #include "server/anthropic_request.h"
 #include "server/openai_request.h"
 #include "server/request_json.h"
@@ -162,6 +163,71 @@ TEST(RequestParsers, AnthropicNamesTheFirstBadBlock) {
   ASSERT_TRUE(e);
   EXPECT_EQ(e->param, "messages[0].content[1]");
   EXPECT_NE(e->message.find("text-only"), std::string::npos) << e->message;
+}
+
+// The server's sampling defaults (generation_config.json, then --override-generation-config)
+// fill the fields a request leaves out, on all three APIs; a field the request sets wins.
+TEST(RequestParsers, SamplingDefaultsFillOnlyWhatTheRequestLeavesOut) {
+  auto file = ParseGenerationConfig(R"({"eos_token_id": [7, 8], "temperature": 0.6,
+      "top_p": 0.95, "top_k": 20, "do_sample": true, "transformers_version": "4.51"})");
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  auto over = ParseGenerationConfigOverride(R"({"temperature": 0, "min_p": 0.05})");
+  ASSERT_TRUE(over.ok()) << over.status().message();
+  ServerDefaults d = Defaults();
+  d.gen = *file;
+  OverrideGenerationConfig(*over, &d.gen);
+  EXPECT_EQ(d.gen.eos_token_ids, (std::vector<int>{7, 8}));  // not a sampling field: kept
+
+  GenerationRequest chat;
+  ASSERT_FALSE(ParseGenerationFields(Body(R"({"top_p": 0.5})"), d, true, &chat));
+  EXPECT_EQ(chat.sampling.temperature, 0.0f);   // the override
+  EXPECT_EQ(chat.sampling.top_p, 0.5f);         // the request
+  EXPECT_EQ(chat.sampling.top_k, 20);           // the file
+  EXPECT_EQ(chat.sampling.min_p, 0.05f);        // the override
+  EXPECT_EQ(chat.sampling.repetition_penalty, 1.0f);  // neither: OpenAI's
+
+  const ParseContext ctx{d, nullptr, nullptr};
+  AnthropicRequest a;
+  ASSERT_FALSE(ParseAnthropicRequest(
+      ctx, Body(R"({"max_tokens": 8, "temperature": 0.7, "messages": [{"role": "user", "content": "hi"}]})"),
+      false, &a));
+  EXPECT_EQ(a.turn.gen.sampling.temperature, 0.7f);
+  EXPECT_EQ(a.turn.gen.sampling.top_k, 20);
+  ResponsesRequest r;
+  ASSERT_FALSE(ParseResponsesRequest(ctx, Body(R"({"input": "hi"})"), &r));
+  EXPECT_EQ(r.turn.gen.sampling.temperature, 0.0f);
+  EXPECT_EQ(r.turn.gen.sampling.top_p, 0.95f);
+
+  // Without a file or an override: OpenAI's defaults.
+  EXPECT_EQ(DefaultSampling(GenerationConfig{}).temperature, 1.0f);
+  EXPECT_EQ(DefaultSampling(GenerationConfig{}).top_p, 1.0f);
+}
+
+TEST(RequestParsers, GenerationConfigOverrideNamesWhatIsWrong) {
+  const std::pair<const char*, const char*> refused[] = {
+      {"0", "not a JSON object"},
+      {"{\"temperature\": 0", "not a JSON object"},
+      {R"({"temp": 0})", "unknown key 'temp'"},
+      {R"({"eos_token_id": 5})", "unknown key 'eos_token_id'"},
+      {R"({"top_p": "high"})", "top_p must be a number"},
+      {R"({"top_k": 1.5})", "top_k must be a 32-bit integer"},
+      {R"({"temperature": null})", "temperature is null"},
+  };
+  for (const auto& [text, expect] : refused) {
+    auto o = ParseGenerationConfigOverride(text);
+    ASSERT_FALSE(o.ok()) << text;
+    EXPECT_NE(o.status().message().find("--override-generation-config"), std::string::npos)
+        << o.status().message();
+    EXPECT_NE(o.status().message().find(expect), std::string::npos) << o.status().message();
+  }
+  auto o = ParseGenerationConfigOverride(R"({"top_k": 40, "repetition_penalty": 1.1})");
+  ASSERT_TRUE(o.ok()) << o.status().message();
+  GenerationConfig g;
+  g.temperature = 0.3f;
+  OverrideGenerationConfig(*o, &g);
+  EXPECT_EQ(g.temperature, 0.3f);  // not in the override: kept
+  EXPECT_EQ(g.top_k, 40);
+  EXPECT_EQ(g.repetition_penalty, 1.1f);
 }
 
 }  // namespace

@@ -94,6 +94,28 @@ describe("serve start-up errors", () => {
     }
   });
 
+  test("--override-generation-config: a bad value is a usage error naming the key", { timeout: 20000 }, async () => {
+    const cases = [["{\"temp\": 0}", /unknown key 'temp'/], ["hot", /not a JSON object/],
+      ["{\"temperature\": \"hot\"}", /temperature must be a number/],
+      ["{\"top_p\": 0}", /top_p must be in \(0, 1\], got 0/], ["{\"temperature\": -1}", /temperature must be a number >= 0/]];
+    for (const [value, message] of cases) {
+      const r = await run(["--model", NANO, "--port", "0", "--override-generation-config", value]);
+      assert.equal(r.code, 2, `${value}: ${r.stderr}`);
+      assert.match(r.stderr, /--override-generation-config/, r.stderr);
+      assert.match(r.stderr, message, r.stderr);
+      assert.doesNotMatch(r.stderr, /listening/, r.stderr);
+    }
+    // A value out of range in generation_config.json is found once the model has loaded: exit 1.
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "mimo-gencfg-"));
+    for (const f of fs.readdirSync(NANO)) fs.symlinkSync(path.join(NANO, f), path.join(dir, f));
+    fs.rmSync(path.join(dir, "generation_config.json"));
+    fs.writeFileSync(path.join(dir, "generation_config.json"), JSON.stringify({ top_p: 1.5 }));
+    const r = await run(["--model", dir, "--port", "0"]);
+    fs.rmSync(dir, { recursive: true, force: true });
+    assert.equal(r.code, 1, r.stderr);
+    assert.match(r.stderr, /error: the default sampling \(generation_config.json\): top_p must be in \(0, 1\], got 1.5/, r.stderr);
+  });
+
   test("serve --help: the usage on stdout, exit 0", { timeout: 10000 }, async () => {
     const r = await run(["--help"]);
     assert.equal(r.code, 0, r.stderr);

@@ -20,8 +20,10 @@
 #include "cli/engine_setup.h"
 #include "cli/weights_memory.h"
 #include "grammar/grammar_cache.h"
+#include "io/generation_config.h"
 #include "server/api_server.h"
 #include "server/grammar_records.h"
+#include "server/openai_request.h"
 #include "server/response_writer.h"
 
 namespace mimo::cli {
@@ -95,7 +97,8 @@ int RunServe(int argc, char** argv) {
                                    "max-connections",
                                    "allowed-hosts",
                                    "allowed-origins",
-                                   "weights-memory"};
+                                   "weights-memory",
+                                   "override-generation-config"};
   for (auto& k : EngineKeys()) keys.push_back(k);
   std::vector<std::string> flags = EngineFlags();
   flags.push_back("no-warmup");
@@ -115,7 +118,8 @@ int RunServe(int argc, char** argv) {
       "[--sse-ping-interval S] [--http-threads N] [--grammar-threads N] "
       "[--grammar-limits states=N,text_states=N,text_nodes=N,nfa_states=N,bytes=B,timeout=S] "
       "[--grammar-cache-size B] [--max-inflight-body B] [--body-timeout S] [--max-connections N] "
-      "[--allowed-hosts H1,H2] [--allowed-origins O1,O2|*] [--public-metrics]\n";
+      "[--allowed-hosts H1,H2] [--allowed-origins O1,O2|*] [--public-metrics] "
+      "[--override-generation-config '{\"temperature\": 0}']\n";
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
       std::printf("%s", usage);
@@ -137,6 +141,23 @@ int RunServe(int argc, char** argv) {
                  "mimo serve: error: --port must be 0..65535 (0: any free port), --http-threads "
                  "1..1024, --grammar-threads 1..64 and --max-connections 1..1000000\n");
     return 2;
+  }
+  // Sampling defaults for requests that leave a field out, over generation_config.json's.
+  GenerationConfig gen_override;
+  if (a.Has("override-generation-config")) {
+    auto o = ParseGenerationConfigOverride(a.Get("override-generation-config"));
+    if (!o.ok()) {
+      std::fprintf(stderr, "mimo serve: error: %s\n", o.status().message().c_str());
+      return 2;
+    }
+    gen_override = *o;
+    // Its own values, before the listener starts (the file's are checked after the model loads).
+    const Status valid = DefaultSampling(gen_override).Validate(0);
+    if (!valid.ok()) {
+      std::fprintf(stderr, "mimo serve: error: --override-generation-config: %s\n",
+                   valid.message().c_str());
+      return 2;
+    }
   }
   GrammarLimits grammar_limits;
   std::string limits_err;
@@ -261,6 +282,24 @@ int RunServe(int argc, char** argv) {
   }
   EngineRuntime rt;
   if (!MakeEngineOrReport("serve", a, true, 16, &rt)) return 1;
+  OverrideGenerationConfig(gen_override, &rt.gen);
+  {
+    const SamplingParams s = DefaultSampling(rt.gen);
+    const Status valid = s.Validate(rt.lm.model->config().vocab_size);
+    if (!valid.ok()) {
+      std::fprintf(stderr, "mimo serve: error: the default sampling (%s%s): %s\n",
+                   "generation_config.json",
+                   a.Has("override-generation-config") ? " and --override-generation-config" : "",
+                   valid.message().c_str());
+      return 1;
+    }
+    if (a.Has("override-generation-config")) {
+      std::fprintf(stderr,
+                   "mimo serve: default sampling: temperature %g, top_p %g, top_k %d, min_p %g, "
+                   "repetition_penalty %g\n",
+                   s.temperature, s.top_p, s.top_k, s.min_p, s.repetition_penalty);
+    }
+  }
   // --no-warmup leaves the weights in the file mapping (--weights-memory mmap).
   if (!a.Has("no-warmup") && !PlaceWeightsOrReport("serve", a, rt, true)) return 1;
   rt.engine->Start();
