@@ -625,6 +625,35 @@ StatusOr<WeightFormat> ParseWeightFormat(const std::string& s) {
   return InvalidArgument("'%s' is not a weight format (fp8 or mxfp4)", s.c_str());
 }
 
+std::string WeightFormats::Flags() const {
+  std::string s;
+  auto add = [&](const char* flag, WeightFormat f) {
+    if (f == WeightFormat::kKeep) return;
+    s += std::string(s.empty() ? "" : " ") + "--" + flag + " " + WeightFormatName(f);
+  };
+  add("experts", experts);
+  add("dense", dense);
+  add("lm-head", lm_head);
+  return s;
+}
+
+StatusOr<WeightFormats> ParseWeightFormatFlags(
+    const std::function<std::optional<std::string>(const char* flag)>& value_of) {
+  WeightFormats f;
+  for (auto [flag, format] : {std::pair<const char*, WeightFormat*>{"experts", &f.experts},
+                              {"dense", &f.dense},
+                              {"lm-head", &f.lm_head}}) {
+    const std::optional<std::string> v = value_of(flag);
+    if (!v) continue;
+    auto parsed = ParseWeightFormat(*v);
+    if (!parsed.ok() || *parsed == WeightFormat::kKeep) {
+      return InvalidArgument("--%s '%s' is not supported (fp8 or mxfp4)", flag, v->c_str());
+    }
+    *format = *parsed;
+  }
+  return f;
+}
+
 const char* WeightFormatName(WeightFormat f) {
   switch (f) {
     case WeightFormat::kFp8:

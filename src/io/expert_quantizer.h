@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "core/matrix_weight.h"
@@ -64,6 +65,23 @@ enum class WeightFormat : uint8_t { kKeep, kFp8, kMxfp4 };
 // "fp8" / "mxfp4" / "" (keep); anything else is an error naming the flag's accepted values.
 StatusOr<WeightFormat> ParseWeightFormat(const std::string& s);
 const char* WeightFormatName(WeightFormat f);  // "fp8", "mxfp4", "as stored"
+
+// The format of each group of weights a load-time quantization rewrites: the flags --experts,
+// --dense and --lm-head (MimoV2Model::QuantizeWeights; mimo inspect's memory plan).
+struct WeightFormats {
+  WeightFormat experts = WeightFormat::kKeep, dense = WeightFormat::kKeep,
+               lm_head = WeightFormat::kKeep;
+  bool any() const {
+    return experts != WeightFormat::kKeep || dense != WeightFormat::kKeep ||
+           lm_head != WeightFormat::kKeep;
+  }
+  std::string Flags() const;  // "--experts mxfp4 --lm-head fp8" (the groups not kept)
+};
+// The three flags' values as `value_of(flag)` gives them ("experts", "dense", "lm-head"; nullopt:
+// not given). A value other than fp8 or mxfp4 is an error naming the flag:
+// "--dense 'x' is not supported (fp8 or mxfp4)".
+StatusOr<WeightFormats> ParseWeightFormatFlags(
+    const std::function<std::optional<std::string>(const char* flag)>& value_of);
 
 inline constexpr int kFp8QuantBlock = 128;
 

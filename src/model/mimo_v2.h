@@ -87,9 +87,7 @@ class MimoV2Model {
   // The router, the embedding and the norms are never quantized (the router is a few KB per layer
   // and picks experts; the embedding reads one row a token). Each weight is rewritten in owned
   // memory (a weight already in as few bits is kept). Call before the first Forward.
-  struct QuantizePlan {
-    WeightFormat experts = WeightFormat::kKeep, dense = WeightFormat::kKeep,
-                 lm_head = WeightFormat::kKeep;
+  struct QuantizePlan : WeightFormats {
     Mxfp4ScaleRule mxfp4_rule = Mxfp4ScaleRule::kMse;
   };
   struct QuantizeGroupReport {

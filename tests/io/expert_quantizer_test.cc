@@ -7,6 +7,9 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <optional>
+#include <string>
 #include <vector>
 
 namespace mimo {
@@ -95,6 +98,38 @@ TEST(Mxfp4Rounding, RoutedExpertNames) {
   EXPECT_FALSE(IsRoutedExpertWeight("model.layers.3.mlp.shared_experts.gate_proj.weight"));
   EXPECT_FALSE(IsRoutedExpertWeight("model.layers.0.mlp.gate_proj.weight"));
   EXPECT_FALSE(IsRoutedExpertWeight("model.layers.3.mlp.gate.weight"));
+}
+
+// --experts / --dense / --lm-head: what each flag's value selects, and the one message a bad value
+// gets (from every model-running command and mimo inspect alike).
+TEST(WeightFormatFlags, EachFlagSetsItsGroupAndBadValuesNameTheFlag) {
+  std::map<std::string, std::string> given = {{"dense", "fp8"}, {"lm-head", "mxfp4"}};
+  auto value_of = [&](const char* flag) -> std::optional<std::string> {
+    auto it = given.find(flag);
+    if (it == given.end()) return std::nullopt;
+    return it->second;
+  };
+  auto f = ParseWeightFormatFlags(value_of);
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  EXPECT_EQ(f->experts, WeightFormat::kKeep);
+  EXPECT_EQ(f->dense, WeightFormat::kFp8);
+  EXPECT_EQ(f->lm_head, WeightFormat::kMxfp4);
+  EXPECT_TRUE(f->any());
+  EXPECT_EQ(f->Flags(), "--dense fp8 --lm-head mxfp4");
+
+  given = {};
+  f = ParseWeightFormatFlags(value_of);
+  ASSERT_TRUE(f.ok());
+  EXPECT_FALSE(f->any());
+  EXPECT_EQ(f->Flags(), "");
+
+  for (const char* bad : {"int8", "", "FP8"}) {
+    given = {{"experts", "mxfp4"}, {"dense", bad}};
+    f = ParseWeightFormatFlags(value_of);
+    ASSERT_FALSE(f.ok()) << bad;
+    EXPECT_EQ(f.status().message(),
+              std::string("--dense '") + bad + "' is not supported (fp8 or mxfp4)");
+  }
 }
 
 }  // namespace

@@ -91,18 +91,7 @@ std::string HumanBytes(uint64_t b) {
 // share (its rows of each weight by the sharding table, KV cache of its kv heads).
 StatusOr<MemoryPlan> PlanMemory(const Args& args, const Checkpoint& ck,
                                 const ModelConfig& kv_config, int tp, bool ep) {
-  LoadFormats formats;
-  for (auto [flag, f] : {std::pair<const char*, WeightFormat*>{"experts", &formats.experts},
-                         {"dense", &formats.dense},
-                         {"lm-head", &formats.lm_head}}) {
-    if (!args.Has(flag)) continue;
-    auto parsed = ParseWeightFormat(args.Get(flag));
-    if (!parsed.ok() || *parsed == WeightFormat::kKeep) {
-      return InvalidArgument("--%s '%s' is not supported (fp8 or mxfp4)", flag,
-                             args.Get(flag).c_str());
-    }
-    *f = *parsed;
-  }
+  MIMO_ASSIGN_OR_RETURN(const WeightFormats formats, WeightFormatsFromArgs(args));
   MIMO_ASSIGN_OR_RETURN(DType kv_dtype, ParseKvCacheDType(args.Get("kv-cache-dtype", "bf16")));
   MemoryPlan plan;
   plan.kv_dtype = KvDTypeName(kv_dtype);
@@ -128,7 +117,7 @@ StatusOr<MemoryPlan> PlanMemory(const Args& args, const Checkpoint& ck,
   const double scratch = static_cast<double>(EstimateScratchBytes(
       ck.config(), kv_config.layers, plan.tokens_per_step, plan.max_sequences));
   const TpSlice rank0{0, tp, ep};  // the sharding table's rows of rank 0
-  MIMO_ASSIGN_OR_RETURN(WeightBytes stored, CountWeightBytes(ck, LoadFormats{}, rank0));
+  MIMO_ASSIGN_OR_RETURN(WeightBytes stored, CountWeightBytes(ck, WeightFormats{}, rank0));
   std::vector<std::pair<std::string, WeightBytes>> columns = {{"as stored", stored}};
   if (formats.any()) {
     MIMO_ASSIGN_OR_RETURN(WeightBytes q, CountWeightBytes(ck, formats, rank0));

@@ -39,19 +39,7 @@ double QuantizedBytes(const SafetensorsEntry& e, WeightFormat f) {
 
 }  // namespace
 
-std::string LoadFormats::Flags() const {
-  std::string s;
-  auto add = [&](const char* flag, WeightFormat f) {
-    if (f == WeightFormat::kKeep) return;
-    s += std::string(s.empty() ? "" : " ") + "--" + flag + " " + WeightFormatName(f);
-  };
-  add("experts", experts);
-  add("dense", dense);
-  add("lm-head", lm_head);
-  return s;
-}
-
-StatusOr<WeightBytes> CountWeightBytes(const Checkpoint& ck, const LoadFormats& formats,
+StatusOr<WeightBytes> CountWeightBytes(const Checkpoint& ck, const WeightFormats& formats,
                                        const TpSlice& rank) {
   const ModelConfig& c = ck.config();
   WeightBytes w;

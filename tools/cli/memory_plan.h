@@ -4,9 +4,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "cli/command.h"
 #include "core/status.h"
 #include "io/checkpoint.h"
 #include "io/expert_quantizer.h"
@@ -25,16 +27,13 @@ struct WeightBytes {
   double active_per_token = 0;
 };
 
-// The load-time quantization of --experts / --dense / --lm-head (MimoV2Model::QuantizeWeights).
-struct LoadFormats {
-  WeightFormat experts = WeightFormat::kKeep, dense = WeightFormat::kKeep,
-               lm_head = WeightFormat::kKeep;
-  bool any() const {
-    return experts != WeightFormat::kKeep || dense != WeightFormat::kKeep ||
-           lm_head != WeightFormat::kKeep;
-  }
-  std::string Flags() const;  // "--experts mxfp4 --lm-head fp8"
-};
+// --experts / --dense / --lm-head as given (the model-running commands and mimo inspect).
+inline StatusOr<WeightFormats> WeightFormatsFromArgs(const Args& a) {
+  return ParseWeightFormatFlags([&](const char* flag) -> std::optional<std::string> {
+    if (!a.Has(flag)) return std::nullopt;
+    return a.Get(flag);
+  });
+}
 
 // Under tensor parallelism (rank.active()) experts and other are rank `rank.rank`'s share, as the
 // sharding table (model/sharding.h) splits each tensor; active_per_token stays the whole model's.
@@ -42,7 +41,7 @@ struct LoadFormats {
 // load: MXFP4 N * ceil(K / 2) bytes of E2M1 pairs plus N * ceil(K / 32) E8M0 bytes (an FP8
 // weight's F32 scales dropped); FP8 N * K bytes plus 4 * ceil(N / 128) * ceil(K / 128) of scales.
 // A weight already stored in as few bits stays as it is; a tied lm_head becomes its own copy.
-StatusOr<WeightBytes> CountWeightBytes(const Checkpoint& ck, const LoadFormats& formats,
+StatusOr<WeightBytes> CountWeightBytes(const Checkpoint& ck, const WeightFormats& formats,
                                        const TpSlice& rank = {});
 
 // The engine thread's per-step scratch (core/scratch.h arenas, kept between steps) at its peak,

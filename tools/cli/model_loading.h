@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/memory_plan.h"
 #include "core/memory_info.h"
 #include "core/thread_pool.h"
 #include "engine/model_runner.h"
@@ -135,29 +136,15 @@ inline bool IntFlagOrReport(const char* cmd, const Args& a, const char* key, int
 // 0 reports it).
 inline bool QuantizeAtLoadOrReport(const char* cmd, const Args& a, bool follower,
                                    LoadedModel* out) {
-  MimoV2Model::QuantizePlan plan;
-  struct Group {
-    const char* flag;
-    WeightFormat* format;
-    const char* what;
-  };
-  const Group groups[] = {{"experts", &plan.experts, "routed expert weights"},
-                          {"dense", &plan.dense, "dense projection weights"},
-                          {"lm-head", &plan.lm_head, "lm_head weights"}};
-  bool any = false;
-  for (const Group& g : groups) {
-    if (!a.Has(g.flag)) continue;
-    auto f = ParseWeightFormat(a.Get(g.flag));
-    if (!f.ok() || *f == WeightFormat::kKeep) {
-      if (follower) std::exit(2);
-      std::fprintf(stderr, "mimo %s: error: --%s '%s' is not supported (fp8 or mxfp4)\n", cmd,
-                   g.flag, a.Get(g.flag).c_str());
-      return false;
-    }
-    *g.format = *f;
-    any = true;
+  auto formats = WeightFormatsFromArgs(a);
+  if (!formats.ok()) {
+    if (follower) std::exit(2);
+    std::fprintf(stderr, "mimo %s: error: %s\n", cmd, formats.status().message().c_str());
+    return false;
   }
-  if (!any) return true;
+  if (!formats->any()) return true;
+  MimoV2Model::QuantizePlan plan;
+  static_cast<WeightFormats&>(plan) = *formats;
   const auto t0 = std::chrono::steady_clock::now();
   MimoV2Model::QuantizeReport rep;
   const Status q = out->model->QuantizeWeights(plan, out->pool.get(), &rep);
@@ -168,16 +155,20 @@ inline bool QuantizeAtLoadOrReport(const char* cmd, const Args& a, bool follower
   }
   if (follower) return true;
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const MimoV2Model::QuantizeGroupReport* reports[] = {&rep.experts, &rep.dense, &rep.lm_head};
-  for (int i = 0; i < 3; ++i) {
-    const WeightFormat f = *groups[i].format;
-    if (f == WeightFormat::kKeep) continue;
-    std::string fmt = f == WeightFormat::kMxfp4 ? "MXFP4" : "FP8";
+  const struct {
+    WeightFormat format;
+    const char* what;
+    const MimoV2Model::QuantizeGroupReport& report;
+  } groups[] = {{plan.experts, "routed expert weights", rep.experts},
+                {plan.dense, "dense projection weights", rep.dense},
+                {plan.lm_head, "lm_head weights", rep.lm_head}};
+  for (const auto& g : groups) {
+    if (g.format == WeightFormat::kKeep) continue;
     std::fprintf(stderr,
                  "mimo %s: %d %s quantized to %s at load (relative RMS error %.5f; %d kept as "
                  "stored)\n",
-                 cmd, reports[i]->converted, groups[i].what, fmt.c_str(),
-                 reports[i]->RelativeRmsError(), reports[i]->kept);
+                 cmd, g.report.converted, g.what, g.format == WeightFormat::kMxfp4 ? "MXFP4" : "FP8",
+                 g.report.RelativeRmsError(), g.report.kept);
   }
   std::fprintf(stderr, "mimo %s: load-time quantization took %.1f s\n", cmd, s);
   return true;
