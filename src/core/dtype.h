@@ -7,9 +7,11 @@
 
 namespace mimo {
 
-// kMxfp4 is not a storage dtype (safetensors stores MXFP4 as U8 bytes): it is the format of a
-// MatrixWeight holding packed E2M1 pairs with E8M0 block exponents (core/matrix_weight.h).
-enum class DType : uint8_t { kF32, kBF16, kF16, kF8E4M3, kU8, kI32, kI64, kMxfp4, kCount };
+// kMxfp4 and kInt8 are not storage dtypes (safetensors stores MXFP4 as U8 bytes): they are
+// formats of a MatrixWeight, kMxfp4 packed E2M1 pairs with E8M0 block exponents, kInt8 int8
+// codes with an fp32 scale per 32 columns of a row (the load-time --experts/--dense/--lm-head
+// int8; core/matrix_weight.h).
+enum class DType : uint8_t { kF32, kBF16, kF16, kF8E4M3, kU8, kI32, kI64, kMxfp4, kInt8, kCount };
 
 // Bytes per element; 0 for kMxfp4 (two elements per byte: see MatrixWeight::DataBytes).
 inline constexpr size_t DTypeSize(DType t) {
@@ -21,6 +23,7 @@ inline constexpr size_t DTypeSize(DType t) {
     case DType::kU8: return 1;
     case DType::kI32: return 4;
     case DType::kI64: return 8;
+    case DType::kInt8: return 1;
     default: return 0;
   }
 }
@@ -36,15 +39,17 @@ inline constexpr std::string_view DTypeName(DType t) {
     case DType::kI32: return "I32";
     case DType::kI64: return "I64";
     case DType::kMxfp4: return "MXFP4";
+    case DType::kInt8: return "INT8";
     default: return "?";
   }
 }
 
-// A safetensors dtype name -> DType; false for an unknown name (and for "MXFP4", a weight
-// format rather than a storage dtype).
+// A safetensors dtype name -> DType; false for an unknown name (and for "MXFP4" and "INT8",
+// weight formats rather than storage dtypes).
 inline bool ParseDType(std::string_view s, DType* out) {
   for (int i = 0; i < static_cast<int>(DType::kCount); ++i) {
-    if (DTypeSize(static_cast<DType>(i)) != 0 && DTypeName(static_cast<DType>(i)) == s) {
+    const DType t = static_cast<DType>(i);
+    if (DTypeSize(t) != 0 && t != DType::kInt8 && DTypeName(t) == s) {
       *out = static_cast<DType>(i);
       return true;
     }

@@ -33,7 +33,7 @@ struct Fp8PlainBlocks {
 };
 
 struct MatrixWeight {
-  DType dtype = DType::kF32;  // kF32, kBF16, kF16, kF8E4M3 or kMxfp4
+  DType dtype = DType::kF32;  // kF32, kBF16, kF16, kF8E4M3, kMxfp4 or kInt8
   int64_t rows = 0;           // out_features
   int64_t cols = 0;           // in_features
   // [rows, cols] row-major in the stored dtype; kMxfp4: [rows, RowBytes()] bytes, element 2i of a
@@ -41,6 +41,8 @@ struct MatrixWeight {
   const void* data = nullptr;
 
   // F8E4M3: w[r][c] = fp8[r][c] * scale_inv[ScaleRow(r) * scale_cols + c / block_cols].
+  // kInt8: w[r][c] = int8[r][c] * scale_inv[...] alike, block_cols 32 and block_rows 1 (one scale
+  // row per weight row; codes in [-127, 127]).
   const float* scale_inv = nullptr;  // [num_scale_rows, scale_cols]
   // kMxfp4: w[r][c] = E2M1(code[r][c]) * 2^(scale_e8m0[ScaleRow(r) * scale_cols + c / 32] - 127);
   // block_cols is 32 and block_rows 1 (one exponent row per weight row, no per-row map).
@@ -65,11 +67,11 @@ struct MatrixWeight {
   int64_t RowBytes() const {
     return dtype == DType::kMxfp4 ? (cols + 1) / 2 : cols * static_cast<int64_t>(DTypeSize(dtype));
   }
-  // Bytes a pass over the whole weight reads: the stored rows, and its scales (FP8 fp32 scales,
-  // MXFP4 one byte per 32 elements).
+  // Bytes a pass over the whole weight reads: the stored rows, and its scales (FP8 and int8 fp32
+  // scales, MXFP4 one byte per 32 elements).
   int64_t DataBytes() const { return rows * RowBytes(); }
   int64_t ScaleBytes() const {
-    if (dtype == DType::kF8E4M3) return 4 * num_scale_rows * scale_cols;
+    if (dtype == DType::kF8E4M3 || dtype == DType::kInt8) return 4 * num_scale_rows * scale_cols;
     if (dtype == DType::kMxfp4) return num_scale_rows * scale_cols;
     return 0;
   }

@@ -621,8 +621,9 @@ StatusOr<MatrixWeight> QuantizeWeightToMxfp4(const MatrixWeight& w, Mxfp4ScaleRu
 StatusOr<WeightFormat> ParseWeightFormat(const std::string& s) {
   if (s.empty()) return WeightFormat::kKeep;
   if (s == "fp8") return WeightFormat::kFp8;
+  if (s == "int8") return WeightFormat::kInt8;
   if (s == "mxfp4") return WeightFormat::kMxfp4;
-  return InvalidArgument("'%s' is not a weight format (fp8 or mxfp4)", s.c_str());
+  return InvalidArgument("'%s' is not a weight format (fp8, int8 or mxfp4)", s.c_str());
 }
 
 std::string WeightFormats::Flags() const {
@@ -647,7 +648,7 @@ StatusOr<WeightFormats> ParseWeightFormatFlags(
     if (!v) continue;
     auto parsed = ParseWeightFormat(*v);
     if (!parsed.ok() || *parsed == WeightFormat::kKeep) {
-      return InvalidArgument("--%s '%s' is not supported (fp8 or mxfp4)", flag, v->c_str());
+      return InvalidArgument("--%s '%s' is not supported (fp8, int8 or mxfp4)", flag, v->c_str());
     }
     *format = *parsed;
   }
@@ -658,6 +659,8 @@ const char* WeightFormatName(WeightFormat f) {
   switch (f) {
     case WeightFormat::kFp8:
       return "fp8";
+    case WeightFormat::kInt8:
+      return "int8";
     case WeightFormat::kMxfp4:
       return "mxfp4";
     default:
@@ -667,7 +670,9 @@ const char* WeightFormatName(WeightFormat f) {
 
 StatusOr<MatrixWeight> QuantizeWeightToFp8Block(const MatrixWeight& w, ThreadPool* pool,
                                                 const std::string& what, Mxfp4ErrorStats* stats) {
-  if (w.dtype == DType::kF8E4M3 || w.dtype == DType::kMxfp4 || w.empty()) return w;
+  if (w.dtype == DType::kF8E4M3 || w.dtype == DType::kInt8 || w.dtype == DType::kMxfp4 ||
+      w.empty())
+    return w;
   if (w.dtype != DType::kF32 && w.dtype != DType::kBF16 && w.dtype != DType::kF16)
     return InvalidArgument("%s: dtype %s cannot be quantized to FP8", what.c_str(),
                            std::string(DTypeName(w.dtype)).c_str());
@@ -742,6 +747,77 @@ StatusOr<MatrixWeight> QuantizeWeightToFp8Block(const MatrixWeight& w, ThreadPoo
   q.scale_cols = col_blocks;
   q.block_cols = B;
   q.block_rows = B;
+  q.owned = buf;
+  return q;
+}
+
+StatusOr<MatrixWeight> QuantizeWeightToInt8(const MatrixWeight& w, ThreadPool* pool,
+                                            const std::string& what, Mxfp4ErrorStats* stats) {
+  if (w.dtype == DType::kInt8 || w.dtype == DType::kMxfp4 || w.empty()) return w;
+  if (w.dtype != DType::kF32 && w.dtype != DType::kBF16 && w.dtype != DType::kF16 &&
+      w.dtype != DType::kF8E4M3)
+    return InvalidArgument("%s: dtype %s cannot be quantized to int8", what.c_str(),
+                           std::string(DTypeName(w.dtype)).c_str());
+  constexpr int64_t B = kInt8Block;
+  const int64_t rows = w.rows, cols = w.cols, blocks = (cols + B - 1) / B;
+  struct Buffers {
+    std::vector<int8_t> codes;
+    std::vector<float> scales;
+  };
+  auto buf = std::make_shared<Buffers>();
+  buf->codes.assign(static_cast<size_t>(rows * cols), 0);
+  buf->scales.assign(static_cast<size_t>(rows * blocks), 1.0f);
+  const int threads = pool ? pool->num_threads() : 1;
+  std::vector<Mxfp4ErrorStats> st(threads);
+  std::atomic<int64_t> bad_row{-1};
+  auto body = [&](int64_t r0, int64_t r1, int t) {
+    std::vector<float> row(static_cast<size_t>(cols));  // [cols]
+    for (int64_t r = r0; r < r1; ++r) {
+      DequantizeRow(w, r, row.data());
+      for (float v : row) {
+        if (!std::isfinite(v)) {
+          int64_t none = -1;
+          bad_row.compare_exchange_strong(none, r);
+          return;
+        }
+      }
+      for (int64_t j = 0; j < blocks; ++j) {
+        const int64_t c0 = j * B, c1 = std::min(cols, c0 + B);
+        float amax = 0;
+        for (int64_t c = c0; c < c1; ++c) amax = std::max(amax, std::fabs(row[c]));
+        const float s = amax > 0 ? amax / 127.0f : 1.0f;
+        buf->scales[r * blocks + j] = s;
+        for (int64_t c = c0; c < c1; ++c) {
+          const float q = std::clamp(std::nearbyint(row[c] / s), -127.0f, 127.0f);
+          buf->codes[r * cols + c] = static_cast<int8_t>(q);
+          const double e = static_cast<double>(row[c]) - static_cast<double>(q) * s;
+          st[t].sum_sq_weight += static_cast<double>(row[c]) * row[c];
+          st[t].sum_sq_error += e * e;
+        }
+        ++st[t].blocks;
+      }
+    }
+  };
+  if (pool) {
+    pool->ParallelFor(rows, body);
+  } else {
+    body(0, rows, 0);
+  }
+  if (bad_row.load() >= 0)
+    return InvalidArgument("%s: row %lld holds a NaN or infinite value", what.c_str(),
+                           static_cast<long long>(bad_row.load()));
+  if (stats)
+    for (const auto& x : st) stats->Add(x);
+  MatrixWeight q;
+  q.dtype = DType::kInt8;
+  q.rows = rows;
+  q.cols = cols;
+  q.data = buf->codes.data();
+  q.scale_inv = buf->scales.data();
+  q.num_scale_rows = rows;
+  q.scale_cols = blocks;
+  q.block_cols = B;
+  q.block_rows = 1;
   q.owned = buf;
   return q;
 }

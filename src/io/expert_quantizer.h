@@ -61,10 +61,10 @@ StatusOr<MatrixWeight> QuantizeWeightToMxfp4(const MatrixWeight& w, Mxfp4ScaleRu
 
 // The format a load-time quantization rewrites a group of weights into (--experts, --dense,
 // --lm-head on the model-running commands): kKeep leaves them as stored.
-enum class WeightFormat : uint8_t { kKeep, kFp8, kMxfp4 };
-// "fp8" / "mxfp4" / "" (keep); anything else is an error naming the flag's accepted values.
+enum class WeightFormat : uint8_t { kKeep, kFp8, kInt8, kMxfp4 };
+// "fp8" / "int8" / "mxfp4" / "" (keep); anything else is an error naming the accepted values.
 StatusOr<WeightFormat> ParseWeightFormat(const std::string& s);
-const char* WeightFormatName(WeightFormat f);  // "fp8", "mxfp4", "as stored"
+const char* WeightFormatName(WeightFormat f);  // "fp8", "int8", "mxfp4", "as stored"
 
 // The format of each group of weights a load-time quantization rewrites: the flags --experts,
 // --dense and --lm-head (MimoV2Model::QuantizeWeights; mimo inspect's memory plan).
@@ -78,8 +78,8 @@ struct WeightFormats {
   std::string Flags() const;  // "--experts mxfp4 --lm-head fp8" (the groups not kept)
 };
 // The three flags' values as `value_of(flag)` gives them ("experts", "dense", "lm-head"; nullopt:
-// not given). A value other than fp8 or mxfp4 is an error naming the flag:
-// "--dense 'x' is not supported (fp8 or mxfp4)".
+// not given). A value other than fp8, int8 or mxfp4 is an error naming the flag:
+// "--dense 'x' is not supported (fp8, int8 or mxfp4)".
 StatusOr<WeightFormats> ParseWeightFormatFlags(
     const std::function<std::optional<std::string>(const char* flag)>& value_of);
 
@@ -95,6 +95,19 @@ inline constexpr int kFp8QuantBlock = 128;
 // naming `what` and the row.
 StatusOr<MatrixWeight> QuantizeWeightToFp8Block(const MatrixWeight& w, ThreadPool* pool,
                                                 const std::string& what, Mxfp4ErrorStats* stats);
+
+inline constexpr int kInt8Block = 32;
+
+// A weight (F32, BF16, F16 or FP8 with its block scales) rewritten in the int8 weight format
+// (DType::kInt8, llama.cpp's Q8_0 rule with an fp32 scale): per row, each 32-column block's scale
+// is amax / 127 in fp32 (1 for an all-zero block) and each element round-to-nearest-even of
+// x / scale, within [-127, 127]; a short last block is scaled over its own elements. The kernels
+// dequantize code x scale. Owned memory; adds the error to *stats (may be null; `blocks` counts
+// 32-element blocks). An int8 or MXFP4 weight is returned as is (FP8 is converted: the same
+// bits per weight, a finer grid per block); a NaN or infinity is an error naming `what` and the
+// row.
+StatusOr<MatrixWeight> QuantizeWeightToInt8(const MatrixWeight& w, ThreadPool* pool,
+                                            const std::string& what, Mxfp4ErrorStats* stats);
 
 struct QuantizeOptions {
   std::string in_dir, out_dir;

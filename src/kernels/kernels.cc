@@ -28,15 +28,21 @@ void CheckMatrixWeight(const MatrixWeight& w) {
     case DType::kBF16:
     case DType::kF16:
       return;
+    case DType::kInt8:
+      // The kernels' int8 steps are whole 32-column blocks (a short last block masked).
+      MIMO_CHECK(w.block_cols == 32, "Linear: int8 weight [%lld, %lld] has block_cols %lld, not 32",
+                 static_cast<long long>(w.rows), static_cast<long long>(w.cols),
+                 static_cast<long long>(w.block_cols));
+      [[fallthrough]];
     case DType::kF8E4M3:
       MIMO_CHECK(w.scale_inv != nullptr && w.block_cols > 0 &&
                      w.scale_cols * w.block_cols >= w.cols &&
                      (static_cast<int64_t>(w.scale_row.size()) == w.rows ||
                       (w.scale_row.empty() && w.block_rows > 0 &&
                        (w.rows + w.block_rows - 1) / w.block_rows <= w.num_scale_rows)),
-                 "Linear: FP8 weight [%lld, %lld] has inconsistent scales (scale_cols %lld, "
+                 "Linear: %s weight [%lld, %lld] has inconsistent scales (scale_cols %lld, "
                  "block_cols %lld, scale_row %zu)",
-                 static_cast<long long>(w.rows), static_cast<long long>(w.cols),
+                 w.dtype == DType::kInt8 ? "int8" : "FP8", static_cast<long long>(w.rows), static_cast<long long>(w.cols),
                  static_cast<long long>(w.scale_cols), static_cast<long long>(w.block_cols),
                  w.scale_row.size());
       return;

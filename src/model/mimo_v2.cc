@@ -93,15 +93,21 @@ Status MimoV2Model::QuantizeWeights(const QuantizePlan& plan, ThreadPool* pool,
     }
     if (f == WeightFormat::kKeep) return;
     const DType before = r.matrix->dtype;
-    const bool kept = before == DType::kMxfp4 || (f == WeightFormat::kFp8 && before == DType::kF8E4M3);
+    // Kept: what is already in the format or in fewer bits (MXFP4 for every format; int8 for
+    // fp8). FP8 is converted to int8: the same bits per weight on a finer grid.
+    const bool kept = before == DType::kMxfp4 ||
+                      (f == WeightFormat::kFp8 &&
+                       (before == DType::kF8E4M3 || before == DType::kInt8)) ||
+                      (f == WeightFormat::kInt8 && before == DType::kInt8);
     if (kept) {
       ++g->kept;
       return;
     }
+    const std::string what = TensorName(r.id);
     StatusOr<MatrixWeight> q =
-        f == WeightFormat::kMxfp4
-            ? QuantizeWeightToMxfp4(*r.matrix, plan.mxfp4_rule, pool, TensorName(r.id), &g->error)
-            : QuantizeWeightToFp8Block(*r.matrix, pool, TensorName(r.id), &g->error);
+        f == WeightFormat::kMxfp4  ? QuantizeWeightToMxfp4(*r.matrix, plan.mxfp4_rule, pool, what, &g->error)
+        : f == WeightFormat::kInt8 ? QuantizeWeightToInt8(*r.matrix, pool, what, &g->error)
+                                   : QuantizeWeightToFp8Block(*r.matrix, pool, what, &g->error);
     if (!q.ok()) {
       st = q.status();
       return;

@@ -32,7 +32,8 @@ StatusOr<DraftHead> DraftHead::Create(const MatrixWeight& lm, std::vector<int32_
   h.head_.data = bytes.get();
   h.head_.owned = bytes;
   h.head_.rows = static_cast<int64_t>(ids.size());
-  if (lm.dtype == DType::kF8E4M3) {  // each gathered row keeps the scale row of its source row
+  if (lm.dtype == DType::kF8E4M3 || lm.dtype == DType::kInt8) {
+    // each gathered row keeps the scale row of its source row
     std::vector<int32_t> scale_row(ids.size());
     for (size_t j = 0; j < ids.size(); ++j)
       scale_row[j] = static_cast<int32_t>(lm.ScaleRow(ids[j]));

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 #include <optional>
 #include <string>
@@ -100,6 +101,60 @@ TEST(Mxfp4Rounding, RoutedExpertNames) {
   EXPECT_FALSE(IsRoutedExpertWeight("model.layers.3.mlp.gate.weight"));
 }
 
+// The int8 rule by hand: per row, per 32 columns, scale amax / 127 and codes rounded to nearest
+// even; a short last block over its own elements; an all-zero block scale 1; FP8 input converted.
+TEST(QuantizeWeightToInt8, BlockScalesAndRoundingByHand) {
+  // Row 0: 40 columns. Block 0: amax 12.7 at column 3 -> scale fp32(12.7 / 127), whose quotients
+  // 0.25 / scale and -0.05 / scale are exactly 2.5 and -0.5 in fp32 (numpy): ties, to even 2 and
+  // 0. Block 1 (8 columns): amax 2.54 -> scale fp32(2.54 / 127); 0.01 / scale is exactly 0.5
+  // (to even: 0) and -1 / scale exactly -50. Row 1: all zero -> scales 1, codes 0.
+  constexpr int64_t kCols = 40;
+  std::vector<float> v(2 * kCols, 0.0f);
+  v[0] = 0.25f;
+  v[1] = -0.05f;
+  v[3] = 12.7f;
+  v[5] = -12.7f;
+  v[32] = 2.54f;
+  v[33] = 0.01f;
+  v[39] = -1.0f;
+  MatrixWeight w;
+  w.dtype = DType::kF32;
+  w.rows = 2;
+  w.cols = kCols;
+  w.data = v.data();
+  Mxfp4ErrorStats stats;
+  auto q = QuantizeWeightToInt8(w, nullptr, "t", &stats);
+  ASSERT_TRUE(q.ok()) << q.status().message();
+  ASSERT_EQ(q->dtype, DType::kInt8);
+  ASSERT_EQ(q->scale_cols, 2);
+  ASSERT_EQ(q->block_cols, 32);
+  const auto* codes = static_cast<const int8_t*>(q->data);
+  const float s0 = 12.7f / 127.0f, s1 = 2.54f / 127.0f;
+  EXPECT_EQ(q->scale_inv[0], s0);
+  EXPECT_EQ(q->scale_inv[1], s1);
+  EXPECT_EQ(q->scale_inv[2], 1.0f);
+  EXPECT_EQ(q->scale_inv[3], 1.0f);
+  ASSERT_EQ(0.25f / s0, 2.5f);
+  ASSERT_EQ(-0.05f / s0, -0.5f);
+  ASSERT_EQ(0.01f / s1, 0.5f);
+  EXPECT_EQ(codes[0], 2);
+  EXPECT_EQ(codes[1], 0);
+  EXPECT_EQ(codes[3], 127);
+  EXPECT_EQ(codes[5], -127);
+  EXPECT_EQ(codes[32], 127);
+  EXPECT_EQ(codes[33], 0);
+  EXPECT_EQ(codes[39], -50);
+  for (int64_t c = 0; c < kCols; ++c) EXPECT_EQ(codes[kCols + c], 0);
+  EXPECT_EQ(stats.blocks, 4);
+  // A NaN is refused naming the row.
+  v[kCols + 7] = std::nanf("");
+  auto bad = QuantizeWeightToInt8(w, nullptr, "model.layers.0.mlp.up_proj.weight", nullptr);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("model.layers.0.mlp.up_proj.weight: row 1"),
+            std::string::npos)
+      << bad.status().message();
+}
+
 // --experts / --dense / --lm-head: what each flag's value selects, and the one message a bad value
 // gets (from every model-running command and mimo inspect alike).
 TEST(WeightFormatFlags, EachFlagSetsItsGroupAndBadValuesNameTheFlag) {
@@ -117,18 +172,24 @@ TEST(WeightFormatFlags, EachFlagSetsItsGroupAndBadValuesNameTheFlag) {
   EXPECT_TRUE(f->any());
   EXPECT_EQ(f->Flags(), "--dense fp8 --lm-head mxfp4");
 
+  given = {{"experts", "int8"}};
+  f = ParseWeightFormatFlags(value_of);
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  EXPECT_EQ(f->experts, WeightFormat::kInt8);
+  EXPECT_EQ(f->Flags(), "--experts int8");
+
   given = {};
   f = ParseWeightFormatFlags(value_of);
   ASSERT_TRUE(f.ok());
   EXPECT_FALSE(f->any());
   EXPECT_EQ(f->Flags(), "");
 
-  for (const char* bad : {"int8", "", "FP8"}) {
+  for (const char* bad : {"int4", "", "FP8"}) {
     given = {{"experts", "mxfp4"}, {"dense", bad}};
     f = ParseWeightFormatFlags(value_of);
     ASSERT_FALSE(f.ok()) << bad;
     EXPECT_EQ(f.status().message(),
-              std::string("--dense '") + bad + "' is not supported (fp8 or mxfp4)");
+              std::string("--dense '") + bad + "' is not supported (fp8, int8 or mxfp4)");
   }
 }
 

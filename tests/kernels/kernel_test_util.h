@@ -38,7 +38,7 @@ inline double E8M0ByDefinition(uint8_t e) {
 // A MatrixWeight together with the storage it points into.
 struct OwnedWeight {
   std::vector<uint8_t> bytes;  // [rows, cols] stored dtype (MXFP4: [rows, ceil(cols / 2)])
-  std::vector<float> scales;   // [num_scale_rows, scale_cols] (FP8 only)
+  std::vector<float> scales;   // [num_scale_rows, scale_cols] (FP8 and int8)
   std::vector<uint8_t> exps;   // [rows, ceil(cols / 32)] E8M0 exponents (MXFP4 only)
   MatrixWeight w;
 };
@@ -48,6 +48,8 @@ struct OwnedWeight {
 // scale_row is a random map onto num_scale_rows = rows / 2 + 1 scale rows. MXFP4: random codes
 // (the spare high nibble of an odd column count random too, which the kernels must ignore) and
 // exponents 2^-12 .. 2^4, laid out as a checkpoint binds them: one exponent row per weight row.
+// int8: random codes in [-127, 127] and random positive fp32 scales (2^-12 .. 2^4 times a random
+// mantissa), one scale per 32 columns of each row (block_cols is always 32).
 inline OwnedWeight MakeWeight(DType dtype, int64_t rows, int64_t cols, std::mt19937& rng,
                               int64_t block_cols = 128) {
   OwnedWeight o;
@@ -113,6 +115,18 @@ inline OwnedWeight MakeWeight(DType dtype, int64_t rows, int64_t cols, std::mt19
       o.exps.resize(rows * w.scale_cols);
       for (uint8_t& e : o.exps) e = static_cast<uint8_t>(ex(rng));
       w.scale_e8m0 = o.exps.data();
+      break;
+    }
+    case DType::kInt8: {
+      std::uniform_int_distribution<int> code(-127, 127), ex(-12, 4);
+      for (uint8_t& b : o.bytes) b = static_cast<uint8_t>(static_cast<int8_t>(code(rng)));
+      w.block_cols = 32;
+      w.block_rows = 1;
+      w.scale_cols = (cols + 31) / 32;
+      w.num_scale_rows = rows;
+      o.scales.resize(rows * w.scale_cols);
+      for (float& s : o.scales) s = std::ldexp(1.0f + 0.5f * (u(rng) + 1.0f), ex(rng));
+      w.scale_inv = o.scales.data();
       break;
     }
     default:

@@ -24,7 +24,7 @@ using test::OwnedWeight;
 using test::RandomVector;
 
 constexpr DType kWeightDTypes[] = {DType::kF32, DType::kBF16, DType::kF16, DType::kF8E4M3,
-                                   DType::kMxfp4};
+                                   DType::kMxfp4, DType::kInt8};
 
 // The oracle for one (weight, x): reference output and, per output, sum_c |x[t,c] * W[r,c]|.
 struct Expected {
@@ -310,6 +310,47 @@ TEST(Linear, Fp8DecodeOfAll256CodesMatchesDefinition) {
   }
 }
 
+// int8: row r of 255 holds code r - 127 in one column (every block position, the short last block
+// included) and 0 elsewhere, under a per-row, per-block scale; x all ones, so y[t, r] is exactly
+// (r - 127) x that block's scale, at T == 1 and on the T > 1 paths, on every ISA.
+TEST(Linear, Int8DecodeOfAllCodesMatchesDefinition) {
+  constexpr int64_t kRowsN = 255, kCols = 75, kScaleCols = 3;
+  std::vector<int8_t> codes(kRowsN * kCols, 0);
+  std::vector<float> scales(kRowsN * kScaleCols);
+  for (int64_t r = 0; r < kRowsN; ++r) {
+    codes[r * kCols + (r * 29) % kCols] = static_cast<int8_t>(r - 127);
+    for (int64_t j = 0; j < kScaleCols; ++j)
+      scales[r * kScaleCols + j] = std::ldexp(1.0f + 0.125f * static_cast<float>((r + j) % 8),
+                                              static_cast<int>((r * 3 + j) % 11) - 5);
+  }
+  MatrixWeight w;
+  w.dtype = DType::kInt8;
+  w.rows = kRowsN;
+  w.cols = kCols;
+  w.data = codes.data();
+  w.scale_inv = scales.data();
+  w.num_scale_rows = kRowsN;
+  w.scale_cols = kScaleCols;
+  w.block_cols = 32;
+  w.block_rows = 1;
+  for (Isa isa : AvailableIsas()) {
+    for (int64_t T : {1, 5, 20}) {
+      const std::vector<float> x(T * kCols, 1.0f);
+      std::vector<float> y(T * kRowsN);
+      ExecContext ctx;
+      LinearOn(*KernelsFor(isa), ctx, x.data(), T, w, y.data());
+      for (int64_t t = 0; t < T; ++t) {
+        for (int64_t r = 0; r < kRowsN; ++r) {
+          const int64_t c = (r * 29) % kCols;
+          const double want = static_cast<double>(r - 127) * scales[r * kScaleCols + c / 32];
+          EXPECT_EQ(y[t * kRowsN + r], static_cast<float>(want))
+              << IsaName(isa) << " code " << r - 127 << " column " << c << " T=" << T;
+        }
+      }
+    }
+  }
+}
+
 // MXFP4: row r of 2 * 16 * 7 rows holds code r % 16 in one column (even and odd columns, so both
 // nibbles; blocks 0, 1 and the short last one) with one of 7 exponents in that column's block, the
 // other columns code 0 under exponent 127. x is all ones, so y[t, r] is exactly the code's value
@@ -467,7 +508,7 @@ TEST(Linear, ManyJobsInOneRegionMatchSeparateCalls) {
   const std::vector<Shape> shapes = {{DType::kF8E4M3, 203, 300, 1}, {DType::kBF16, 64, 300, 1},
                                      {DType::kF8E4M3, 5, 129, 3},   {DType::kF32, 77, 64, 0},
                                      {DType::kMxfp4, 130, 96, 2},   {DType::kF16, 33, 7, 17},
-                                     {DType::kF8E4M3, 512, 256, 1}};
+                                     {DType::kF8E4M3, 512, 256, 1}, {DType::kInt8, 70, 100, 3}};
   std::vector<OwnedWeight> ws;
   std::vector<std::vector<float>> xs;
   for (const Shape& s : shapes) {

@@ -329,7 +329,8 @@ def test_memory_plan_with_mxfp4_experts(mimo_bin, full_size_dir, name):
 # --dense / --lm-head in the memory plan: the attention projections (separate or fused qkv),
 # o_proj, the dense MLPs and MTP's eh_proj, and lm_head, as if rewritten at load, counted from the
 # headers: FP8 [N, K] -> N * K + 4 * ceil(N / 128) * ceil(K / 128) (a weight already FP8 kept with
-# its scales), MXFP4 -> N * ceil(K / 2) + N * ceil(K / 32) (an FP8 weight's F32 scales dropped).
+# its scales), MXFP4 -> N * ceil(K / 2) + N * ceil(K / 32), int8 -> N * K + 4 * N * ceil(K / 32)
+# (under both an FP8 weight's F32 scales dropped).
 DENSE = re.compile(r"\.(self_attn\.(q|k|v|qkv|o)_proj|mlp\.(gate|up|down)_proj|eh_proj)\.weight"
                    r"(_scale_inv)?$")
 
@@ -344,11 +345,12 @@ def planned_dense(d, dense, lm_head):
         fmt = lm_head if n.startswith("lm_head.") else dense if DENSE.search(n) else None
         b = nbytes
         if fmt and n.endswith("_scale_inv"):
-            b = 0 if fmt == "mxfp4" else nbytes
+            b = nbytes if fmt == "fp8" else 0
         elif fmt and dtype != "U8" and not (fmt == "fp8" and dtype == "F8_E4M3"):
             rows, k = shape
-            b = (rows * k + 4 * cdiv(rows, 128) * cdiv(k, 128) if fmt == "fp8"
-                 else rows * cdiv(k, 2) + rows * cdiv(k, 32))
+            b = {"fp8": rows * k + 4 * cdiv(rows, 128) * cdiv(k, 128),
+                 "int8": rows * k + 4 * rows * cdiv(k, 32),
+                 "mxfp4": rows * cdiv(k, 2) + rows * cdiv(k, 32)}[fmt]
         other += b
         if n == "model.embed_tokens.weight":
             active += nbytes // shape[0]
@@ -360,7 +362,8 @@ def planned_dense(d, dense, lm_head):
 
 @pytest.mark.parametrize("name,dense,lm_head", [("flash", "fp8", "fp8"),
                                                 ("v2.5-pro", "mxfp4", "fp8"),
-                                                ("v2.6-flash", "fp8", "mxfp4")])
+                                                ("v2.6-flash", "fp8", "mxfp4"),
+                                                ("flash", "int8", "int8")])
 def test_memory_plan_with_dense_and_lm_head_formats(mimo_bin, full_size_dir, name, dense, lm_head):
     d = full_size_dir(name)
     args = [mimo_bin, "inspect", "--model", d, "--json", "--dense", dense, "--lm-head", lm_head,
@@ -377,9 +380,9 @@ def test_memory_plan_with_dense_and_lm_head_formats(mimo_bin, full_size_dir, nam
     assert q["active_weight_bytes_per_token"] == pytest.approx(
         stored["active_weight_bytes_per_token"] - (stored_other_active(d) - active_other), abs=1)
     assert other < stored["other_weight_bytes"]
-    p = subprocess.run([mimo_bin, "inspect", "--model", d, "--dense", "int8"], capture_output=True,
+    p = subprocess.run([mimo_bin, "inspect", "--model", d, "--dense", "int4"], capture_output=True,
                        text=True, timeout=60)
-    assert p.returncode != 0 and "--dense 'int8' is not supported (fp8 or mxfp4)" in p.stderr
+    assert p.returncode != 0 and "--dense 'int4' is not supported (fp8, int8 or mxfp4)" in p.stderr
 
 
 def stored_other_active(d):

@@ -329,4 +329,4 @@ def test_load_time_experts_through_serve_flags(mimo_bin, tmp_path):
     assert "quantized to MXFP4 at load" in p.stderr and "page cache" in p.stderr
     p = subprocess.run([mimo_bin, "chat", "--model", NANO_FP8, "--experts", "int4", "--message",
                         "hi"], capture_output=True, text=True, timeout=120)
-    assert p.returncode != 0 and "(fp8 or mxfp4)" in p.stderr
+    assert p.returncode != 0 and "(fp8, int8 or mxfp4)" in p.stderr

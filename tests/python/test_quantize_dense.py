@@ -1,5 +1,6 @@
 """Load-time quantization of the weights the checkpoint keeps in BF16/F32 (issue 48, item 1b):
-`--dense fp8|mxfp4` (attention projections, dense MLPs, MTP's eh_proj) and `--lm-head fp8|mxfp4`.
+`--dense fp8|int8|mxfp4` (attention projections, dense MLPs, MTP's eh_proj), `--lm-head
+fp8|int8|mxfp4`, and `--experts int8` (the routed experts).
 
 The expectation is independent of the engine: the float64 reference forward (scripts/
 mimo_reference.py) on the checkpoint's weights, with each weight the engine should rewrite passed
@@ -7,8 +8,11 @@ through a numpy implementation of the format's rule:
 * FP8: 128 x 128 blocks, scale_inv = amax / 448 in fp32 (1 for an all-zero block), each element
   the e4m3 value nearest x / scale_inv in fp32 (ties to the even code, above 448 saturated),
   dequantized as code x scale_inv;
-* MXFP4: test_quantize.py's implementation of the 32-element E2M1/E8M0 rule.
-Weights already stored in FP8 stay as stored under fp8 (a checkpoint's own K/V grids included),
+* MXFP4: test_quantize.py's implementation of the 32-element E2M1/E8M0 rule;
+* int8: per row, per 32 columns, scale = amax / 127 in fp32 (1 for an all-zero block), each
+  element rint(x / scale) in fp32 (ties to even) within [-127, 127], dequantized as code x scale.
+Weights already stored in FP8 stay as stored under fp8 (a checkpoint's own K/V grids included)
+and are converted under int8 and mxfp4,
 and the router and embedding are never touched. Each case also checks that the quantization
 moved the logits by far more than the tolerance, so a flag that did nothing would fail.
 """
@@ -71,12 +75,24 @@ def mxfp4(w32):
     return (mag * scale).reshape(rows, cols).astype(np.float32)
 
 
-RULES = {"fp8": fp8_block, "mxfp4": mxfp4}
+def int8_rows(w32):
+    """float32 [R, C] -> its int8 quantization (32-column blocks of a row), dequantized (fp32)."""
+    out = np.empty_like(w32)
+    for c0 in range(0, w32.shape[1], 32):
+        b = w32[:, c0:c0 + 32]
+        amax = np.abs(b).max(axis=1, keepdims=True).astype(np.float32)
+        s = np.where(amax > 0, amax / np.float32(127), np.float32(1)).astype(np.float32)
+        q = np.clip(np.rint(b / s), -127, 127).astype(np.float32)
+        out[:, c0:c0 + 32] = q * s
+    return out
 
 
-def quantized_reference(model_dir, dense, lm_head):
-    """The reference forward with the weights `--dense dense --lm-head lm_head` rewrite passed
-    through the numpy rules. Returns (reference, weights rewritten)."""
+RULES = {"fp8": fp8_block, "mxfp4": mxfp4, "int8": int8_rows}
+
+
+def quantized_reference(model_dir, dense, lm_head, experts=None):
+    """The reference forward with the weights `--dense dense --lm-head lm_head --experts experts`
+    rewrite passed through the numpy rules. Returns (reference, weights rewritten)."""
     ref = R.load_reference(model_dir)
     ref = ref.with_options(type(ref.opts)())
     w = ref.w
@@ -87,7 +103,7 @@ def quantized_reference(model_dir, dense, lm_head):
         t = raw.get(name)
         if fmt is None or t is None:
             return None
-        if t.dtype in FLOAT_DTYPES or (fmt == "mxfp4" and t.dtype == "F8_E4M3"):
+        if t.dtype in FLOAT_DTYPES or (fmt in ("mxfp4", "int8") and t.dtype == "F8_E4M3"):
             return RULES[fmt]
         return None  # FP8 under fp8, or already MXFP4: as stored
 
@@ -101,9 +117,9 @@ def quantized_reference(model_dir, dense, lm_head):
 
     def plain(name, shape=None):
         t = orig_plain(name, shape)
-        if ".mlp.experts." in name or not name.endswith(DENSE_SUFFIXES):
+        if not name.endswith(DENSE_SUFFIXES):
             return t
-        rule = rule_for(name, dense)
+        rule = rule_for(name, experts if ".mlp.experts." in name else dense)
         if rule is None:
             return t
         if name not in done:
@@ -147,23 +163,28 @@ def engine_logits(mimo_bin, model_dir, ids, tmp_path, *flags, mode="prefill"):
     return np.fromfile(out, dtype="<f4").reshape(len(ids), -1).astype(np.float64), p.stderr
 
 
-@pytest.mark.parametrize("variant,dense,lm_head", [
-    ("bf16", "fp8", "fp8"),
-    ("fp8", "fp8", "fp8"),       # q/k/v FP8 in the checkpoint: kept; o_proj and dense MLP rewritten
-    ("tied", "mxfp4", "fp8"),    # a tied lm_head becomes its own FP8 copy; the embedding stays
-    ("bf16", "mxfp4", "mxfp4"),
-    ("f32", None, "fp8"),
-    ("fp8-fused", "mxfp4", None),  # fused FP8 qkv_proj rewritten as three MXFP4 weights
+@pytest.mark.parametrize("variant,dense,lm_head,experts", [
+    ("bf16", "fp8", "fp8", None),
+    ("fp8", "fp8", "fp8", None),  # q/k/v FP8 in the checkpoint: kept; o_proj and dense MLP rewritten
+    ("tied", "mxfp4", "fp8", None),  # a tied lm_head becomes its own FP8 copy; the embedding stays
+    ("bf16", "mxfp4", "mxfp4", None),
+    ("f32", None, "fp8", None),
+    ("fp8-fused", "mxfp4", None, None),  # fused FP8 qkv_proj rewritten as three MXFP4 weights
+    ("bf16", "int8", "int8", "int8"),
+    ("fp8", "int8", "int8", "int8"),  # FP8 q/k/v and experts converted to int8
+    ("fp8-fused", "int8", None, None),  # fused FP8 qkv_proj rewritten as three int8 weights
+    ("tied", None, "int8", None),
 ])
 def test_load_time_dense_and_lm_head_match_the_reference(mimo_bin, checkpoint, tmp_path, variant,
-                                                         dense, lm_head):
+                                                         dense, lm_head, experts):
     d = checkpoint(variant)
-    ref, rewritten = quantized_reference(d, dense, lm_head)
+    ref, rewritten = quantized_reference(d, dense, lm_head, experts)
     ids = [int(x) for x in np.random.default_rng(11).integers(0, ref.cfg.vocab, 24)]
     want = ref.forward(ids).numpy()
     assert ref.route_margin > 2e-5, f"{variant}: near-tie in routing ({ref.route_margin:.2e})"
     assert rewritten, "the case rewrites nothing"
-    flags = (["--dense", dense] if dense else []) + (["--lm-head", lm_head] if lm_head else [])
+    flags = ((["--dense", dense] if dense else []) + (["--lm-head", lm_head] if lm_head else [])
+             + (["--experts", experts] if experts else []))
     got, err = engine_logits(mimo_bin, d, ids, tmp_path, *flags)
     tol = 1e-4 * np.abs(want).max()
     assert np.abs(got - want).max() <= tol, (variant, np.abs(got - want).max(), tol)
@@ -173,11 +194,17 @@ def test_load_time_dense_and_lm_head_match_the_reference(mimo_bin, checkpoint, t
     assert np.abs(plain - want).max() > 20 * tol, (variant, np.abs(plain - want).max(), tol)
     # The log names what was rewritten and what was kept.
     if dense:
-        n_dense = len({n for n in rewritten if n != "lm_head"})
+        n_dense = len({n for n in rewritten if n != "lm_head" and ".mlp.experts." not in n})
         assert "dense projection weights quantized to" in err, err[-2000:]
         assert n_dense > 0
     if lm_head:
         assert "1 lm_head weights quantized to " + lm_head.upper() in err, err[-2000:]
+    if experts:
+        # Every expert weight of the checkpoint (the reference reads only the routed ones).
+        n_experts = len([n for n in ref.w.raw if ".mlp.experts." in n and n.endswith("_proj.weight")])
+        assert any(".mlp.experts." in n for n in rewritten)
+        assert f"{n_experts} routed expert weights quantized to {experts.upper()}" in err, \
+            err[-2000:]
     # Decode steps give the same logits as the prompt pass, within the mode's bound.
     dec, _ = engine_logits(mimo_bin, d, ids, tmp_path, *flags, mode="decode")
     assert np.abs(dec - want).max() <= tol
@@ -185,8 +212,8 @@ def test_load_time_dense_and_lm_head_match_the_reference(mimo_bin, checkpoint, t
 
 def test_bad_formats_are_refused(mimo_bin, checkpoint):
     d = checkpoint("bf16")
-    for flag, value in (("--dense", "int8"), ("--lm-head", "q4_0"), ("--dense", "")):
+    for flag, value in (("--dense", "int4"), ("--lm-head", "q4_0"), ("--dense", "")):
         p = subprocess.run([mimo_bin, "logits", "--model", d, "--ids", "1,2", "--out", "/dev/null",
                             flag, value], capture_output=True, text=True, timeout=60)
         assert p.returncode != 0, (flag, value)
-        assert f"{flag} '{value}' is not supported (fp8 or mxfp4)" in p.stderr, p.stderr
+        assert f"{flag} '{value}' is not supported (fp8, int8 or mxfp4)" in p.stderr, p.stderr

@@ -162,6 +162,16 @@ BenchWeights MakeBenchWeights(ThreadPool& pool, DType dt, int64_t rows, int64_t 
         b.exps.back()[k] = static_cast<uint8_t>(122 + (k * 2654435761u >> 7) % 10);
       }
       w.scale_e8m0 = b.exps.back().data();
+    } else if (dt == DType::kInt8) {  // random codes in [-127, 127], one scale per 32 of a row
+      for (size_t k = 0; k < wbytes; ++k) {
+        if (buf.get()[k] == 0x80) buf.get()[k] = 0x81;
+      }
+      w.block_cols = 32;
+      w.block_rows = 1;
+      w.scale_cols = (cols + 31) / 32;
+      w.num_scale_rows = rows;
+      b.scales.emplace_back(rows * w.scale_cols, 0.001f);
+      w.scale_inv = b.scales.back().data();
     }
     w.data = buf.get();
     b.data.push_back(std::move(buf));
@@ -223,9 +233,9 @@ int RunKernels(const Args& a) {
     const KernelTable& k = *KernelsFor(isa);
     // "F8 plain": FP8 codes without subnormals, marked (MarkFp8PlainBlocks): every decode tile
     // on the branch-free path; the F8_E4M3 row's uniform random codes leave every tile general.
-    for (int v = 0; v < 6; ++v) {
-      const DType dt = std::array{DType::kF32,    DType::kBF16,   DType::kF16,
-                                  DType::kF8E4M3, DType::kF8E4M3, DType::kMxfp4}[v];
+    for (int v = 0; v < 7; ++v) {
+      const DType dt = std::array{DType::kF32,    DType::kBF16,   DType::kF16,   DType::kF8E4M3,
+                                  DType::kF8E4M3, DType::kMxfp4, DType::kInt8}[v];
       const bool plain = v == 4;
       BenchWeights bw = MakeBenchWeights(pool, dt, rows, cols, working_set);
       if (plain) {

@@ -147,7 +147,7 @@ int RunInspect(int argc, char** argv) {
                  "error: %s\nusage: mimo inspect --model DIR [--json] [--max-context N "
                  "[--block-size N] [--kv-cache-dtype f32|bf16|fp8] [--max-sequences N] "
                  "[--kv-cache-memory BYTES]] [--tensor-parallel-size N [--expert-parallel]] "
-                 "[--experts|--dense|--lm-head fp8|mxfp4] [--max-num-batched-tokens N]\n",
+                 "[--experts|--dense|--lm-head fp8|int8|mxfp4] [--max-num-batched-tokens N]\n",
                  error.empty() ? "--model is required" : error.c_str());
     return 2;
   }

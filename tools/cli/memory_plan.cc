@@ -21,8 +21,8 @@ bool EndsWith(const std::string& s, const char* suffix) {
 double QuantizedBytes(const SafetensorsEntry& e, WeightFormat f) {
   const double stored = static_cast<double>(e.nbytes);
   if (f == WeightFormat::kKeep) return stored;
-  if (EndsWith(e.name, ".weight_scale_inv")) {  // FP8 scales: kept under fp8, dropped under mxfp4
-    return f == WeightFormat::kMxfp4 ? 0 : stored;
+  if (EndsWith(e.name, ".weight_scale_inv")) {  // FP8 scales: kept under fp8, else replaced
+    return f == WeightFormat::kFp8 ? stored : 0;
   }
   if (!EndsWith(e.name, ".weight") || e.dtype == DType::kU8 || e.shape.size() != 2) {
     return stored;  // already MXFP4 (codes or exponents), or not a weight
@@ -33,6 +33,9 @@ double QuantizedBytes(const SafetensorsEntry& e, WeightFormat f) {
   if (f == WeightFormat::kFp8) {
     const double blocks = static_cast<double>((e.shape[0] + 127) / 128) * ((k + 127) / 128);
     return rows * static_cast<double>(k) + 4 * blocks;
+  }
+  if (f == WeightFormat::kInt8) {  // a byte per weight and an fp32 scale per 32 of a row
+    return rows * static_cast<double>(k) + 4 * rows * static_cast<double>((k + 31) / 32);
   }
   return rows * static_cast<double>((k + 1) / 2) + rows * static_cast<double>((k + 31) / 32);
 }

@@ -131,7 +131,7 @@ inline bool IntFlagOrReport(const char* cmd, const Args& a, const char* key, int
   return true;
 }
 
-// --experts / --dense / --lm-head FORMAT (fp8 | mxfp4): the load-time form of `mimo quantize`,
+// --experts / --dense / --lm-head FORMAT (fp8 | int8 | mxfp4): the load-time form of `mimo quantize`,
 // by group of weights (MimoV2Model::QuantizeWeights). A follower rank exits on a bad flag (rank
 // 0 reports it).
 inline bool QuantizeAtLoadOrReport(const char* cmd, const Args& a, bool follower,
@@ -167,7 +167,10 @@ inline bool QuantizeAtLoadOrReport(const char* cmd, const Args& a, bool follower
     std::fprintf(stderr,
                  "mimo %s: %d %s quantized to %s at load (relative RMS error %.5f; %d kept as "
                  "stored)\n",
-                 cmd, g.report.converted, g.what, g.format == WeightFormat::kMxfp4 ? "MXFP4" : "FP8",
+                 cmd, g.report.converted, g.what,
+                 g.format == WeightFormat::kMxfp4  ? "MXFP4"
+                 : g.format == WeightFormat::kInt8 ? "INT8"
+                                                   : "FP8",
                  g.report.RelativeRmsError(), g.report.kept);
   }
   std::fprintf(stderr, "mimo %s: load-time quantization took %.1f s\n", cmd, s);
@@ -204,7 +207,7 @@ inline bool LoadModelOrReport(const char* cmd, const std::string& dir, int threa
   out->model = std::move(m).value();
   out->pool = std::make_unique<ThreadPool>(threads);
   out->ctx.pool = out->pool.get();
-  // --experts / --dense / --lm-head fp8|mxfp4: load-time quantization (every rank its slices).
+  // --experts / --dense / --lm-head fp8|int8|mxfp4: load-time quantization (every rank its slices).
   if (a && !QuantizeAtLoadOrReport(cmd, *a, follower, out)) return false;
   // The FP8 decode GEMV's plain tiles (kernels.h): one read of the FP8 weights, so only where the
   // checkpoint fits in the memory available; weights served from a page cache smaller than they

@@ -107,6 +107,17 @@ struct F8W {
   static uint64_t LineNanMask(const T* p) { return V::E4m3LineNanMask(p); }
 };
 
+// int8 codes (the int8 weight format: 32-column blocks, fp32 scales) converted exactly.
+template <class V>
+struct I8W {
+  using T = int8_t;
+  static constexpr bool kBlockScaled = true;
+  static constexpr bool kNanLineTest = false;
+  static constexpr float kScaleFactor = 1.0f;
+  static typename V::F Load(const T* p) { return V::LoadI8(p); }
+  static typename V::F LoadN(const T* p, int64_t n) { return V::LoadI8N(p, n); }
+};
+
 // W::Load for data already checked to hold no NaN code.
 template <class W>
 inline auto LoadClean(const typename W::T* p) {
@@ -160,7 +171,7 @@ __attribute__((always_inline)) inline void GemvBlockSums(
 #pragma GCC unroll 16
   for (int i = 0; i < R; ++i) acc[i] = V::Zero();
   int64_t c = cb;
-  if constexpr (W::kBlockScaled && V::kE4m3Plain) {
+  if constexpr (std::is_same_v<W, F8W<V>> && V::kE4m3Plain) {
     if (plain_block) {  // whole lines, no special code
       for (; c < ce; c += kLine) {
 #pragma GCC unroll 16
@@ -198,6 +209,12 @@ __attribute__((always_inline)) inline void GemvBlockSums(
         for (int i = 0; i < R; ++i) acc[i] = V::Fmadd(W::Load(row[i] + c + v), xv, acc[i]);
       }
     }
+  }
+  // Blocks shorter than a line (int8's 32 columns): the line is prefetched by the block that
+  // starts it.
+  if (ce - cb < kLine && cb % kLine < ce - cb) {
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i) V::PrefetchL2(next[i] + cb);
   }
   for (; c + kLanes <= ce; c += kLanes) {
     const F xv = V::Load(x + c);
@@ -769,6 +786,8 @@ void LinearRowsFor(const float* x, int64_t T, const MatrixWeight& w, int64_t row
       return LinearRowsTyped<V, F8W<V>>(x, T, w, row_begin, row_end, y);
     case DType::kMxfp4:
       return LinearRowsMxfp4<V>(x, T, w, row_begin, row_end, y);
+    case DType::kInt8:
+      return LinearRowsTyped<V, I8W<V>>(x, T, w, row_begin, row_end, y);
     default:
       MIMO_ABORT("%s::LinearRows: unsupported dtype %d", V::kName, static_cast<int>(w.dtype));
   }

@@ -20,7 +20,8 @@
 //   KeepInRegister(v)          keeps a loaded vector in a register rather than letting the
 //                              compiler fold the load into every use (an optimization barrier; may
 //                              do nothing)
-//   LoadBf16, LoadF16, LoadE4m3 (+N forms)   kLanes stored elements as fp32 (e4m3: 2^-8 x value)
+//   LoadBf16, LoadF16, LoadE4m3, LoadI8 (+N forms)   kLanes stored elements as fp32 (e4m3: 2^-8 x
+//                              value; int8: the integer)
 //   kMaskedTails, kE4m3LineNanTest (LoadE4m3NoNan, E4m3LineNanMask), kE4m3Plain (LoadE4m3Plain,
 //   ScaleForE4m3Plain)         what the width offers, with the ops each flag promises
 //   I, AddU64, ReduceAddU64    64-bit integer lanes (the read probe); PrefetchL2(p)
@@ -121,6 +122,10 @@ struct VecAvx2 {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }
   static F LoadE4m3(const uint8_t* p) { return E4M3x8ToUnits(p); }
+  static F LoadI8(const int8_t* p) {
+    return _mm256_cvtepi32_ps(
+        _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+  }
   // 8 codes without subnormal or NaN codes as fp32 2^-120 x their e4m3 values (VecAvx512's
   // LoadE4m3Plain at 8 lanes: sign-extend, shift left by 20, clear bits 27-30), three integer ops
   // instead of the f16 remap's six and its NaN blend.
@@ -158,6 +163,7 @@ struct VecAvx2 {
   static F LoadBf16N(const uint16_t* p, int64_t n) { return LoadPadded<&LoadBf16>(p, n); }
   static F LoadF16N(const uint16_t* p, int64_t n) { return LoadPadded<&LoadF16>(p, n); }
   static F LoadE4m3N(const uint8_t* p, int64_t n) { return LoadPadded<&LoadE4m3>(p, n); }
+  static F LoadI8N(const int8_t* p, int64_t n) { return LoadPadded<&LoadI8>(p, n); }
 
   // 64-bit integer lanes (the read probe).
   using I = __m256i;

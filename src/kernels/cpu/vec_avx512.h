@@ -109,6 +109,13 @@ struct VecAvx512 {
   static F LoadE4m3N(const uint8_t* p, int64_t n) {
     return E4M3x16ToUnits(_mm_maskz_loadu_epi8(TailMask(n), p));
   }
+  static F LoadI8(const int8_t* p) {
+    return _mm512_cvtepi32_ps(
+        _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+  }
+  static F LoadI8N(const int8_t* p, int64_t n) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(TailMask(n), p)));
+  }
   // LoadE4m3 for bytes known to hold no NaN code (skips the NaN patch).
   static F LoadE4m3NoNan(const uint8_t* p) {
     return _mm512_cvtph_ps(E4M3ToF16Bits(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));

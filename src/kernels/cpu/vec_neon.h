@@ -102,6 +102,13 @@ struct VecNeon {
     const uint16x4_t bits = vbsl_u16(nan, vdup_n_u16(0x7e00), vreinterpret_u16_s16(h));
     return vcvt_f32_f16(vreinterpret_f16_u16(bits));
   }
+  // The 4 int8 at p (exactly 4 bytes read), converted exactly.
+  static F LoadI8(const int8_t* p) {
+    int32_t w;
+    std::memcpy(&w, p, sizeof(w));
+    const int16x4_t h = vget_low_s16(vmovl_s8(vreinterpret_s8_s32(vdup_n_s32(w))));
+    return vcvtq_f32_s32(vmovl_s16(h));
+  }
   // 4 codes without subnormal or NaN codes as fp32 2^-120 x their e4m3 values (VecAvx2's
   // LoadE4m3Plain at 4 lanes: sign-extend, shift left by 20, clear bits 27-30).
   static F LoadE4m3Plain(const uint8_t* p) {
@@ -137,6 +144,7 @@ struct VecNeon {
   static F LoadBf16N(const uint16_t* p, int64_t n) { return LoadPadded<&LoadBf16>(p, n); }
   static F LoadF16N(const uint16_t* p, int64_t n) { return LoadPadded<&LoadF16>(p, n); }
   static F LoadE4m3N(const uint8_t* p, int64_t n) { return LoadPadded<&LoadE4m3>(p, n); }
+  static F LoadI8N(const int8_t* p, int64_t n) { return LoadPadded<&LoadI8>(p, n); }
 
   // Lanes of x that are NaN keep x, the others take y (ExpShifted: Exp's clamp would hide a NaN).
   static F KeepNan(F x, F y) { return vbslq_f32(vceqq_f32(x, x), y, x); }
