@@ -90,7 +90,10 @@ class ThreadPool {
 // median 1.5e-3 of its largest value, but by up to 0.3 at a few percent of positions
 // (tests/python/test_bf16_prefill.py, test_bf16_mode.py): opt-in. Each mode is batch invariant
 // on its own: a token's output does not depend on the step it ran in, but differs between modes.
-enum class Precision : uint8_t { kExact, kBf16 };
+// kInt8: for int8 weights (--experts/--dense/--lm-head int8) where the CPU has AVX512_VNNI, each
+// token's activations quantized to int8 by the weights' own rule (per 32 columns) and the block
+// dot products exact in integers (KernelTable::linear_rows_int8); other weights run exact.
+enum class Precision : uint8_t { kExact, kBf16, kInt8 };
 
 // Everything compute needs, passed by reference (never a global).
 struct ExecContext {

@@ -119,6 +119,7 @@ CpuFeatures Probe() {
     f.cpuid_avx512dq = (b >> 17) & 1;
     f.cpuid_avx512bw = (b >> 30) & 1;
     f.cpuid_avx512vl = (b >> 31) & 1;
+    f.cpuid_avx512vnni = (c >> 11) & 1;
     f.cpuid_amx_tile = (d >> 24) & 1;
   }
   if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) f.cpuid_avx512bf16 = (a >> 5) & 1;
@@ -127,6 +128,7 @@ CpuFeatures Probe() {
   if (f.cpuid_avx512f && f.cpuid_avx512bw && f.cpuid_avx512vl && f.cpuid_avx512dq) {
     f.ran_avx512 = RunGuarded(&avx512::ProbeInstructions);
     if (f.ran_avx512 && f.cpuid_avx512bf16) f.ran_avx512bf16 = RunGuarded(&avx512::ProbeBf16);
+    if (f.ran_avx512 && f.cpuid_avx512vnni) f.ran_avx512vnni = RunGuarded(&avx512::ProbeVnni);
   }
   // AMX is never used, but it is always probed (harmless under the guard) so the report shows
   // what a CPUID-only check would have enabled on hosts that claim it.
@@ -179,7 +181,8 @@ std::string CpuFeatureReport() {
                 "isa     cpuid  os-state  executed  usable\n"
                 "avx2    %-5s  %-8s  %-8s  %s   (cpuid fma=%s f16c=%s)\n"
                 "avx512  %-5s  %-8s  %-8s  %s   (f/bw/vl/dq = %s/%s/%s/%s)\n"
-                "bf16    %-5s  %-8s  %-8s  %s   (avx512_bf16: opt-in bf16 prefill only)\n"
+                "bf16    %-5s  %-8s  %-8s  %s   (avx512_bf16: --precision bf16)\n"
+                "vnni    %-5s  %-8s  %-8s  %s   (avx512_vnni: --precision int8)\n"
                 "amx     %-5s  %-8s  %-8s  no    (arch_prctl permission: %s; never used)\n",
                 YesNo(f.cpuid_avx2), YesNo(f.os_ymm), Ran(f.cpuid_avx2, f.ran_avx2),
                 YesNo(f.avx2_usable()), YesNo(f.cpuid_fma), YesNo(f.cpuid_f16c),
@@ -187,7 +190,9 @@ std::string CpuFeatureReport() {
                 YesNo(f.avx512_usable()), YesNo(f.cpuid_avx512f), YesNo(f.cpuid_avx512bw),
                 YesNo(f.cpuid_avx512vl), YesNo(f.cpuid_avx512dq), YesNo(f.cpuid_avx512bf16),
                 YesNo(f.os_zmm), Ran(f.cpuid_avx512bf16 && f.ran_avx512, f.ran_avx512bf16),
-                YesNo(f.avx512bf16_usable()), YesNo(f.cpuid_amx_tile), YesNo(f.os_amx),
+                YesNo(f.avx512bf16_usable()), YesNo(f.cpuid_avx512vnni), YesNo(f.os_zmm),
+                Ran(f.cpuid_avx512vnni && f.ran_avx512, f.ran_avx512vnni),
+                YesNo(f.avx512vnni_usable()), YesNo(f.cpuid_amx_tile), YesNo(f.os_amx),
                 f.ran_amx ? "yes" : "SIGILL", YesNo(f.amx_permission));
   return buf;
 #endif

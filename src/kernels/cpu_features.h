@@ -15,6 +15,7 @@ struct CpuFeatures {
        cpuid_avx512dq = false;
   bool cpuid_amx_tile = false;
   bool cpuid_avx512bf16 = false;  // leaf 7 subleaf 1: vdpbf16ps, vcvtne2ps2bf16
+  bool cpuid_avx512vnni = false;  // leaf 7 subleaf 0 ECX bit 11: vpdpbusd
   // OS state-saving enabled in XCR0 (ymm, zmm/opmask, tile data).
   bool os_ymm = false, os_zmm = false, os_amx = false;
   // Linux permission request for AMX tile data (arch_prctl ARCH_REQ_XCOMP_PERM) succeeded.
@@ -23,6 +24,7 @@ struct CpuFeatures {
   // claims them; AMX always attempted, for the report only).
   bool ran_avx2 = false, ran_avx512 = false, ran_amx = false;
   bool ran_avx512bf16 = false;  // attempted only where AVX-512 is usable and CPUID claims it
+  bool ran_avx512vnni = false;  // likewise
 
   // AArch64: getauxval(AT_HWCAP) claims Advanced SIMD (ASIMD), AT_HWCAP2 FEAT_BF16; the NEON
   // probe (FMLA, FCVTL) is attempted only when ASIMD is claimed, the BF16 one only after it ran.
@@ -36,6 +38,8 @@ struct CpuFeatures {
   }
   // The opt-in bf16 kernels (ExecContext::precision).
   bool avx512bf16_usable() const { return avx512_usable() && cpuid_avx512bf16 && ran_avx512bf16; }
+  // The opt-in int8-activation kernels (ExecContext::precision kInt8).
+  bool avx512vnni_usable() const { return avx512_usable() && cpuid_avx512vnni && ran_avx512vnni; }
   bool neon_usable() const { return hwcap_asimd && ran_neon; }
   // BFDOT/BFMMLA execute (reported; no NEON bf16 kernel uses them yet).
   bool neon_bf16_usable() const { return neon_usable() && hwcap_bf16 && ran_neon_bf16; }

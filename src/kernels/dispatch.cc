@@ -52,6 +52,9 @@ Tables BuildTables() {
       t.table[static_cast<int>(Isa::kAvx512)].linear_rows_bf16 = &avx512::LinearRowsBf16;
       t.table[static_cast<int>(Isa::kAvx512)].bf16_dot_probe = &avx512::Bf16DotProbe;
     }
+    if (f.avx512vnni_usable()) {
+      t.table[static_cast<int>(Isa::kAvx512)].linear_rows_int8 = &avx512::LinearRowsInt8;
+    }
     t.usable[static_cast<int>(Isa::kAvx512)] = true;
     t.best = Isa::kAvx512;
   }

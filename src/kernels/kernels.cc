@@ -71,6 +71,9 @@ RowsFn RowsFor(const KernelTable& k, const ExecContext& ctx) {
   if (ctx.precision == Precision::kBf16 && k.linear_rows_bf16 != nullptr) {
     return k.linear_rows_bf16;
   }
+  if (ctx.precision == Precision::kInt8 && k.linear_rows_int8 != nullptr) {
+    return k.linear_rows_int8;
+  }
   return k.linear_rows;
 }
 }  // namespace

@@ -3,6 +3,7 @@
 // codes (both nibbles) under every kind of E8M0 exponent against the OCP MX definitions.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -149,15 +150,21 @@ TEST(Linear, OutputRowsDoNotDependOnTheNumberOfTokens) {
         const std::vector<float> x = RandomVector(T * cols, rng);  // [T, cols]
         for (Isa isa : AvailableIsas()) {
           const KernelTable& k = *KernelsFor(isa);
-          for (ExecContext ctx : {ExecContext{}, ExecContext{&pool}}) {
+          std::vector<ExecContext> contexts = {ExecContext{}, ExecContext{&pool}};
+          if (k.linear_rows_int8 != nullptr) {  // --precision int8 (int8 weights; others exact)
+            contexts.push_back(ExecContext{nullptr, Precision::kInt8});
+            contexts.push_back(ExecContext{&pool, Precision::kInt8});
+          }
+          for (ExecContext ctx : contexts) {
             std::vector<float> alone(T * 37), batched(T * 37), pair(2 * 37);
             for (int64_t t = 0; t < T; ++t) {
               LinearOn(k, ctx, x.data() + t * cols, 1, ow.w, alone.data() + t * 37);
             }
             LinearOn(k, ctx, x.data(), T, ow.w, batched.data());
-            const std::string what = std::string(IsaName(isa)) + " " +
-                                     std::string(DTypeName(dt)) + " cols=" + std::to_string(cols) +
-                                     " block_cols=" + std::to_string(block_cols);
+            const std::string what =
+                std::string(IsaName(isa)) + " " + std::string(DTypeName(dt)) +
+                " cols=" + std::to_string(cols) + " block_cols=" + std::to_string(block_cols) +
+                (ctx.precision == Precision::kInt8 ? " int8 mode" : "");
             int bad = 0;
             for (int64_t i = 0; i < T * 37 && bad < 3; ++i) {
               if (F32ToBits(alone[i]) != F32ToBits(batched[i])) {
@@ -213,6 +220,10 @@ TEST(Linear, PromptChunksAndRowBlocksMatchTheGemv) {
         contexts.push_back(ExecContext{nullptr, Precision::kBf16});
         contexts.push_back(ExecContext{&pool, Precision::kBf16});
       }
+      if (k.linear_rows_int8 != nullptr) {
+        contexts.push_back(ExecContext{nullptr, Precision::kInt8});
+        contexts.push_back(ExecContext{&pool, Precision::kInt8});
+      }
       for (ExecContext ctx : contexts) {
         std::vector<float> alone(T * kRows), batched(T * kRows);
         for (int64_t t = 0; t < T; ++t) {
@@ -222,7 +233,10 @@ TEST(Linear, PromptChunksAndRowBlocksMatchTheGemv) {
         for (int64_t i = 0; i < T * kRows; ++i) {
           ASSERT_EQ(F32ToBits(alone[i]), F32ToBits(batched[i]))
               << IsaName(isa) << " " << DTypeName(dt) << (ctx.pool ? " threaded" : "")
-              << (ctx.precision == Precision::kBf16 ? " bf16" : "") << " t=" << i / kRows
+              << (ctx.precision == Precision::kBf16   ? " bf16"
+                  : ctx.precision == Precision::kInt8 ? " int8"
+                                                      : "")
+              << " t=" << i / kRows
               << " r=" << i % kRows;
         }
       }
@@ -349,6 +363,123 @@ TEST(Linear, Int8DecodeOfAllCodesMatchesDefinition) {
       }
     }
   }
+}
+
+// --precision int8 (AVX512_VNNI): the mode's definition, computed here from its statement in
+// double: per token and 32-column block, scale s = amax / 127 in fp32 (1 for an all-zero block)
+// and codes q = x / s in fp32 rounded to nearest even within [-127, 127]; per output, the sum
+// over blocks of (weight scale x s, one fp32 product) x the exact integer dot product of the
+// codes. The kernel's fp32 accumulation order is its own: within 1e-5 of sum |scale x q x w|.
+struct Int8ModeExpected {
+  std::vector<double> y, mag;  // [T, rows]
+};
+Int8ModeExpected Int8ModeReference(const float* x, int64_t T, const MatrixWeight& w) {
+  const int64_t cols = w.cols, nb = (cols + 31) / 32;
+  const auto* codes = static_cast<const int8_t*>(w.data);
+  Int8ModeExpected e;
+  e.y.assign(T * w.rows, 0.0);
+  e.mag.assign(T * w.rows, 0.0);
+  std::vector<int> q(cols);
+  std::vector<float> s(nb);
+  for (int64_t t = 0; t < T; ++t) {
+    const float* xt = x + t * cols;
+    for (int64_t j = 0; j < nb; ++j) {
+      float amax = 0;
+      for (int64_t c = j * 32; c < std::min(cols, j * 32 + 32); ++c)
+        amax = std::max(amax, std::fabs(xt[c]));
+      s[j] = amax > 0 ? amax / 127.0f : 1.0f;
+      for (int64_t c = j * 32; c < std::min(cols, j * 32 + 32); ++c)
+        q[c] = static_cast<int>(std::clamp(std::nearbyint(xt[c] / s[j]), -127.0f, 127.0f));
+    }
+    for (int64_t r = 0; r < w.rows; ++r) {
+      for (int64_t j = 0; j < nb; ++j) {
+        int64_t dot = 0, absdot = 0;
+        for (int64_t c = j * 32; c < std::min(cols, j * 32 + 32); ++c) {
+          dot += static_cast<int64_t>(q[c]) * codes[r * cols + c];
+          absdot += std::abs(static_cast<int64_t>(q[c]) * codes[r * cols + c]);
+        }
+        const float sc = w.scale_inv[w.ScaleRow(r) * w.scale_cols + j] * s[j];
+        e.y[t * w.rows + r] += static_cast<double>(sc) * static_cast<double>(dot);
+        e.mag[t * w.rows + r] += std::fabs(static_cast<double>(sc)) * static_cast<double>(absdot);
+      }
+    }
+  }
+  return e;
+}
+
+TEST(Linear, Int8ModeMatchesItsDefinition) {
+  std::mt19937 rng(4242);
+  ThreadPool pool(2);
+  int ran = 0;
+  for (int64_t cols : {1, 7, 31, 32, 33, 64, 65, 127, 300, 1000}) {
+    for (int64_t rows : {1, 3, 17, 129}) {
+      OwnedWeight ow = MakeWeight(DType::kInt8, rows, cols, rng);
+      for (int64_t T : {1, 2, 5, 17}) {
+        // Magnitudes spread over 2^-8 .. 2^8 so blocks have very different scales.
+        std::vector<float> x = RandomVector(T * cols, rng);
+        for (int64_t i = 0; i < T * cols; ++i) x[i] = std::ldexp(x[i], static_cast<int>(i % 17) - 8);
+        const Int8ModeExpected want = Int8ModeReference(x.data(), T, ow.w);
+        for (Isa isa : AvailableIsas()) {
+          const KernelTable& k = *KernelsFor(isa);
+          if (k.linear_rows_int8 == nullptr) continue;
+          ++ran;
+          for (ExecContext ctx : {ExecContext{nullptr, Precision::kInt8},
+                                  ExecContext{&pool, Precision::kInt8}}) {
+            std::vector<float> got(T * rows, NAN);
+            LinearOn(k, ctx, x.data(), T, ow.w, got.data());
+            int bad = 0;
+            for (int64_t i = 0; i < T * rows && bad < 5; ++i) {
+              if (!(std::fabs(got[i] - want.y[i]) <= 1e-5 * want.mag[i] + 1e-30)) {
+                ADD_FAILURE() << IsaName(isa) << " [" << rows << "x" << cols << "] T=" << T
+                              << (ctx.pool ? " threaded" : "") << " t=" << i / rows
+                              << " r=" << i % rows << ": got " << got[i] << " want " << want.y[i]
+                              << " (magnitude " << want.mag[i] << ")";
+                ++bad;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  if (ran == 0) GTEST_SKIP() << "no AVX512_VNNI here: --precision int8 runs exact";
+}
+
+// The int8 mode leaves every other weight dtype on the exact kernels (same bits), gives a NaN
+// output for a token whose activations hold a NaN or an infinity (exact: NaN or inf), and differs
+// from exact on int8 weights (the activations are quantized).
+TEST(Linear, Int8ModeOtherDtypesExactAndNonFiniteActivations) {
+  std::mt19937 rng(4343);
+  bool any = false;
+  for (Isa isa : AvailableIsas()) {
+    const KernelTable& k = *KernelsFor(isa);
+    if (k.linear_rows_int8 == nullptr) continue;
+    any = true;
+    ExecContext exact, int8{nullptr, Precision::kInt8};
+    for (DType dt : kWeightDTypes) {
+      OwnedWeight ow = MakeWeight(dt, 9, 100, rng);
+      std::vector<float> x = RandomVector(3 * 100, rng);
+      std::vector<float> a(3 * 9), b(3 * 9);
+      LinearOn(k, exact, x.data(), 3, ow.w, a.data());
+      LinearOn(k, int8, x.data(), 3, ow.w, b.data());
+      bool same = true;
+      for (size_t i = 0; i < a.size(); ++i) same &= F32ToBits(a[i]) == F32ToBits(b[i]);
+      EXPECT_EQ(same, dt != DType::kInt8) << DTypeName(dt);
+      if (dt != DType::kInt8) continue;
+      x[100 + 40] = NAN;                                 // token 1, block 1
+      x[200 + 99] = std::numeric_limits<float>::infinity();  // token 2, the short last block
+      for (int64_t T : {1, 3}) {
+        const int64_t t0 = T == 1 ? 1 : 0;
+        LinearOn(k, int8, x.data() + t0 * 100, T, ow.w, b.data());
+        for (int64_t t = 0; t < T; ++t) {
+          for (int64_t r = 0; r < 9; ++r) {
+            EXPECT_EQ(std::isnan(b[t * 9 + r]), t0 + t >= 1) << "T=" << T << " t=" << t << " r=" << r;
+          }
+        }
+      }
+    }
+  }
+  if (!any) GTEST_SKIP() << "no AVX512_VNNI here";
 }
 
 // MXFP4: row r of 2 * 16 * 7 rows holds code r % 16 in one column (even and odd columns, so both

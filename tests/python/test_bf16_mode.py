@@ -108,8 +108,8 @@ def test_prefill_precision_is_an_alias(mimo_bin, checkpoint, tmp_path):
 
 
 @pytest.mark.parametrize("flags,message", [
-    (("--precision", "fp16"), "--precision must be exact or bf16, got 'fp16'"),
-    (("--prefill-precision", "BF16"), "--prefill-precision must be exact or bf16, got 'BF16'"),
+    (("--precision", "fp16"), "--precision must be exact, bf16 or int8, got 'fp16'"),
+    (("--prefill-precision", "BF16"), "--prefill-precision must be exact, bf16 or int8, got 'BF16'"),
     (("--precision", "bf16", "--prefill-precision", "exact"),
      "--precision bf16 and --prefill-precision exact disagree"),
 ])

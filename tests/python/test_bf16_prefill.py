@@ -78,4 +78,4 @@ def test_unknown_precision_is_rejected(mimo_bin, tmp_path):
                         "--out", str(tmp_path / "x.bin"), "--prefill-precision", "fp16"],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode != 0
-    assert "--prefill-precision must be exact or bf16, got 'fp16'" in p.stderr
+    assert "--prefill-precision must be exact, bf16 or int8, got 'fp16'" in p.stderr

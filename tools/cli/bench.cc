@@ -233,10 +233,13 @@ int RunKernels(const Args& a) {
     const KernelTable& k = *KernelsFor(isa);
     // "F8 plain": FP8 codes without subnormals, marked (MarkFp8PlainBlocks): every decode tile
     // on the branch-free path; the F8_E4M3 row's uniform random codes leave every tile general.
-    for (int v = 0; v < 7; ++v) {
-      const DType dt = std::array{DType::kF32,    DType::kBF16,   DType::kF16,   DType::kF8E4M3,
-                                  DType::kF8E4M3, DType::kMxfp4, DType::kInt8}[v];
-      const bool plain = v == 4;
+    // "I8 vnni": INT8 under --precision int8 (activations quantized, vpdpbusd), where the CPU has it.
+    for (int v = 0; v < 8; ++v) {
+      const DType dt = std::array{DType::kF32,    DType::kBF16,  DType::kF16,  DType::kF8E4M3,
+                                  DType::kF8E4M3, DType::kMxfp4, DType::kInt8, DType::kInt8}[v];
+      const bool plain = v == 4, vnni = v == 7;
+      if (vnni && k.linear_rows_int8 == nullptr) continue;
+      ctx.precision = vnni ? Precision::kInt8 : Precision::kExact;
       BenchWeights bw = MakeBenchWeights(pool, dt, rows, cols, working_set);
       if (plain) {
         for (size_t i = 0; i < bw.w.size(); ++i) {
@@ -269,7 +272,8 @@ int RunKernels(const Args& a) {
       }
       const double gflops64 = 2.0 * rows * cols * 64 / Median(tt) / 1e9;
       std::printf("%-7s %-8s %10.3f %8.2f %8.2f %8.2f %8.2f %8.2f %7.0f%% %13.1f\n", IsaName(isa),
-                  plain ? "F8 plain" : std::string(DTypeName(dt)).c_str(), stream_ms[0],
+                  plain ? "F8 plain" : vnni ? "I8 vnni" : std::string(DTypeName(dt)).c_str(),
+                  stream_ms[0],
                   stream_gbs[0], stream_gbs[1], stream_gbs[2], stream_gbs[3], stream_gbs[4],
                   100.0 * stream_gbs[0] / membw, gflops64);
       std::fflush(stdout);
@@ -393,7 +397,7 @@ constexpr ModeUsage kModeUsage[] = {
     {"model",
      "mimo bench model --model DIR [--prompt-len 512] [--gen-len 32] [--batch 1]\n"
      "                 [--threads N] [--json] [--clock wall|cpu] [--probe-mib 1024]\n"
-     "                 [--precision exact|bf16] [--ab-fp8-plain]\n"
+     "                 [--precision exact|bf16|int8] [--ab-fp8-plain]\n"
      "                 [KV flags]\n"},
     {"attention",
      "mimo bench attention [--context 32768] [--threads N] [--kv-cache-dtype bf16]\n"

@@ -197,7 +197,11 @@ int RunBenchModel(const Args& a) {
         "\"peak_fraction\": %.6g, \"regions_per_step\": %.6g, \"empty_region_us\": %.6g, "
         "\"sync_fraction\": %.6g, \"fp8_plain_tiles\": %lld, \"fp8_tiles\": %lld}\n",
         IsaName(k.isa), threads, BenchClockIsCpu() ? "cpu" : "wall", batch, prompt, gen,
-        std::string(DTypeName(kv_opts.kv_dtype)).c_str(), bf16 ? "bf16" : "exact", peak_name,
+        std::string(DTypeName(kv_opts.kv_dtype)).c_str(),
+        bf16 ? "bf16"
+        : lm.ctx.precision == Precision::kInt8 && k.linear_rows_int8 != nullptr ? "int8"
+                                                                               : "exact",
+        peak_name,
         prefill_tps, decode_tps, bytes, r.weight_bytes, r.kv_bytes, achieved, r.read_gbps, roofline,
         r.read_gbps * 1e9 / bytes, prefill_gflops, r.peak_gflops, compute, r.regions_per_step,
         r.region_s * 1e6, sync, static_cast<long long>(lm.fp8_plain_tiles),

@@ -179,7 +179,10 @@ int RunBenchQuality(int argc, char** argv) {
   const int threads = static_cast<int>(a.GetInt("threads", 0));
   LoadedModel ma, mb;
   if (!LoadModelOrReport("bench quality", a.Get("model"), threads, &ma, &a)) return 1;
-  Args ref_args = a;  // load-time quantization applies to the model under test, not its reference
+  // Load-time quantization and --precision apply to the model under test; the reference is exact.
+  Args ref_args = a;
+  ref_args.Erase("precision");
+  ref_args.Erase("prefill-precision");
   ref_args.Erase("experts");
   ref_args.Erase("dense");
   ref_args.Erase("lm-head");

@@ -172,7 +172,7 @@ int RunLogits(int argc, char** argv) {
         "[--mode prefill|decode] [--chunk-size N] [--decode-last K] [--threads N] "
         "[--attention-backend NAME] "
         "[--block-size N] [--kv-cache-dtype f32|bf16|fp8] [--prefix-cache] [--columns IDS|@FILE] "
-        "[--precision exact|bf16] [--dflash [--dflash-rope split|backbone|draft] "
+        "[--precision exact|bf16|int8] [--dflash [--dflash-rope split|backbone|draft] "
         "[--speculative-draft-model DIR]]\n",
         err.empty() ? "missing --model, --ids or --out" : err.c_str());
     return 2;
@@ -326,7 +326,7 @@ MIMO_CLI_COMMAND(
     "[--chunk-size N] [--decode-last K] [--attention-backend NAME] [--block-size N] "
     "[--kv-cache-dtype f32|bf16|fp8] [--prefix-cache] [--mtp-layer I] [--columns IDS|@FILE] "
     "[--threads N] [--tensor-parallel-size N [--expert-parallel]] "
-    "[--precision exact|bf16] "
+    "[--precision exact|bf16|int8] "
     "[--dflash [--dflash-rope split|backbone|draft] [--speculative-draft-model DIR]]",
     RunLogits);
 }  // namespace mimo::cli

@@ -84,9 +84,9 @@ inline bool TensorParallelOrReport(const char* cmd, const Args* a, TensorParalle
   return true;
 }
 
-// --precision exact|bf16, or its older name --prefill-precision (ExecContext::precision; exact
-// when absent; both given must agree). False: error printed. bf16 on a CPU without AVX512_BF16
-// runs exact, with a note.
+// --precision exact|bf16|int8, or its older name --prefill-precision (ExecContext::precision;
+// exact when absent; both given must agree). False: error printed. bf16 on a CPU without
+// AVX512_BF16, and int8 without AVX512_VNNI, run exact, with a note.
 inline bool PrecisionFromArgs(const char* cmd, const Args& a, ExecContext* ctx) {
   const char* flag = a.Has("precision") ? "--precision" : "--prefill-precision";
   const std::string p =
@@ -108,8 +108,21 @@ inline bool PrecisionFromArgs(const char* cmd, const Args& a, ExecContext* ctx) 
                    "every step runs exact\n",
                    cmd, flag, IsaName(ActiveKernels().isa));
     }
+  } else if (p == "int8") {
+    ctx->precision = Precision::kInt8;
+    if (ActiveKernels().linear_rows_int8 == nullptr) {
+      std::fprintf(stderr,
+                   "mimo %s: note: %s int8 needs AVX512_VNNI, which the %s kernels here lack; "
+                   "every step runs exact\n",
+                   cmd, flag, IsaName(ActiveKernels().isa));
+    } else if (!a.Has("experts") && !a.Has("dense") && !a.Has("lm-head")) {
+      std::fprintf(stderr,
+                   "mimo %s: note: %s int8 applies to int8 weights (--experts/--dense/--lm-head "
+                   "int8); the others run exact\n",
+                   cmd, flag);
+    }
   } else {
-    std::fprintf(stderr, "mimo %s: error: %s must be exact or bf16, got '%s'\n", cmd, flag,
+    std::fprintf(stderr, "mimo %s: error: %s must be exact, bf16 or int8, got '%s'\n", cmd, flag,
                  p.c_str());
     return false;
   }

@@ -112,7 +112,7 @@ int RunServe(int argc, char** argv) {
       "[--served-model-name NAME] [--api-key KEY] [--max-model-len N] [--max-num-seqs N] "
       "[--max-waiting N] [--max-num-batched-tokens N] [--kv-cache-dtype f32|bf16|fp8] "
       "[--kv-cache-memory B] [--chat-template FILE] [--threads N] "
-      "[--precision exact|bf16] [--weights-memory auto|copy|mmap] [--no-warmup] "
+      "[--precision exact|bf16|int8] [--weights-memory auto|copy|mmap] [--no-warmup] "
       "[--no-webui] [--strict-max-tokens] [--parse-special-in-content] "
       "[--disable-log-requests] [--signature-key KEY] [--responses-store-size N] "
       "[--sse-ping-interval S] [--http-threads N] [--grammar-threads N] "

@@ -31,6 +31,11 @@ bool ProbeBf16();
 void LinearRowsBf16(const float* x, int64_t T, const MatrixWeight& w, int64_t row_begin,
                     int64_t row_end, float* y);
 double Bf16DotProbe(int64_t iters, float* sink);
+// Executes vpdpbusd (AVX512_VNNI); returns true (or faults with SIGILL).
+bool ProbeVnni();
+// KernelTable::linear_rows_int8; only after ProbeVnni passed.
+void LinearRowsInt8(const float* x, int64_t T, const MatrixWeight& w, int64_t row_begin,
+                    int64_t row_end, float* y);
 // Roofline probes (KernelTable::read_probe / fma_probe), roofline_probe_*.cc.
 uint64_t ReadProbe(const void* p, size_t bytes);
 double FmaProbe(int64_t iters, float* sink);
