@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
@@ -583,6 +584,47 @@ class Writer {
   uint64_t done_ = 0;
 };
 
+// The part FP8 and int8 quantization share: `body(i0, i1, thread)` over [0, n) work items on the
+// pool (inline without one), recording the first row holding a NaN or infinity in *bad_row and
+// its error sums in stats_per_thread[thread]; then that row is an error naming `what`, or the sums
+// are added to *stats (may be null).
+Status RunBlockQuantizer(ThreadPool* pool, int64_t n,
+                         const std::function<void(int64_t, int64_t, int)>& body,
+                         const std::atomic<int64_t>& bad_row,
+                         const std::vector<Mxfp4ErrorStats>& stats_per_thread,
+                         const std::string& what, Mxfp4ErrorStats* stats) {
+  if (pool) {
+    pool->ParallelFor(n, body);
+  } else {
+    body(0, n, 0);
+  }
+  if (bad_row.load() >= 0)
+    return InvalidArgument("%s: row %lld holds a NaN or infinite value", what.c_str(),
+                           static_cast<long long>(bad_row.load()));
+  if (stats)
+    for (const auto& x : stats_per_thread) stats->Add(x);
+  return Status::Ok();
+}
+
+// A [rows, cols] weight of one-byte codes with fp32 block scales, owning its buffers.
+template <class Buffers>
+MatrixWeight ScaledCodes(DType dtype, int64_t rows, int64_t cols, std::shared_ptr<Buffers> buf,
+                         int64_t num_scale_rows, int64_t scale_cols, int64_t block_rows,
+                         int64_t block_cols) {
+  MatrixWeight q;
+  q.dtype = dtype;
+  q.rows = rows;
+  q.cols = cols;
+  q.data = buf->codes.data();
+  q.scale_inv = buf->scales.data();
+  q.num_scale_rows = num_scale_rows;
+  q.scale_cols = scale_cols;
+  q.block_cols = block_cols;
+  q.block_rows = block_rows;
+  q.owned = std::move(buf);
+  return q;
+}
+
 }  // namespace
 
 StatusOr<MatrixWeight> QuantizeWeightToMxfp4(const MatrixWeight& w, Mxfp4ScaleRule rule,
@@ -727,28 +769,8 @@ StatusOr<MatrixWeight> QuantizeWeightToFp8Block(const MatrixWeight& w, ThreadPoo
       }
     }
   };
-  if (pool) {
-    pool->ParallelFor(row_blocks, body);
-  } else {
-    body(0, row_blocks, 0);
-  }
-  if (bad_row.load() >= 0)
-    return InvalidArgument("%s: row %lld holds a NaN or infinite value", what.c_str(),
-                           static_cast<long long>(bad_row.load()));
-  if (stats)
-    for (const auto& x : st) stats->Add(x);
-  MatrixWeight q;
-  q.dtype = DType::kF8E4M3;
-  q.rows = rows;
-  q.cols = cols;
-  q.data = buf->codes.data();
-  q.scale_inv = buf->scales.data();
-  q.num_scale_rows = row_blocks;
-  q.scale_cols = col_blocks;
-  q.block_cols = B;
-  q.block_rows = B;
-  q.owned = buf;
-  return q;
+  MIMO_RETURN_IF_ERROR(RunBlockQuantizer(pool, row_blocks, body, bad_row, st, what, stats));
+  return ScaledCodes(DType::kF8E4M3, rows, cols, buf, row_blocks, col_blocks, B, B);
 }
 
 StatusOr<MatrixWeight> QuantizeWeightToInt8(const MatrixWeight& w, ThreadPool* pool,
@@ -798,28 +820,8 @@ StatusOr<MatrixWeight> QuantizeWeightToInt8(const MatrixWeight& w, ThreadPool* p
       }
     }
   };
-  if (pool) {
-    pool->ParallelFor(rows, body);
-  } else {
-    body(0, rows, 0);
-  }
-  if (bad_row.load() >= 0)
-    return InvalidArgument("%s: row %lld holds a NaN or infinite value", what.c_str(),
-                           static_cast<long long>(bad_row.load()));
-  if (stats)
-    for (const auto& x : st) stats->Add(x);
-  MatrixWeight q;
-  q.dtype = DType::kInt8;
-  q.rows = rows;
-  q.cols = cols;
-  q.data = buf->codes.data();
-  q.scale_inv = buf->scales.data();
-  q.num_scale_rows = rows;
-  q.scale_cols = blocks;
-  q.block_cols = B;
-  q.block_rows = 1;
-  q.owned = buf;
-  return q;
+  MIMO_RETURN_IF_ERROR(RunBlockQuantizer(pool, rows, body, bad_row, st, what, stats));
+  return ScaledCodes(DType::kInt8, rows, cols, buf, rows, blocks, 1, B);
 }
 
 StatusOr<QuantizeReport> QuantizeExpertsToMxfp4(const QuantizeOptions& options) {

@@ -21,6 +21,7 @@ import subprocess
 import numpy as np
 import pytest
 
+from test_bf16_mode import random_sequences, spec
 from test_engine_batch import outputs, requests, run
 from test_paged_kv_logits import REPO, nano_conversations, nano_logits_spec, run_logits
 
@@ -32,16 +33,6 @@ MODE = ("--precision", "int8")
 def skip_without_vnni(stderr):
     if NO_VNNI in stderr:
         pytest.skip("this CPU has no AVX512_VNNI: --precision int8 runs exact")
-
-
-def random_sequences(model, lengths, seed=5):
-    vocab = json.load(open(os.path.join(model, "config.json")))["vocab_size"]
-    rng = np.random.default_rng(seed)
-    return [rng.integers(0, vocab, n).tolist() for n in lengths]
-
-
-def spec(seqs):
-    return ";".join(",".join(map(str, s)) for s in seqs)
 
 
 @pytest.mark.parametrize("variant", ["bf16", "fp8"])
