@@ -12,6 +12,18 @@
 #include "kernels/ref/ref_kernels.h"
 
 namespace mimo {
+
+#if defined(__x86_64__) || defined(__i386__)
+namespace {
+// --precision int8 on AVX-512 without VNNI: the AVX2 int8 kernels for int8 weights, this table's
+// exact AVX-512 kernels for every other matrix (as with VNNI).
+void Avx512Int8WithoutVnni(const float* x, int64_t T, const MatrixWeight& w, int64_t row_begin,
+                           int64_t row_end, float* y) {
+  if (w.dtype == DType::kInt8) return avx2::LinearRowsInt8(x, T, w, row_begin, row_end, y);
+  avx512::LinearRows(x, T, w, row_begin, row_end, y);
+}
+}  // namespace
+#endif
 namespace {
 
 struct Tables {
@@ -43,6 +55,7 @@ Tables BuildTables() {
 #if defined(__x86_64__) || defined(__i386__)
   if (f.avx2_usable()) {
     avx2::FillTable(&t.table[static_cast<int>(Isa::kAvx2)]);
+    t.table[static_cast<int>(Isa::kAvx2)].linear_rows_int8 = &avx2::LinearRowsInt8;
     t.usable[static_cast<int>(Isa::kAvx2)] = true;
     t.best = Isa::kAvx2;
   }
@@ -54,6 +67,8 @@ Tables BuildTables() {
     }
     if (f.avx512vnni_usable()) {
       t.table[static_cast<int>(Isa::kAvx512)].linear_rows_int8 = &avx512::LinearRowsInt8;
+    } else if (f.avx2_usable()) {
+      t.table[static_cast<int>(Isa::kAvx512)].linear_rows_int8 = &Avx512Int8WithoutVnni;
     }
     t.usable[static_cast<int>(Isa::kAvx512)] = true;
     t.best = Isa::kAvx512;

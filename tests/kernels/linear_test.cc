@@ -365,7 +365,7 @@ TEST(Linear, Int8DecodeOfAllCodesMatchesDefinition) {
   }
 }
 
-// --precision int8 (AVX512_VNNI): the mode's definition, computed here from its statement in
+// --precision int8 (AVX512_VNNI, AVX2): the mode's definition, computed here from its statement in
 // double: per token and 32-column block, scale s = amax / 127 in fp32 (1 for an all-zero block)
 // and codes q = x / s in fp32 rounded to nearest even within [-127, 127]; per output, the sum
 // over blocks of (weight scale x s, one fp32 product) x the exact integer dot product of the
@@ -442,7 +442,7 @@ TEST(Linear, Int8ModeMatchesItsDefinition) {
       }
     }
   }
-  if (ran == 0) GTEST_SKIP() << "no AVX512_VNNI here: --precision int8 runs exact";
+  if (ran == 0) GTEST_SKIP() << "no int8 kernels here: --precision int8 runs exact";
 }
 
 // The int8 mode leaves every other weight dtype on the exact kernels (same bits), gives a NaN
@@ -479,7 +479,7 @@ TEST(Linear, Int8ModeOtherDtypesExactAndNonFiniteActivations) {
       }
     }
   }
-  if (!any) GTEST_SKIP() << "no AVX512_VNNI here";
+  if (!any) GTEST_SKIP() << "no int8 kernels here";
 }
 
 // MXFP4: row r of 2 * 16 * 7 rows holds code r % 16 in one column (even and odd columns, so both

@@ -1,6 +1,7 @@
 """--precision int8, the int8-activation mode (issue 48, item 2), with int8 weights
 (`--experts/--dense/--lm-head int8`): each token's activations are quantized per 32 columns by
-the weights' own rule and every block's dot product is exact in integers (AVX512_VNNI vpdpbusd).
+the weights' own rule and every block's dot product is exact in integers (AVX512_VNNI vpdpbusd,
+AVX2 vpmaddubsw).
 
 * Batch invariance within the mode: a token's logits are the same bits whether its sequence
   decodes alone, decodes beside others, or is prefilled in chunks (`mimo logits`), and the
@@ -11,8 +12,8 @@ the weights' own rule and every block's dot product is exact in integers (AVX512
   max |b|) within the bounds measured when the mode was written (x ~1.25). The kernels' own
   definition test (tests/kernels/linear_test.cc, Int8ModeMatchesItsDefinition) checks the
   arithmetic; this checks what it does to a model.
-* The notes: without AVX512_VNNI the mode runs exact (every test here then skips); without int8
-  weights it changes nothing, and says so.
+* The notes: without AVX2 or AVX512_VNNI the mode runs exact (every test here then skips);
+  without int8 weights it changes nothing, and says so.
 """
 import json
 import os
@@ -25,14 +26,14 @@ from test_bf16_mode import random_sequences, spec
 from test_engine_batch import outputs, requests, run
 from test_paged_kv_logits import REPO, nano_conversations, nano_logits_spec, run_logits
 
-NO_VNNI = "needs AVX512_VNNI"
+NO_VNNI = "needs AVX2 or AVX512_VNNI"
 INT8 = ("--experts", "int8", "--dense", "int8", "--lm-head", "int8")
 MODE = ("--precision", "int8")
 
 
 def skip_without_vnni(stderr):
     if NO_VNNI in stderr:
-        pytest.skip("this CPU has no AVX512_VNNI: --precision int8 runs exact")
+        pytest.skip("no AVX2 or AVX512_VNNI: --precision int8 runs exact")
 
 
 @pytest.mark.parametrize("variant", ["bf16", "fp8"])

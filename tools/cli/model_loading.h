@@ -86,7 +86,7 @@ inline bool TensorParallelOrReport(const char* cmd, const Args* a, TensorParalle
 
 // --precision exact|bf16|int8, or its older name --prefill-precision (ExecContext::precision;
 // exact when absent; both given must agree). False: error printed. bf16 on a CPU without
-// AVX512_BF16, and int8 without AVX512_VNNI, run exact, with a note.
+// AVX512_BF16, and int8 without AVX2 or AVX512_VNNI (scalar, NEON), run exact, with a note.
 inline bool PrecisionFromArgs(const char* cmd, const Args& a, ExecContext* ctx) {
   const char* flag = a.Has("precision") ? "--precision" : "--prefill-precision";
   const std::string p =
@@ -112,7 +112,7 @@ inline bool PrecisionFromArgs(const char* cmd, const Args& a, ExecContext* ctx) 
     ctx->precision = Precision::kInt8;
     if (ActiveKernels().linear_rows_int8 == nullptr) {
       std::fprintf(stderr,
-                   "mimo %s: note: %s int8 needs AVX512_VNNI, which the %s kernels here lack; "
+                   "mimo %s: note: %s int8 needs AVX2 or AVX512_VNNI, which the %s kernels here lack; "
                    "every step runs exact\n",
                    cmd, flag, IsaName(ActiveKernels().isa));
     } else if (!a.Has("experts") && !a.Has("dense") && !a.Has("lm-head")) {

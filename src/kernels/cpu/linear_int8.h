@@ -1,0 +1,198 @@
+// The int8-activation mode (KernelTable::linear_rows_int8, --precision int8) for int8 weights
+// (DType::kInt8), written once over an integer-dot policy P that the including unit supplies:
+// linear_int8_avx512.cc (AVX512_VNNI vpdpbusd, 64 columns a step) and linear_int8_avx2.cc (AVX2
+// vpmaddubsw + vpmaddwd, 32 columns a step). The unit defines MIMO_INT8_TARGET, the function
+// attribute that enables P's instructions (empty where the unit's flags already do).
+//
+// Each token's activations are quantized once per call by the weights' own rule (per 32 columns:
+// scale amax / 127 in fp32, 1 for an all-zero block, NaN where a value is not finite; codes x /
+// scale rounded to nearest even within [-127, 127]). A step of P::kChunk columns of a row gives,
+// per int32 lane, the exact sum of 4 products of weight and activation codes (P::Dot); lanes of
+// one 32-column block are converted to fp32 and added into the (row, token)'s running total with
+// one FMA against weight scale x activation scale (one fp32 product, computed per group of
+// kLanes blocks); one ReduceAdd at the end.
+//
+// Batch invariance within the mode: a (row, token) is reduced in exactly that order whatever T
+// and whichever tile (R rows x TT tokens) runs it; the integer parts are exact, the fp32 steps the
+// same operations on the same operands. Weights of any other dtype run the exact kernels.
+//
+// P (static members):
+//   I, kChunk                    integer vector; columns per step (4 x the int32 lanes)
+//   kGroup                       steps sharing one vector of kLanes block scales (kLanes blocks)
+//   QuantizeBlock(x, n, q)       the rule above for n <= 32 values; returns the scale
+//   kExtraBytes, Extra(q, out)   per-token data of one step's codes that Dot needs, stored
+//   LoadExtra(p)                 ... and loaded
+//   LoadCodes(q)                 one step's activation codes
+//   LoadWeights(p, n)            the n <= kChunk weight codes of one step, prepared for Dot
+//   Dot(w, q, extra)             int32 lanes: lane l = sum of codes 4l..4l+3 of w times q
+//   ToFloat(i)                   int32 lanes -> fp32
+//   StepScale(s, c)              the scale vector of step c of a group from its block scales s
+//   Prefetch(p)
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "core/check.h"
+#include "core/matrix_weight.h"
+
+namespace mimo::cpu {
+
+constexpr int64_t kInt8Block = 32;   // columns per scale (the int8 weight format's block)
+constexpr int kInt8MaxRows = 4;      // rows per tile
+constexpr int kInt8MaxTokens = 4;    // tokens per tile (R x TT totals in registers)
+constexpr int64_t kInt8PrefetchBytes = 8 << 10;
+
+// A step's activations, quantized per token.
+template <class P>
+struct Int8Activations {
+  int64_t steps = 0;          // ceil(cols / kChunk)
+  int64_t blocks_padded = 0;  // ceil(cols / 32) rounded up to whole groups of kLanes blocks
+  std::vector<int8_t> q;      // [T, steps * kChunk] codes, +0 past cols
+  std::vector<uint8_t> extra;  // [T, steps, P::kExtraBytes] P::Extra of each step's codes
+  std::vector<float> scale;   // [T, blocks_padded] per-block scale, 0 past the row's blocks
+};
+
+template <class P>
+MIMO_INT8_TARGET void QuantizeInt8(const float* x, int64_t T, int64_t cols,
+                                   Int8Activations<P>* out) {
+  constexpr int64_t kChunk = P::kChunk;
+  constexpr int64_t kGroupBlocks = P::kGroup * kChunk / kInt8Block;
+  const int64_t nb = (cols + kInt8Block - 1) / kInt8Block;
+  out->steps = (cols + kChunk - 1) / kChunk;
+  out->blocks_padded = (nb + kGroupBlocks - 1) / kGroupBlocks * kGroupBlocks;
+  const int64_t qc = out->steps * kChunk;
+  out->q.assign(static_cast<size_t>(T * qc), 0);
+  out->extra.resize(static_cast<size_t>(T * out->steps * P::kExtraBytes));
+  out->scale.assign(static_cast<size_t>(T * out->blocks_padded), 0.0f);
+  for (int64_t t = 0; t < T; ++t) {
+    int8_t* q = out->q.data() + t * qc;
+    float* s = out->scale.data() + t * out->blocks_padded;
+    for (int64_t j = 0; j < nb; ++j) {
+      const int64_t n = std::min(kInt8Block, cols - j * kInt8Block);
+      alignas(64) int8_t codes[kInt8Block];
+      s[j] = P::QuantizeBlock(x + t * cols + j * kInt8Block, n, codes);
+      std::memcpy(q + j * kInt8Block, codes, static_cast<size_t>(n));
+    }
+    uint8_t* e = out->extra.data() + t * out->steps * P::kExtraBytes;
+    for (int64_t c = 0; c < out->steps; ++c) P::Extra(q + c * kChunk, e + c * P::kExtraBytes);
+  }
+}
+
+// y[t0 + t, r0 + i] for i < R, t < TT.
+template <class V, class P, int R, int TT>
+MIMO_INT8_TARGET void Int8Tile(const Int8Activations<P>& xa, int64_t t0, const MatrixWeight& w,
+                               int64_t r0, float* y) {
+  using F = typename V::F;
+  using I = typename P::I;
+  constexpr int64_t kChunk = P::kChunk;
+  constexpr int kLanes = V::kLanes;
+  const int64_t cols = w.cols, steps = xa.steps, nb = w.scale_cols;
+  const int64_t qc = steps * kChunk;
+  const int64_t ahead =
+      std::max<int64_t>(1, (kInt8PrefetchBytes + R * cols - 1) / (R * cols)) * R;
+  const int8_t* row[R];
+  const int8_t* next[R];
+  const float* sw[R];
+#pragma GCC unroll 16
+  for (int i = 0; i < R; ++i) {
+    row[i] = static_cast<const int8_t*>(w.data) + (r0 + i) * cols;
+    next[i] = r0 + ahead + i < w.rows ? row[i] + ahead * cols : row[i];
+    sw[i] = w.scale_inv + w.ScaleRow(r0 + i) * w.scale_cols;
+  }
+  const int8_t* q[TT];
+  const uint8_t* extra[TT];
+  const float* sx[TT];
+#pragma GCC unroll 16
+  for (int t = 0; t < TT; ++t) {
+    q[t] = xa.q.data() + (t0 + t) * qc;
+    extra[t] = xa.extra.data() + (t0 + t) * steps * P::kExtraBytes;
+    sx[t] = xa.scale.data() + (t0 + t) * xa.blocks_padded;
+  }
+  F total[R][TT];
+#pragma GCC unroll 16
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 16
+    for (int t = 0; t < TT; ++t) total[i][t] = V::Zero();
+  for (int64_t g = 0; g < steps; g += P::kGroup) {
+    // Weight x activation scales of the group's kLanes blocks.
+    const int64_t b0 = g * kChunk / kInt8Block;
+    alignas(64) float scales[R][TT][kLanes];
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i) {
+      const F s = nb - b0 >= kLanes ? V::Load(sw[i] + b0) : V::LoadN(sw[i] + b0, nb - b0);
+#pragma GCC unroll 16
+      for (int t = 0; t < TT; ++t) V::StoreAligned(scales[i][t], s * V::Load(sx[t] + b0));
+    }
+    const int64_t ge = std::min(steps, g + P::kGroup);
+    for (int64_t c = g; c < ge; ++c) {
+      const int64_t c0 = c * kChunk;
+      I wv[R];
+#pragma GCC unroll 16
+      for (int i = 0; i < R; ++i) {
+        P::Prefetch(next[i] + c0);
+        wv[i] = P::LoadWeights(row[i] + c0, cols - c0);
+      }
+#pragma GCC unroll 16
+      for (int t = 0; t < TT; ++t) {
+        const I qv = P::LoadCodes(q[t] + c0);
+        const I ev = P::LoadExtra(extra[t] + c * P::kExtraBytes);
+#pragma GCC unroll 16
+        for (int i = 0; i < R; ++i) {
+          const F d = P::ToFloat(P::Dot(wv[i], qv, ev));
+          total[i][t] = V::Fmadd(d, P::StepScale(scales[i][t], static_cast<int>(c - g)),
+                                 total[i][t]);
+        }
+      }
+    }
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 16
+    for (int t = 0; t < TT; ++t) y[(t0 + t) * w.rows + r0 + i] = V::ReduceAdd(total[i][t]);
+}
+
+template <class V, class P>
+using Int8TileFn = void (*)(const Int8Activations<P>&, int64_t, const MatrixWeight&, int64_t,
+                            float*);
+template <class V, class P, int R, size_t... I>
+constexpr std::array<Int8TileFn<V, P>, sizeof...(I)> Int8TileRow(std::index_sequence<I...>) {
+  return {&Int8Tile<V, P, R, static_cast<int>(I) + 1>...};
+}
+
+// KernelTable::linear_rows_int8 of the unit that instantiates it; exact_rows for other dtypes.
+template <class V, class P>
+MIMO_INT8_TARGET void LinearRowsInt8For(const float* x, int64_t T, const MatrixWeight& w,
+                                        int64_t row_begin, int64_t row_end, float* y,
+                                        void (*exact_rows)(const float*, int64_t,
+                                                           const MatrixWeight&, int64_t, int64_t,
+                                                           float*)) {
+  if (w.dtype != DType::kInt8) return exact_rows(x, T, w, row_begin, row_end, y);
+  MIMO_CHECK(w.block_cols == kInt8Block, "LinearRowsInt8: block_cols %lld",
+             static_cast<long long>(w.block_cols));
+  // [R - 1][TT - 1]
+  static constexpr std::array<std::array<Int8TileFn<V, P>, kInt8MaxTokens>, kInt8MaxRows> kTiles =
+      {Int8TileRow<V, P, 1>(std::make_index_sequence<kInt8MaxTokens>()),
+       Int8TileRow<V, P, 2>(std::make_index_sequence<kInt8MaxTokens>()),
+       Int8TileRow<V, P, 3>(std::make_index_sequence<kInt8MaxTokens>()),
+       Int8TileRow<V, P, 4>(std::make_index_sequence<kInt8MaxTokens>())};
+  thread_local Int8Activations<P> xa;
+  QuantizeInt8<P>(x, T, w.cols, &xa);
+  // Balanced token groups of at most kInt8MaxTokens; each row tile runs every group while its
+  // rows are in L1.
+  const int64_t groups = (T + kInt8MaxTokens - 1) / kInt8MaxTokens;
+  for (int64_t r = row_begin; r < row_end; r += kInt8MaxRows) {
+    const int n = static_cast<int>(std::min<int64_t>(kInt8MaxRows, row_end - r));
+    for (int64_t g = 0, t0 = 0; g < groups; ++g) {
+      const int64_t tt = (T - t0) / (groups - g);
+      kTiles[n - 1][tt - 1](xa, t0, w, r, y);
+      t0 += tt;
+    }
+  }
+}
+
+}  // namespace mimo::cpu
