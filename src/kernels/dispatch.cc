@@ -76,6 +76,7 @@ Tables BuildTables() {
 #elif defined(__aarch64__)
   if (f.neon_usable()) {
     neon::FillTable(&t.table[static_cast<int>(Isa::kNeon)]);
+    t.table[static_cast<int>(Isa::kNeon)].linear_rows_int8 = &neon::LinearRowsInt8;
     t.usable[static_cast<int>(Isa::kNeon)] = true;
     t.best = Isa::kNeon;
   }

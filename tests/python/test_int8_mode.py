@@ -1,7 +1,7 @@
 """--precision int8, the int8-activation mode (issue 48, item 2), with int8 weights
 (`--experts/--dense/--lm-head int8`): each token's activations are quantized per 32 columns by
 the weights' own rule and every block's dot product is exact in integers (AVX512_VNNI vpdpbusd,
-AVX2 vpmaddubsw).
+AVX2 vpmaddubsw, NEON smull).
 
 * Batch invariance within the mode: a token's logits are the same bits whether its sequence
   decodes alone, decodes beside others, or is prefilled in chunks (`mimo logits`), and the
@@ -12,8 +12,8 @@ AVX2 vpmaddubsw).
   max |b|) within the bounds measured when the mode was written (x ~1.25). The kernels' own
   definition test (tests/kernels/linear_test.cc, Int8ModeMatchesItsDefinition) checks the
   arithmetic; this checks what it does to a model.
-* The notes: without AVX2 or AVX512_VNNI the mode runs exact (every test here then skips);
-  without int8 weights it changes nothing, and says so.
+* The notes: on the scalar kernels (MIMO_ISA=scalar) the mode runs exact and says so; without
+  int8 weights it changes nothing, and says so.
 """
 import json
 import os
@@ -26,14 +26,14 @@ from test_bf16_mode import random_sequences, spec
 from test_engine_batch import outputs, requests, run
 from test_paged_kv_logits import REPO, nano_conversations, nano_logits_spec, run_logits
 
-NO_VNNI = "needs AVX2 or AVX512_VNNI"
+NO_INT8 = "int8 needs the avx2, avx512 or neon kernels"
 INT8 = ("--experts", "int8", "--dense", "int8", "--lm-head", "int8")
 MODE = ("--precision", "int8")
 
 
-def skip_without_vnni(stderr):
-    if NO_VNNI in stderr:
-        pytest.skip("no AVX2 or AVX512_VNNI: --precision int8 runs exact")
+def skip_without_int8(stderr):
+    if NO_INT8 in stderr:
+        pytest.skip("scalar kernels: --precision int8 runs exact")
 
 
 @pytest.mark.parametrize("variant", ["bf16", "fp8"])
@@ -43,7 +43,7 @@ def test_logits_bitwise_equal_alone_batched_and_chunked(mimo_bin, checkpoint, tm
     n0 = len(seqs[0])
     alone, err = run_logits(mimo_bin, model, spec(seqs[:1]), tmp_path / "alone.bin", *INT8, *MODE,
                             "--mode", "decode")
-    skip_without_vnni(err)
+    skip_without_int8(err)
     alone = alone.reshape(n0, -1)
     exact, _ = run_logits(mimo_bin, model, spec(seqs[:1]), tmp_path / "exact.bin", *INT8,
                           "--mode", "decode")
@@ -68,7 +68,7 @@ def test_engine_outputs_equal_alone_and_batched(mimo_bin, checkpoint, tmp_path):
         p, lines = run(mimo_bin, model, [r], tmp_path, f"alone-{r['id']}", *INT8, *MODE,
                        "--max-num-seqs", "1")
         assert p.returncode == 0, p.stderr
-        skip_without_vnni(p.stderr)
+        skip_without_int8(p.stderr)
         alone.update(outputs(lines))
     for budget in ["16", "4096"]:
         p, lines = run(mimo_bin, model, reqs, tmp_path, f"batch-{budget}", *INT8, *MODE,
@@ -114,7 +114,7 @@ def test_int8_mode_error_on_trained_model(mimo_bin, tmp_path, name):
     stored, _ = run_logits(mimo_bin, model, ids, tmp_path / "stored.bin", *common)
     exact, _ = run_logits(mimo_bin, model, ids, tmp_path / "exact.bin", *common, *INT8)
     mode, err = run_logits(mimo_bin, model, ids, tmp_path / "mode.bin", *common, *INT8, *MODE)
-    skip_without_vnni(err)
+    skip_without_int8(err)
     stored, exact, mode = (a.reshape(-1, ncols) for a in (stored, exact, mode))
     assert stored.shape[0] > 4000
     check_error(f"{name} int8 mode vs int8 weights exact", BOUNDS[name, "activations"], mode,
@@ -126,10 +126,16 @@ def test_notes(mimo_bin, checkpoint, tmp_path):
     model = checkpoint("bf16")
     ids = spec(random_sequences(model, [12]))
     plain, err = run_logits(mimo_bin, model, ids, tmp_path / "plain.bin", *MODE)
-    skip_without_vnni(err)
+    skip_without_int8(err)
     assert "--precision int8 applies to int8 weights" in err, err
     exact, _ = run_logits(mimo_bin, model, ids, tmp_path / "exact.bin")
     np.testing.assert_array_equal(plain, exact)  # no int8 weights: nothing changes
+    # The scalar kernels (the test oracle's ISA) have no int8 mode: exact, with a note.
+    p = subprocess.run([mimo_bin, "logits", "--model", model, "--ids", ids, "--out",
+                        str(tmp_path / "s.bin"), *INT8, *MODE], capture_output=True, text=True,
+                       timeout=120, env={**os.environ, "MIMO_ISA": "scalar"})
+    assert p.returncode == 0, p.stderr
+    assert NO_INT8 in p.stderr and "every step runs exact" in p.stderr, p.stderr
     p = subprocess.run([mimo_bin, "logits", "--model", model, "--ids", "1,2", "--out",
                         str(tmp_path / "x.bin"), "--precision", "int4"],
                        capture_output=True, text=True, timeout=60)

@@ -86,7 +86,7 @@ inline bool TensorParallelOrReport(const char* cmd, const Args* a, TensorParalle
 
 // --precision exact|bf16|int8, or its older name --prefill-precision (ExecContext::precision;
 // exact when absent; both given must agree). False: error printed. bf16 on a CPU without
-// AVX512_BF16, and int8 without AVX2 or AVX512_VNNI (scalar, NEON), run exact, with a note.
+// AVX512_BF16, and int8 on the scalar kernels (MIMO_ISA=scalar), run exact, with a note.
 inline bool PrecisionFromArgs(const char* cmd, const Args& a, ExecContext* ctx) {
   const char* flag = a.Has("precision") ? "--precision" : "--prefill-precision";
   const std::string p =
@@ -112,9 +112,9 @@ inline bool PrecisionFromArgs(const char* cmd, const Args& a, ExecContext* ctx) 
     ctx->precision = Precision::kInt8;
     if (ActiveKernels().linear_rows_int8 == nullptr) {
       std::fprintf(stderr,
-                   "mimo %s: note: %s int8 needs AVX2 or AVX512_VNNI, which the %s kernels here lack; "
-                   "every step runs exact\n",
-                   cmd, flag, IsaName(ActiveKernels().isa));
+                   "mimo %s: note: %s int8 needs the %s kernels' integer dot products, which "
+                   "the scalar ones lack; every step runs exact\n",
+                   cmd, flag, "avx2, avx512 or neon");
     } else if (!a.Has("experts") && !a.Has("dense") && !a.Has("lm-head")) {
       std::fprintf(stderr,
                    "mimo %s: note: %s int8 applies to int8 weights (--experts/--dense/--lm-head "

@@ -58,6 +58,9 @@ double FmaProbe(int64_t iters, float* sink);
 void FillTable(KernelTable* table);
 void LinearRows(const float* x, int64_t T, const MatrixWeight& w, int64_t row_begin,
                 int64_t row_end, float* y);
+// KernelTable::linear_rows_int8 (SMULL + SADDLP; the NEON probe covers them).
+void LinearRowsInt8(const float* x, int64_t T, const MatrixWeight& w, int64_t row_begin,
+                    int64_t row_end, float* y);
 }  // namespace neon
 #endif
 }  // namespace mimo
