@@ -76,6 +76,10 @@ CASES = [
     # blocks than one process, and so other logits).
     ("v2.5-pro", 2, ["--dense", "mxfp4", "--lm-head", "mxfp4"]),
     ("fp8", 2, ["--dense", "fp8", "--lm-head", "fp8"]),
+    # int8 weights (32-column blocks of one row, as MXFP4) and the int8-activation mode: a rank's
+    # rows reduce as in one process.
+    ("fp8", 2, ["--experts", "int8", "--dense", "int8", "--lm-head", "int8", "--precision",
+                "int8"]),
 ]
 
 
