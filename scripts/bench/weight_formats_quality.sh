@@ -15,7 +15,7 @@ THREADS=${1:-2}
 BIN=${MIMO_BIN:-build/bin/mimo}
 REF=models/mimo-v2-nano
 FP8=models/mimo-v2-nano-fp8
-RUNS=${RUNS:-"$FP8|-;$FP8|--dense fp8 --lm-head fp8;$REF|--experts fp8 --dense fp8 --lm-head fp8;$REF|--experts mxfp4;$FP8|--experts mxfp4;$FP8|--experts mxfp4 --dense fp8 --lm-head fp8;$FP8|--experts mxfp4 --dense mxfp4 --lm-head fp8;$FP8|--experts mxfp4 --dense mxfp4 --lm-head mxfp4"}
+RUNS=${RUNS:-"$FP8|-;$FP8|--dense fp8 --lm-head fp8;$REF|--experts fp8 --dense fp8 --lm-head fp8;$REF|--experts mxfp4;$FP8|--experts mxfp4;$FP8|--experts mxfp4 --dense fp8 --lm-head fp8;$FP8|--experts mxfp4 --dense mxfp4 --lm-head fp8;$FP8|--experts mxfp4 --dense mxfp4 --lm-head mxfp4;$REF|--experts int8 --dense int8 --lm-head int8;$REF|--experts int8 --dense int8 --lm-head int8 --precision int8;$FP8|--experts int8 --dense int8 --lm-head int8 --precision int8;$FP8|--experts int8 --precision int8"}
 IFS=';' read -r -a runs <<<"$RUNS"
 printf 'model\tflags\tprotocol\tmean_kld\tse\tp99\tsame_top1\n'
 for item in "${runs[@]}"; do
