@@ -584,46 +584,60 @@ class Writer {
   uint64_t done_ = 0;
 };
 
-// The part FP8 and int8 quantization share: `body(i0, i1, thread)` over [0, n) work items on the
-// pool (inline without one), recording the first row holding a NaN or infinity in *bad_row and
-// its error sums in stats_per_thread[thread]; then that row is an error naming `what`, or the sums
-// are added to *stats (may be null).
-Status RunBlockQuantizer(ThreadPool* pool, int64_t n,
-                         const std::function<void(int64_t, int64_t, int)>& body,
-                         const std::atomic<int64_t>& bad_row,
-                         const std::vector<Mxfp4ErrorStats>& stats_per_thread,
-                         const std::string& what, Mxfp4ErrorStats* stats) {
-  if (pool) {
-    pool->ParallelFor(n, body);
-  } else {
-    body(0, n, 0);
-  }
-  if (bad_row.load() >= 0)
-    return InvalidArgument("%s: row %lld holds a NaN or infinite value", what.c_str(),
-                           static_cast<long long>(bad_row.load()));
-  if (stats)
-    for (const auto& x : stats_per_thread) stats->Add(x);
-  return Status::Ok();
-}
+// What FP8 and int8 quantization share: the output codes and fp32 block scales (owned by the
+// weight they become), the error sums of each pool thread and the first row holding a NaN or
+// infinity. Run calls body(i0, i1, thread) over [0, n) work items on the pool (inline without
+// one); Finish turns a bad row into an error naming `what`, adds the sums to *stats (may be
+// null) and assembles the weight.
+template <class Code>
+struct BlockQuantizer {
+  struct Buffers {
+    std::vector<Code> codes;
+    std::vector<float> scales;
+  };
+  std::shared_ptr<Buffers> buf = std::make_shared<Buffers>();
+  std::vector<Mxfp4ErrorStats> st;
+  std::atomic<int64_t> bad_row{-1};
+  ThreadPool* pool;
 
-// A [rows, cols] weight of one-byte codes with fp32 block scales, owning its buffers.
-template <class Buffers>
-MatrixWeight ScaledCodes(DType dtype, int64_t rows, int64_t cols, std::shared_ptr<Buffers> buf,
-                         int64_t num_scale_rows, int64_t scale_cols, int64_t block_rows,
-                         int64_t block_cols) {
-  MatrixWeight q;
-  q.dtype = dtype;
-  q.rows = rows;
-  q.cols = cols;
-  q.data = buf->codes.data();
-  q.scale_inv = buf->scales.data();
-  q.num_scale_rows = num_scale_rows;
-  q.scale_cols = scale_cols;
-  q.block_cols = block_cols;
-  q.block_rows = block_rows;
-  q.owned = std::move(buf);
-  return q;
-}
+  BlockQuantizer(int64_t codes, int64_t scales, ThreadPool* p)
+      : st(p ? p->num_threads() : 1), pool(p) {
+    buf->codes.assign(static_cast<size_t>(codes), 0);
+    buf->scales.assign(static_cast<size_t>(scales), 1.0f);
+  }
+  void MarkBad(int64_t row) {
+    int64_t none = -1;
+    bad_row.compare_exchange_strong(none, row);
+  }
+  void Run(int64_t n, const std::function<void(int64_t, int64_t, int)>& body) {
+    if (pool) {
+      pool->ParallelFor(n, body);
+    } else {
+      body(0, n, 0);
+    }
+  }
+  StatusOr<MatrixWeight> Finish(const std::string& what, Mxfp4ErrorStats* stats, DType dtype,
+                                int64_t rows, int64_t cols, int64_t num_scale_rows,
+                                int64_t scale_cols, int64_t block_rows, int64_t block_cols) {
+    if (bad_row.load() >= 0)
+      return InvalidArgument("%s: row %lld holds a NaN or infinite value", what.c_str(),
+                             static_cast<long long>(bad_row.load()));
+    if (stats)
+      for (const auto& x : st) stats->Add(x);
+    MatrixWeight q;
+    q.dtype = dtype;
+    q.rows = rows;
+    q.cols = cols;
+    q.data = buf->codes.data();
+    q.scale_inv = buf->scales.data();
+    q.num_scale_rows = num_scale_rows;
+    q.scale_cols = scale_cols;
+    q.block_cols = block_cols;
+    q.block_rows = block_rows;
+    q.owned = buf;
+    return q;
+  }
+};
 
 }  // namespace
 
@@ -721,16 +735,9 @@ StatusOr<MatrixWeight> QuantizeWeightToFp8Block(const MatrixWeight& w, ThreadPoo
   constexpr int64_t B = kFp8QuantBlock;
   const int64_t rows = w.rows, cols = w.cols;
   const int64_t row_blocks = (rows + B - 1) / B, col_blocks = (cols + B - 1) / B;
-  struct Buffers {
-    std::vector<uint8_t> codes;
-    std::vector<float> scales;
-  };
-  auto buf = std::make_shared<Buffers>();
-  buf->codes.assign(static_cast<size_t>(rows * cols), 0);
-  buf->scales.assign(static_cast<size_t>(row_blocks * col_blocks), 1.0f);
-  const int threads = pool ? pool->num_threads() : 1;
-  std::vector<Mxfp4ErrorStats> st(threads);
-  std::atomic<int64_t> bad_row{-1};
+  BlockQuantizer<uint8_t> bq(rows * cols, row_blocks * col_blocks, pool);
+  auto& buf = bq.buf;
+  auto& st = bq.st;
   // One work item is a band of 128 rows: dequantized once, then scaled block by block.
   auto body = [&](int64_t b0, int64_t b1, int t) {
     std::vector<float> band;  // [<= 128, cols]
@@ -741,11 +748,7 @@ StatusOr<MatrixWeight> QuantizeWeightToFp8Block(const MatrixWeight& w, ThreadPoo
         float* row = band.data() + i * cols;
         DequantizeRow(w, r0 + i, row);
         for (int64_t c = 0; c < cols; ++c) {
-          if (!std::isfinite(row[c])) {
-            int64_t none = -1;
-            bad_row.compare_exchange_strong(none, r0 + i);
-            return;
-          }
+          if (!std::isfinite(row[c])) return bq.MarkBad(r0 + i);
         }
       }
       for (int64_t cb = 0; cb < col_blocks; ++cb) {
@@ -769,8 +772,8 @@ StatusOr<MatrixWeight> QuantizeWeightToFp8Block(const MatrixWeight& w, ThreadPoo
       }
     }
   };
-  MIMO_RETURN_IF_ERROR(RunBlockQuantizer(pool, row_blocks, body, bad_row, st, what, stats));
-  return ScaledCodes(DType::kF8E4M3, rows, cols, buf, row_blocks, col_blocks, B, B);
+  bq.Run(row_blocks, body);
+  return bq.Finish(what, stats, DType::kF8E4M3, rows, cols, row_blocks, col_blocks, B, B);
 }
 
 StatusOr<MatrixWeight> QuantizeWeightToInt8(const MatrixWeight& w, ThreadPool* pool,
@@ -782,26 +785,15 @@ StatusOr<MatrixWeight> QuantizeWeightToInt8(const MatrixWeight& w, ThreadPool* p
                            std::string(DTypeName(w.dtype)).c_str());
   constexpr int64_t B = kInt8Block;
   const int64_t rows = w.rows, cols = w.cols, blocks = (cols + B - 1) / B;
-  struct Buffers {
-    std::vector<int8_t> codes;
-    std::vector<float> scales;
-  };
-  auto buf = std::make_shared<Buffers>();
-  buf->codes.assign(static_cast<size_t>(rows * cols), 0);
-  buf->scales.assign(static_cast<size_t>(rows * blocks), 1.0f);
-  const int threads = pool ? pool->num_threads() : 1;
-  std::vector<Mxfp4ErrorStats> st(threads);
-  std::atomic<int64_t> bad_row{-1};
+  BlockQuantizer<int8_t> bq(rows * cols, rows * blocks, pool);
+  auto& buf = bq.buf;
+  auto& st = bq.st;
   auto body = [&](int64_t r0, int64_t r1, int t) {
     std::vector<float> row(static_cast<size_t>(cols));  // [cols]
     for (int64_t r = r0; r < r1; ++r) {
       DequantizeRow(w, r, row.data());
       for (float v : row) {
-        if (!std::isfinite(v)) {
-          int64_t none = -1;
-          bad_row.compare_exchange_strong(none, r);
-          return;
-        }
+        if (!std::isfinite(v)) return bq.MarkBad(r);
       }
       for (int64_t j = 0; j < blocks; ++j) {
         const int64_t c0 = j * B, c1 = std::min(cols, c0 + B);
@@ -820,8 +812,8 @@ StatusOr<MatrixWeight> QuantizeWeightToInt8(const MatrixWeight& w, ThreadPool* p
       }
     }
   };
-  MIMO_RETURN_IF_ERROR(RunBlockQuantizer(pool, rows, body, bad_row, st, what, stats));
-  return ScaledCodes(DType::kInt8, rows, cols, buf, rows, blocks, 1, B);
+  bq.Run(rows, body);
+  return bq.Finish(what, stats, DType::kInt8, rows, cols, rows, blocks, 1, B);
 }
 
 StatusOr<QuantizeReport> QuantizeExpertsToMxfp4(const QuantizeOptions& options) {
