@@ -48,6 +48,20 @@ done
 [ ${#mimos[@]} -gt 0 ] || [ ${#ggufs[@]} -gt 0 ] || [ ${#iks[@]} -gt 0 ] ||
   { sed -n '2,22p' "$0" >&2; exit 2; }
 PY=/usr/bin/python3
+# llama_bench BIN LABEL GGUF [EXTRA...]: one line for llama.cpp's or ik_llama.cpp's llama-bench.
+llama_bench() {
+  local bin=$1 label=$2 g=$3
+  shift 3
+  "$bin/llama-bench" -m "$g" -p "$PROMPT" -n "$GEN" -t "$THREADS" -fa 1 "$@" -r 2 -o json \
+    2>/dev/null | G="$g" L="$label" "$PY" -c '
+import json, os, sys
+rows = json.load(sys.stdin)
+pp = [r for r in rows if r["n_prompt"] > 0]
+tg = [r for r in rows if r["n_gen"] > 0]
+print("%-9s %-40s prompt %7.1f tok/s  decode %6.2f tok/s  (file %.1f MB)" % (
+    os.environ["L"], os.path.basename(os.environ["G"]), pp[0]["avg_ts"] if pp else float("nan"),
+    tg[0]["avg_ts"] if tg else float("nan"), rows[0]["model_size"] / 1e6))'
+}
 for round in $(seq 1 "$ROUNDS"); do
   echo "# round $round: load average $(cut -d' ' -f1-3 /proc/loadavg), $THREADS threads, prompt $PROMPT, decode $GEN"
   for m in "${mimos[@]}"; do
@@ -62,26 +76,6 @@ print("mimo      %-40s prompt %7.1f tok/s  decode %6.2f tok/s  %7.1f MB/token  %
     os.path.basename(d) + (" " + f if f else ""), j["prefill_tok_s"], j["decode_tok_s"],
     j["active_bytes_per_token"] / 1e6, j["achieved_gbps"], j["measured_read_gbps"], j["roofline_fraction"]))'
   done
-  for g in "${ggufs[@]}"; do
-    "$LLAMA_BIN/llama-bench" -m "$g" -p "$PROMPT" -n "$GEN" -t "$THREADS" -fa 1 -r 2 -o json \
-      2>/dev/null | G="$g" "$PY" -c '
-import json, os, sys
-rows = json.load(sys.stdin)
-pp = [r for r in rows if r["n_prompt"] > 0]
-tg = [r for r in rows if r["n_gen"] > 0]
-print("llama.cpp %-40s prompt %7.1f tok/s  decode %6.2f tok/s  (file %.1f MB)" % (
-    os.path.basename(os.environ["G"]), pp[0]["avg_ts"] if pp else float("nan"),
-    tg[0]["avg_ts"] if tg else float("nan"), rows[0]["model_size"] / 1e6))'
-  done
-  for g in "${iks[@]}"; do
-    "$IK_BIN/llama-bench" -m "$g" -p "$PROMPT" -n "$GEN" -t "$THREADS" -fa 1 -rtr 1 -r 2 -o json \
-      2>/dev/null | G="$g" "$PY" -c '
-import json, os, sys
-rows = json.load(sys.stdin)
-pp = [r for r in rows if r["n_prompt"] > 0]
-tg = [r for r in rows if r["n_gen"] > 0]
-print("ik_llama  %-40s prompt %7.1f tok/s  decode %6.2f tok/s  (file %.1f MB)" % (
-    os.path.basename(os.environ["G"]), pp[0]["avg_ts"] if pp else float("nan"),
-    tg[0]["avg_ts"] if tg else float("nan"), rows[0]["model_size"] / 1e6))'
-  done
+  for g in "${ggufs[@]}"; do llama_bench "$LLAMA_BIN" "llama.cpp" "$g"; done
+  for g in "${iks[@]}"; do llama_bench "$IK_BIN" "ik_llama" "$g" -rtr 1; done
 done
