@@ -61,6 +61,40 @@ struct MatrixWeight {
   std::shared_ptr<void> owned;
   // F8E4M3 only, optional: the tiles the decode GEMV reads branch-free (see Fp8PlainBlocks).
   std::shared_ptr<const Fp8PlainBlocks> fp8_plain;
+  // kInt8 only: 0 = codes and scales row-major as above; kInt8TileRows = the int8 mode's grouped
+  // layout (kernels.h InterleaveInt8Rows; only the mode's kernels read it), in which a tile of
+  // rows is one sequential stream and each int32 lane of a dot-product instruction sums one
+  // block. Rows are padded with zero codes and zero scales to cp = Int8PaddedCols() columns (a
+  // multiple of 512, a group: 16 blocks of 32) and taken in tiles of R = min(4, rows - r0) rows
+  // from each r0 % 4 == 0. A tile's codes are [r0 * cp, (r0 + R) * cp): group g after group, each
+  // the R rows' 512 codes one row after the other, in which column 32 l + 4 k + b (block l of the
+  // group, byte 4 k + b of the block) is at 64 k + 4 l + b. Its scales are [r0 * cp / 32,
+  // (r0 + R) * cp / 32): per group, the R rows' 16 block scales one row after the other. Needs
+  // one scale row per weight row (block_rows 1, no scale_row map).
+  int32_t int8_tile_rows = 0;
+  static constexpr int32_t kInt8TileRows = 4;
+  static constexpr int64_t kInt8GroupCols = 512, kInt8GroupBlocks = 16;
+  int64_t Int8PaddedCols() const {
+    return (cols + kInt8GroupCols - 1) / kInt8GroupCols * kInt8GroupCols;
+  }
+  // Where code (r, c) and the scale of (r, block j) of a kInt8 weight are, in either layout.
+  int64_t Int8CodeIndex(int64_t r, int64_t c) const {
+    if (!int8_tile_rows) return r * cols + c;
+    const int64_t r0 = r / kInt8TileRows * kInt8TileRows, R = TileRowsAt(r0);
+    const int64_t g = c / kInt8GroupCols, l = c % kInt8GroupCols / 32, k = c % 32 / 4;
+    return r0 * Int8PaddedCols() + (g * R + r - r0) * kInt8GroupCols + 64 * k + 4 * l + c % 4;
+  }
+  int64_t Int8ScaleIndex(int64_t r, int64_t j) const {
+    if (!int8_tile_rows) return ScaleRow(r) * scale_cols + j;
+    const int64_t r0 = r / kInt8TileRows * kInt8TileRows, R = TileRowsAt(r0);
+    const int64_t g = j / kInt8GroupBlocks;
+    return r0 * (Int8PaddedCols() / 32) + (g * R + r - r0) * kInt8GroupBlocks +
+           j % kInt8GroupBlocks;
+  }
+  // Rows of the grouped layout's tile starting at r0.
+  int64_t TileRowsAt(int64_t r0) const {
+    return rows - r0 < kInt8TileRows ? rows - r0 : kInt8TileRows;
+  }
 
   bool empty() const { return data == nullptr; }
   // Bytes of one stored row (MXFP4: ceil(cols / 2)).
@@ -69,8 +103,9 @@ struct MatrixWeight {
   }
   // Bytes a pass over the whole weight reads: the stored rows, and its scales (FP8 and int8 fp32
   // scales, MXFP4 one byte per 32 elements).
-  int64_t DataBytes() const { return rows * RowBytes(); }
+  int64_t DataBytes() const { return int8_tile_rows ? rows * Int8PaddedCols() : rows * RowBytes(); }
   int64_t ScaleBytes() const {
+    if (int8_tile_rows) return 4 * rows * (Int8PaddedCols() / 32);
     if (dtype == DType::kF8E4M3 || dtype == DType::kInt8) return 4 * num_scale_rows * scale_cols;
     if (dtype == DType::kMxfp4) return num_scale_rows * scale_cols;
     return 0;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,6 +34,13 @@ void CheckMatrixWeight(const MatrixWeight& w) {
       MIMO_CHECK(w.block_cols == 32, "Linear: int8 weight [%lld, %lld] has block_cols %lld, not 32",
                  static_cast<long long>(w.rows), static_cast<long long>(w.cols),
                  static_cast<long long>(w.block_cols));
+      MIMO_CHECK(w.int8_tile_rows == 0 ||
+                     (w.int8_tile_rows == MatrixWeight::kInt8TileRows && w.scale_row.empty() &&
+                      w.block_rows == 1 && w.num_scale_rows == w.rows &&
+                      w.scale_cols == (w.cols + 31) / 32),
+                 "Linear: int8 weight [%lld, %lld] has an inconsistent tile layout (%d rows)",
+                 static_cast<long long>(w.rows), static_cast<long long>(w.cols),
+                 w.int8_tile_rows);
       [[fallthrough]];
     case DType::kF8E4M3:
       MIMO_CHECK(w.scale_inv != nullptr && w.block_cols > 0 &&
@@ -76,6 +84,15 @@ RowsFn RowsFor(const KernelTable& k, const ExecContext& ctx) {
   }
   return k.linear_rows;
 }
+
+// The interleaved int8 layout is read by the int8 mode's kernels only.
+void CheckLayoutFor(const KernelTable& k, RowsFn rows, const MatrixWeight& w) {
+  MIMO_CHECK(w.int8_tile_rows == 0 || (rows == k.linear_rows_int8 && rows != nullptr),
+             "Linear: int8 weight [%lld, %lld] is interleaved for --precision int8 "
+             "(InterleaveInt8Rows), but this step runs the %s kernels",
+             static_cast<long long>(w.rows), static_cast<long long>(w.cols),
+             rows == k.linear_rows_bf16 ? "bf16" : "exact");
+}
 }  // namespace
 
 void LinearOn(const KernelTable& k, ExecContext& ctx, const float* x, int64_t T,
@@ -84,6 +101,7 @@ void LinearOn(const KernelTable& k, ExecContext& ctx, const float* x, int64_t T,
   if (T <= 0) return;
   const int64_t groups = (w.rows + kRowGranule - 1) / kRowGranule;
   const RowsFn rows = RowsFor(k, ctx);
+  CheckLayoutFor(k, rows, w);
   // One thread still goes through ParallelFor (which runs it inline), so that the regions a step
   // counts are the workload's whatever the thread count (ThreadPool::regions()).
   if (ctx.pool == nullptr || groups == 1 || w.rows * w.cols * T < kMinParallelWork) {
@@ -155,6 +173,45 @@ int64_t MarkFp8PlainBlocks(MatrixWeight* w, ThreadPool* pool, int64_t* tiles) {
   return plain;
 }
 
+bool InterleaveInt8Rows(MatrixWeight* w, ThreadPool* pool) {
+  if (w->dtype != DType::kInt8 || w->empty() || w->int8_tile_rows != 0) return false;
+  CheckMatrixWeight(*w);
+  MIMO_CHECK(w->scale_row.empty() && w->block_rows == 1 && w->num_scale_rows == w->rows,
+             "InterleaveInt8Rows: int8 weight [%lld, %lld] needs one scale row per weight row",
+             static_cast<long long>(w->rows), static_cast<long long>(w->cols));
+  MatrixWeight t = *w;
+  t.int8_tile_rows = MatrixWeight::kInt8TileRows;
+  struct Buffers {
+    std::vector<int8_t> codes;  // grouped layout, zero padding
+    std::vector<float> scales;
+  };
+  auto buf = std::make_shared<Buffers>();
+  buf->codes.assign(static_cast<size_t>(t.DataBytes()), 0);
+  buf->scales.assign(static_cast<size_t>(t.ScaleBytes() / 4), 0.0f);
+  const int64_t rows = w->rows, cols = w->cols, nb = w->scale_cols;
+  const auto* codes = static_cast<const int8_t*>(w->data);
+  // Runs of 4 columns (a lane's bytes) stay together in the grouped layout.
+  auto body = [&](int64_t r0, int64_t r1, int) {
+    for (int64_t r = r0; r < r1; ++r) {
+      for (int64_t c = 0; c < cols; c += 4)
+        std::memcpy(&buf->codes[t.Int8CodeIndex(r, c)], codes + r * cols + c,
+                    static_cast<size_t>(std::min<int64_t>(4, cols - c)));
+      for (int64_t j = 0; j < nb; ++j)
+        buf->scales[t.Int8ScaleIndex(r, j)] = w->scale_inv[r * nb + j];
+    }
+  };
+  if (pool) {
+    pool->ParallelFor(rows, body);
+  } else {
+    body(0, rows, 0);
+  }
+  t.data = buf->codes.data();
+  t.scale_inv = buf->scales.data();
+  t.owned = std::move(buf);
+  *w = std::move(t);
+  return true;
+}
+
 // One region for many jobs. Part p of P covers the global rows (jobs concatenated) from
 // Boundary(p) to Boundary(p + 1), where Boundary maps the work fraction p / P to a row rounded
 // to kRowGranule inside its job; the bounds are monotonic, so the parts tile every row once.
@@ -163,6 +220,7 @@ void LinearManyOn(const KernelTable& k, ExecContext& ctx, const LinearJob* jobs,
   int64_t total_rows = 0;
   for (int j = 0; j < num_jobs; ++j) {
     CheckMatrixWeight(*jobs[j].w);
+    CheckLayoutFor(k, RowsFor(k, ctx), *jobs[j].w);
     if (jobs[j].T > 0) total += static_cast<double>(jobs[j].w->rows) * jobs[j].w->cols * jobs[j].T;
     total_rows += jobs[j].w->rows;
   }

@@ -48,6 +48,15 @@ void Embedding(const TensorView& table, const int32_t* ids, int64_t T, float* ou
 // dtypes are left as they are (0 of 0).
 int64_t MarkFp8PlainBlocks(MatrixWeight* w, ThreadPool* pool, int64_t* tiles = nullptr);
 
+// int8 weights (DType::kInt8, row-major): re-lays codes and scales out as rows interleaved in tiles
+// (MatrixWeight::int8_tile_rows), so that each tile of the int8 mode's GEMV reads one sequential
+// stream instead of four row streams. Only KernelTable::linear_rows_int8 reads that layout
+// (Linear aborts, naming the weight's shape, if another kernel is asked to): call it only when
+// every step runs --precision int8 on a table that has the int8 kernels. The mode's outputs do not
+// change, bit for bit. Needs one scale row per weight row. Copies the weight once (rows split over
+// the pool); returns whether it did (false for other dtypes and weights already interleaved).
+bool InterleaveInt8Rows(MatrixWeight* w, ThreadPool* pool);
+
 // Which ISA the dispatcher chose ("avx512", "avx2", "scalar"), for logs and `mimo inspect`.
 const char* KernelIsaName();
 

@@ -130,6 +130,14 @@ int64_t MimoV2Model::MarkFp8PlainBlocks(ThreadPool* pool, int64_t* tiles) {
   return plain;
 }
 
+int MimoV2Model::InterleaveInt8Weights(ThreadPool* pool) {
+  int n = 0;
+  ForEachWeight(w_, [&](const MutableWeightRef& r) {
+    if (r.matrix != nullptr && mimo::InterleaveInt8Rows(r.matrix, pool)) ++n;
+  });
+  return n;
+}
+
 void MimoV2Model::UseFp8PlainBlocks(bool on) {
   if (on == fp8_plain_stash_.empty()) return;  // already so
   size_t i = 0;

@@ -108,6 +108,10 @@ class MimoV2Model {
   // call after the weights are placed (and after QuantizeWeights). Returns the plain
   // tiles, and all FP8 tiles in *tiles (may be null).
   int64_t MarkFp8PlainBlocks(ThreadPool* pool, int64_t* tiles = nullptr);
+  // Interleaves every int8 weight's rows in tiles (kernels.h InterleaveInt8Rows) for the int8
+  // mode's kernels, which alone read that layout: call after QuantizeWeights, and only when every
+  // step will run --precision int8 on kernels that have it. Returns how many weights it re-laid.
+  int InterleaveInt8Weights(ThreadPool* pool);
   // Detaches (false) or re-attaches (true) those maps: `bench model --ab-fp8-plain` alternates
   // the two paths step by step in one run. Not while a Forward runs.
   void UseFp8PlainBlocks(bool on);

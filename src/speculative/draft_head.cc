@@ -7,6 +7,36 @@
 
 namespace mimo {
 
+// An int8 lm_head interleaved in tiles (kernels.h InterleaveInt8Rows): the chosen rows' codes and
+// scales gathered into a row-major head of their own (one scale row per row), which the int8
+// mode's kernels read as well.
+DraftHead DraftHead::GatherInt8Tiled(const MatrixWeight& lm, std::vector<int32_t> ids) {
+  DraftHead h;
+  h.head_ = lm;
+  struct Buffers {
+    std::vector<int8_t> codes;  // [ids, cols]
+    std::vector<float> scales;  // [ids, scale_cols]
+  };
+  auto buf = std::make_shared<Buffers>();
+  const int64_t n = static_cast<int64_t>(ids.size()), cols = lm.cols, nb = lm.scale_cols;
+  buf->codes.resize(static_cast<size_t>(n * cols));
+  buf->scales.resize(static_cast<size_t>(n * nb));
+  const auto* codes = static_cast<const int8_t*>(lm.data);
+  for (int64_t j = 0; j < n; ++j) {
+    for (int64_t c = 0; c < cols; ++c) buf->codes[j * cols + c] = codes[lm.Int8CodeIndex(ids[j], c)];
+    for (int64_t b = 0; b < nb; ++b) buf->scales[j * nb + b] = lm.scale_inv[lm.Int8ScaleIndex(ids[j], b)];
+  }
+  h.head_.data = buf->codes.data();
+  h.head_.scale_inv = buf->scales.data();
+  h.head_.owned = buf;
+  h.head_.rows = n;
+  h.head_.num_scale_rows = n;
+  h.head_.scale_row.clear();
+  h.head_.int8_tile_rows = 0;
+  h.ids_ = std::move(ids);
+  return h;
+}
+
 StatusOr<DraftHead> DraftHead::Create(const MatrixWeight& lm, std::vector<int32_t> ids) {
   DraftHead h;
   h.head_ = lm;
@@ -22,6 +52,7 @@ StatusOr<DraftHead> DraftHead::Create(const MatrixWeight& lm, std::vector<int32_
                              id, static_cast<long long>(lm.rows));
     }
   }
+  if (lm.dtype == DType::kInt8 && lm.int8_tile_rows != 0) return GatherInt8Tiled(lm, std::move(ids));
   const size_t row_bytes = static_cast<size_t>(lm.cols) * DTypeSize(lm.dtype);
   auto bytes = std::shared_ptr<uint8_t[]>(new uint8_t[ids.size() * row_bytes]);
   for (size_t j = 0; j < ids.size(); ++j) {

@@ -15,7 +15,8 @@ namespace mimo {
 class DraftHead {
  public:
   // vocab empty: the whole lm_head (no copy). Otherwise the sorted, de-duplicated ids' rows are
-  // gathered into memory the head owns (FP8 rows keep their scale rows); an id outside the
+  // gathered into memory the head owns (FP8 rows keep their scale rows; rows of an int8 head
+  // interleaved in tiles are gathered row-major with their scales); an id outside the
   // vocabulary is an error.
   static StatusOr<DraftHead> Create(const MatrixWeight& lm_head, std::vector<int32_t> vocab);
 
@@ -24,6 +25,8 @@ class DraftHead {
   int32_t token(int64_t row) const { return ids_.empty() ? static_cast<int32_t>(row) : ids_[row]; }
 
  private:
+  static DraftHead GatherInt8Tiled(const MatrixWeight& lm_head, std::vector<int32_t> ids);
+
   std::vector<int32_t> ids_;  // [size()] or empty for the whole vocabulary
   MatrixWeight head_;
 };

@@ -414,6 +414,9 @@ TEST(Linear, Int8ModeMatchesItsDefinition) {
   for (int64_t cols : {1, 7, 31, 32, 33, 64, 65, 127, 300, 1000}) {
     for (int64_t rows : {1, 3, 17, 129}) {
       OwnedWeight ow = MakeWeight(DType::kInt8, rows, cols, rng);
+      // The same weight in the int8 mode's grouped layout.
+      MatrixWeight tiled = ow.w;
+      ASSERT_TRUE(InterleaveInt8Rows(&tiled, &pool));
       for (int64_t T : {1, 2, 5, 17}) {
         // Magnitudes spread over 2^-8 .. 2^8 so blocks have very different scales.
         std::vector<float> x = RandomVector(T * cols, rng);
@@ -437,12 +440,116 @@ TEST(Linear, Int8ModeMatchesItsDefinition) {
                 ++bad;
               }
             }
+            // The grouped layout (InterleaveInt8Rows): the same definition in another fp32
+            // order, and each token's bits the same alone as in the batch.
+            std::vector<float> got_tiled(T * rows, NAN), alone(rows, NAN);
+            LinearOn(k, ctx, x.data(), T, tiled, got_tiled.data());
+            for (int64_t i = 0; i < T * rows && bad < 5; ++i) {
+              if (!(std::fabs(got_tiled[i] - want.y[i]) <= 1e-5 * want.mag[i] + 1e-30)) {
+                ADD_FAILURE() << IsaName(isa) << " grouped [" << rows << "x" << cols
+                              << "] T=" << T << (ctx.pool ? " threaded" : "")
+                              << " t=" << i / rows << " r=" << i % rows << ": got "
+                              << got_tiled[i] << " want " << want.y[i];
+                ++bad;
+              }
+            }
+            for (int64_t t = 0; t < T; ++t) {
+              LinearOn(k, ctx, x.data() + t * cols, 1, tiled, alone.data());
+              for (int64_t r = 0; r < rows; ++r) {
+                ASSERT_EQ(F32ToBits(alone[r]), F32ToBits(got_tiled[t * rows + r]))
+                    << IsaName(isa) << " grouped [" << rows << "x" << cols << "] T=" << T
+                    << " t=" << t << " r=" << r;
+              }
+            }
           }
         }
       }
     }
   }
   if (ran == 0) GTEST_SKIP() << "no int8 kernels here: --precision int8 runs exact";
+}
+
+// InterleaveInt8Rows's grouped layout, by hand on a [6, 70] weight: one group of 512 columns
+// (70 real, the rest zero padding), two tiles (rows 0-3, and rows 4-5 from byte 4 x 512);
+// column c of block l = c / 32 at 64 x ((c % 32) / 4) + 4 l + c % 4 of its row's 512 bytes. Code
+// (r, c) = r * 70 + c wrapped into [-127, 127]; scales [6, 3] -> per row 16, zero past block 2.
+TEST(Linear, Int8InterleavedLayoutByHand) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  constexpr int64_t kRows = 6, kCols = 70, kBlocks = 3;
+  auto code = [](int64_t r, int64_t c) {
+    return static_cast<int8_t>((r * kCols + c) % 255 - 127);
+  };
+  std::vector<int8_t> codes(kRows * kCols);
+  std::vector<float> scales(kRows * kBlocks);
+  for (int64_t r = 0; r < kRows; ++r) {
+    for (int64_t c = 0; c < kCols; ++c) codes[r * kCols + c] = code(r, c);
+    for (int64_t j = 0; j < kBlocks; ++j) scales[r * kBlocks + j] = static_cast<float>(100 * r + j + 1);
+  }
+  MatrixWeight w;
+  w.dtype = DType::kInt8;
+  w.rows = kRows;
+  w.cols = kCols;
+  w.data = codes.data();
+  w.scale_inv = scales.data();
+  w.num_scale_rows = kRows;
+  w.scale_cols = kBlocks;
+  w.block_cols = 32;
+  w.block_rows = 1;
+  MatrixWeight t = w;
+  ASSERT_TRUE(InterleaveInt8Rows(&t, nullptr));
+  EXPECT_FALSE(InterleaveInt8Rows(&t, nullptr)) << "already interleaved";
+  EXPECT_EQ(t.int8_tile_rows, 4);
+  EXPECT_EQ(t.DataBytes(), kRows * 512);
+  EXPECT_EQ(t.ScaleBytes(), 4 * kRows * 16);
+  const auto* d = static_cast<const int8_t*>(t.data);
+  EXPECT_EQ(d[0], code(0, 0));
+  EXPECT_EQ(d[3], code(0, 3));
+  EXPECT_EQ(d[64], code(0, 4));           // block 0, bytes 4-7: step 1
+  EXPECT_EQ(d[4], code(0, 32));           // block 1, bytes 0-3: lane 1 of step 0
+  EXPECT_EQ(d[64 + 8 + 1], code(0, 69));  // block 2, byte 5
+  EXPECT_EQ(d[512 + 4 * 64 + 3], code(1, 19));
+  EXPECT_EQ(d[2048], code(4, 0));         // tile 1
+  EXPECT_EQ(d[2048 + 512 + 64 * 7 + 4 * 1 + 2], code(5, 32 + 30));
+  int nonzero_padding = 0;
+  for (int64_t r = 0; r < kRows; ++r) {
+    for (int64_t c = kCols; c < 512; ++c) {
+      const int64_t r0 = r / 4 * 4;
+      nonzero_padding += d[r0 * 512 + (r - r0) * 512 + 64 * ((c % 32) / 4) + 4 * (c / 32) + c % 4] != 0;
+    }
+  }
+  EXPECT_EQ(nonzero_padding, 0);
+  // Scales: rows 0-3 at 16 r, rows 4-5 at 64 + 16 (r - 4); zero past block 2.
+  for (int64_t r = 0; r < kRows; ++r) {
+    for (int64_t j = 0; j < 16; ++j) {
+      EXPECT_EQ(t.scale_inv[16 * r + j], j < kBlocks ? static_cast<float>(100 * r + j + 1) : 0.0f)
+          << r << "," << j;
+    }
+  }
+  for (int64_t r = 0; r < kRows; ++r)
+    for (int64_t c = 0; c < kCols; ++c) ASSERT_EQ(t.At(r, c), w.At(r, c)) << r << "," << c;
+  // Only the int8 mode's kernels read the layout: the exact and bf16 ones refuse it by name.
+  std::vector<float> x(kCols, 1.0f), y(kRows);
+  ExecContext exact;
+  EXPECT_DEATH(LinearOn(*KernelsFor(Isa::kScalar), exact, x.data(), 1, t, y.data()),
+               "int8 weight \\[6, 70\\] is interleaved for --precision int8");
+  // The mode reads it: all-ones activations give sum_c code(r, c) x scale of c's block.
+  const KernelTable* int8k = nullptr;
+  for (Isa isa : AvailableIsas())
+    if (KernelsFor(isa)->linear_rows_int8) int8k = KernelsFor(isa);
+  if (int8k) {
+    ExecContext mode{nullptr, Precision::kInt8};
+    LinearOn(*int8k, mode, x.data(), 1, t, y.data());
+    for (int64_t r = 0; r < kRows; ++r) {
+      double want = 0;
+      for (int64_t c = 0; c < kCols; ++c)
+        want += code(r, c) * static_cast<double>(100 * r + c / 32 + 1);
+      EXPECT_NEAR(y[r], want, 1e-5 * std::fabs(want) + 1e-3) << "row " << r;
+    }
+  }
+  // A weight with a per-row scale map (a gathered draft head) is not interleaved.
+  MatrixWeight mapped = w;
+  mapped.scale_row = {0, 1, 2, 3, 4, 5};
+  EXPECT_DEATH(InterleaveInt8Rows(&mapped, nullptr), "needs one scale row per weight row");
 }
 
 // The int8 mode leaves every other weight dtype on the exact kernels (same bits), gives a NaN

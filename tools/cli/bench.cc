@@ -233,11 +233,14 @@ int RunKernels(const Args& a) {
     const KernelTable& k = *KernelsFor(isa);
     // "F8 plain": FP8 codes without subnormals, marked (MarkFp8PlainBlocks): every decode tile
     // on the branch-free path; the F8_E4M3 row's uniform random codes leave every tile general.
-    // "I8 mode": INT8 under --precision int8 (activations quantized; vpdpbusd, AVX2 vpmaddubsw).
-    for (int v = 0; v < 8; ++v) {
-      const DType dt = std::array{DType::kF32,    DType::kBF16,  DType::kF16,  DType::kF8E4M3,
-                                  DType::kF8E4M3, DType::kMxfp4, DType::kInt8, DType::kInt8}[v];
-      const bool plain = v == 4, vnni = v == 7;
+    // "I8 mode": INT8 under --precision int8 (activations quantized; vpdpbusd, AVX2 vpmaddubsw);
+    // "I8 tiled": the same with the rows interleaved in tiles (InterleaveInt8Rows), as the
+    // engine lays them out for the mode.
+    for (int v = 0; v < 9; ++v) {
+      const DType dt =
+          std::array{DType::kF32,    DType::kBF16, DType::kF16,  DType::kF8E4M3, DType::kF8E4M3,
+                     DType::kMxfp4,  DType::kInt8, DType::kInt8, DType::kInt8}[v];
+      const bool plain = v == 4, vnni = v >= 7, tiled = v == 8;
       if (vnni && k.linear_rows_int8 == nullptr) continue;
       ctx.precision = vnni ? Precision::kInt8 : Precision::kExact;
       BenchWeights bw = MakeBenchWeights(pool, dt, rows, cols, working_set);
@@ -249,6 +252,9 @@ int RunKernels(const Args& a) {
           }
           MarkFp8PlainBlocks(&bw.w[i], &pool);
         }
+      }
+      if (tiled) {
+        for (MatrixWeight& w : bw.w) InterleaveInt8Rows(&w, &pool);
       }
       const size_t n = bw.w.size();
       for (size_t i = 0; i < n; ++i) LinearOn(k, ctx, x.data(), 1, bw.w[i], y.data());  // warm-up
@@ -272,7 +278,10 @@ int RunKernels(const Args& a) {
       }
       const double gflops64 = 2.0 * rows * cols * 64 / Median(tt) / 1e9;
       std::printf("%-7s %-8s %10.3f %8.2f %8.2f %8.2f %8.2f %8.2f %7.0f%% %13.1f\n", IsaName(isa),
-                  plain ? "F8 plain" : vnni ? "I8 mode" : std::string(DTypeName(dt)).c_str(),
+                  plain   ? "F8 plain"
+                  : tiled ? "I8 tiled"
+                  : vnni  ? "I8 mode"
+                          : std::string(DTypeName(dt)).c_str(),
                   stream_ms[0],
                   stream_gbs[0], stream_gbs[1], stream_gbs[2], stream_gbs[3], stream_gbs[4],
                   100.0 * stream_gbs[0] / membw, gflops64);

@@ -236,6 +236,10 @@ int RunBenchModel(const Args& a) {
                   static_cast<long long>(lm.fp8_plain_tiles), static_cast<long long>(lm.fp8_tiles),
                   100.0 * lm.fp8_plain_tiles / lm.fp8_tiles);
     }
+    if (lm.int8_interleaved > 0) {
+      std::printf("int8: %d weights' rows interleaved in tiles of 4 for --precision int8\n",
+                  lm.int8_interleaved);
+    }
   }
   return 0;
 }

@@ -37,6 +37,7 @@ struct LoadedModel {
   std::unique_ptr<ThreadPool> pool;
   ExecContext ctx;
   int64_t fp8_plain_tiles = 0, fp8_tiles = 0;  // MarkFp8PlainBlocks at load (0 of 0: not run)
+  int int8_interleaved = 0;  // int8 weights InterleaveInt8Weights re-laid at load
 };
 
 // Tensor/expert parallelism (`mpirun -np N mimo CMD --tensor-parallel-size N [--expert-parallel]`):
@@ -231,6 +232,13 @@ inline bool LoadModelOrReport(const char* cmd, const std::string& dir, int threa
       (room < 0 || static_cast<int64_t>(out->model->checkpoint().TotalFileBytes()) < room)) {
     out->fp8_plain_tiles = out->model->MarkFp8PlainBlocks(out->pool.get(), &out->fp8_tiles);
   }
+  // --precision int8 on kernels that have it: the int8 weights' rows interleaved in tiles, which
+  // the mode's GEMV streams faster (the same outputs, bit for bit). --no-int8-interleave keeps
+  // them row-major (A/B of the two layouts).
+  if (out->ctx.precision == Precision::kInt8 && ActiveKernels().linear_rows_int8 != nullptr &&
+      !(a && a->Has("no-int8-interleave"))) {
+    out->int8_interleaved = out->model->InterleaveInt8Weights(out->pool.get());
+  }
   if (follower) {
     const Status st = RunTpFollower(*out->model, out->ctx);
     if (!st.ok()) tp.comm->Abort(2, st.message());
@@ -250,7 +258,7 @@ inline std::vector<std::string> KvCacheKeys() {
           "dense",              "lm-head"};
 }
 inline std::vector<std::string> KvCacheFlags() {
-  return {"strict-attention-backend", "expert-parallel", "no-fp8-plain"};
+  return {"strict-attention-backend", "expert-parallel", "no-fp8-plain", "no-int8-interleave"};
 }
 
 // The KV-cache flags as PagedKvOptions (sequence counts and lengths left to the caller).

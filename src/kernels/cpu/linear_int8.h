@@ -66,12 +66,16 @@ MIMO_INT8_TARGET void QuantizeInt8(const float* x, int64_t T, int64_t cols,
   out->steps = (cols + kChunk - 1) / kChunk;
   out->blocks_padded = (nb + kGroupBlocks - 1) / kGroupBlocks * kGroupBlocks;
   const int64_t qc = out->steps * kChunk;
-  out->q.assign(static_cast<size_t>(T * qc), 0);
+  // Every element is written below: codes and scales, then +0 past the row (only the padding is
+  // cleared, not the whole buffer on every call).
+  out->q.resize(static_cast<size_t>(T * qc));
   out->extra.resize(static_cast<size_t>(T * out->steps * P::kExtraBytes));
-  out->scale.assign(static_cast<size_t>(T * out->blocks_padded), 0.0f);
+  out->scale.resize(static_cast<size_t>(T * out->blocks_padded));
   for (int64_t t = 0; t < T; ++t) {
     int8_t* q = out->q.data() + t * qc;
     float* s = out->scale.data() + t * out->blocks_padded;
+    std::memset(q + cols, 0, static_cast<size_t>(qc - cols));
+    std::fill(s + nb, s + out->blocks_padded, 0.0f);
     for (int64_t j = 0; j < nb; ++j) {
       const int64_t n = std::min(kInt8Block, cols - j * kInt8Block);
       alignas(64) int8_t codes[kInt8Block];
@@ -164,6 +168,161 @@ constexpr std::array<Int8TileFn<V, P>, sizeof...(I)> Int8TileRow(std::index_sequ
   return {&Int8Tile<V, P, R, static_cast<int>(I) + 1>...};
 }
 
+// ---- The grouped layout (MatrixWeight::int8_tile_rows, InterleaveInt8Rows) ----
+// Each int32 lane of P's dot product sums one block: a group's 16 blocks take 16 / kLanes passes
+// of kLanes lanes (one pass with AVX-512), each pass 8 steps of 4 columns a lane, accumulated in
+// int32 (exact: at most 32 x 127 x 127 a lane, plus P's bias); then, per pass, one convert and
+// one FMA against weight scale x activation scale (one fp32 product per block) into the (row,
+// token)'s running total; one ReduceAdd at the end. The same definition as the row-major tiles
+// (each block's dot product exact, scaled by the fp32 product of the scales, summed in fp32),
+// in another fp32 summation order.
+//
+// P (static members, besides QuantizeBlock):
+//   W, LoadGroupWeights(p)       kLanes x 4 weight codes, prepared for GroupDot
+//   I, LoadGroupCodes(p)         kLanes x 4 activation codes;  QExtra(q): what GroupDot needs of them
+//   BlockBias(codes)             int32 start of a block's lane (sum of 32 codes times a constant)
+//   LoadBias(p)                  kLanes int32 biases
+//   GroupDot(acc, w, q, qx)      acc + per lane the sum of its 4 products, exactly
+//   ToFloat(i), Prefetch(p)
+
+// A call's activations in the grouped order, per token.
+struct Int8GroupActivations {
+  int64_t padded_cols = 0;    // ceil(cols / 512) * 512
+  std::vector<int8_t> q;      // [T, padded_cols] codes in the grouped order, 0 past cols
+  std::vector<int32_t> bias;  // [T, padded_cols / 32] P::BlockBias of each block
+  std::vector<float> scale;   // [T, padded_cols / 32] block scales, 0 past the row's blocks
+};
+
+template <class P>
+MIMO_INT8_TARGET void QuantizeInt8Grouped(const float* x, int64_t T, int64_t cols,
+                                          Int8GroupActivations* out) {
+  constexpr int64_t kGroupCols = MatrixWeight::kInt8GroupCols;
+  const int64_t nb = (cols + kInt8Block - 1) / kInt8Block;
+  const int64_t cp = (cols + kGroupCols - 1) / kGroupCols * kGroupCols, bp = cp / kInt8Block;
+  out->padded_cols = cp;
+  out->q.resize(static_cast<size_t>(T * cp));
+  out->bias.resize(static_cast<size_t>(T * bp));
+  out->scale.resize(static_cast<size_t>(T * bp));
+  for (int64_t t = 0; t < T; ++t) {
+    int8_t* q = out->q.data() + t * cp;
+    for (int64_t j = 0; j < bp; ++j) {
+      alignas(64) int8_t codes[kInt8Block] = {};
+      float s = 0.0f;
+      if (j < nb) s = P::QuantizeBlock(x + t * cols + j * kInt8Block,
+                                       std::min(kInt8Block, cols - j * kInt8Block), codes);
+      out->scale[t * bp + j] = s;
+      out->bias[t * bp + j] = P::BlockBias(codes);
+      // Block l of group g: its 4-byte runs k at 64 k + 4 l of the group.
+      int8_t* dst = q + j / 16 * kGroupCols + 4 * (j % 16);
+      for (int k = 0; k < 8; ++k) std::memcpy(dst + 64 * k, codes + 4 * k, 4);
+    }
+  }
+}
+
+// y[t0 + t, r0 + i] for i < R, t < TT; rows [r0, r0 + R) are one tile of the grouped layout.
+template <class V, class P, int R, int TT>
+MIMO_INT8_TARGET void Int8GroupTile(const Int8GroupActivations& xa, int64_t t0,
+                                    const MatrixWeight& w, int64_t r0, float* y) {
+  using F = typename V::F;
+  using I = typename P::I;
+  using W = typename P::W;
+  using A = decltype(P::LoadBias(static_cast<const int32_t*>(nullptr)));  // int32 lanes
+  constexpr int kLanes = V::kLanes;
+  constexpr int64_t kGroupCols = MatrixWeight::kInt8GroupCols;
+  constexpr int64_t kGroupBlocks = MatrixWeight::kInt8GroupBlocks;
+  static_assert(kGroupBlocks % kLanes == 0, "a pass is whole lanes of the group");
+  const int64_t cp = xa.padded_cols, bp = cp / kInt8Block, groups = cp / kGroupCols;
+  const int8_t* tile = static_cast<const int8_t*>(w.data) + r0 * cp;
+  const float* tile_scales = w.scale_inv + r0 * bp;
+  F total[R][TT];
+#pragma GCC unroll 16
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 16
+    for (int t = 0; t < TT; ++t) total[i][t] = V::Zero();
+  for (int64_t g = 0; g < groups; ++g) {
+    const int8_t* wg = tile + g * R * kGroupCols;        // [R, 512]
+    const float* sg = tile_scales + g * R * kGroupBlocks;  // [R, 16]
+#pragma GCC unroll 16
+    for (int64_t p = 0; p < kGroupBlocks; p += kLanes) {
+      A acc[R][TT];
+#pragma GCC unroll 16
+      for (int t = 0; t < TT; ++t) {
+        const A b = P::LoadBias(xa.bias.data() + (t0 + t) * bp + g * kGroupBlocks + p);
+#pragma GCC unroll 16
+        for (int i = 0; i < R; ++i) acc[i][t] = b;
+      }
+#pragma GCC unroll 8
+      for (int k = 0; k < 8; ++k) {
+        const int64_t off = 64 * k + 4 * p;
+        W wv[R];
+#pragma GCC unroll 16
+        for (int i = 0; i < R; ++i) {
+          if (p == 0) P::Prefetch(wg + i * kGroupCols + 64 * k + kInt8PrefetchBytes);
+          wv[i] = P::LoadGroupWeights(wg + i * kGroupCols + off);
+        }
+#pragma GCC unroll 16
+        for (int t = 0; t < TT; ++t) {
+          const I qv = P::LoadGroupCodes(xa.q.data() + (t0 + t) * cp + g * kGroupCols + off);
+          const I qx = P::QExtra(qv);
+#pragma GCC unroll 16
+          for (int i = 0; i < R; ++i) acc[i][t] = P::GroupDot(acc[i][t], wv[i], qv, qx);
+        }
+      }
+#pragma GCC unroll 16
+      for (int i = 0; i < R; ++i) {
+        const F ws = V::Load(sg + i * kGroupBlocks + p);
+#pragma GCC unroll 16
+        for (int t = 0; t < TT; ++t) {
+          const F s = ws * V::Load(xa.scale.data() + (t0 + t) * bp + g * kGroupBlocks + p);
+          total[i][t] = V::Fmadd(P::ToFloat(acc[i][t]), s, total[i][t]);
+        }
+      }
+    }
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 16
+    for (int t = 0; t < TT; ++t) y[(t0 + t) * w.rows + r0 + i] = V::ReduceAdd(total[i][t]);
+}
+
+template <class V, class P>
+using Int8GroupTileFn = void (*)(const Int8GroupActivations&, int64_t, const MatrixWeight&,
+                                 int64_t, float*);
+template <class V, class P, int R, size_t... I>
+constexpr std::array<Int8GroupTileFn<V, P>, sizeof...(I)> Int8GroupTileRow(
+    std::index_sequence<I...>) {
+  return {&Int8GroupTile<V, P, R, static_cast<int>(I) + 1>...};
+}
+
+// The grouped layout's rows [row_begin, row_end) (whole tiles).
+template <class V, class P>
+MIMO_INT8_TARGET void LinearRowsInt8Grouped(const float* x, int64_t T, const MatrixWeight& w,
+                                            int64_t row_begin, int64_t row_end, float* y) {
+  constexpr int kRows = MatrixWeight::kInt8TileRows;
+  constexpr int kTokens = P::kGroupTokens;
+  MIMO_CHECK(row_begin % kRows == 0 && (row_end % kRows == 0 || row_end == w.rows),
+             "LinearRowsInt8: rows [%lld, %lld) of an interleaved weight are not whole tiles",
+             static_cast<long long>(row_begin), static_cast<long long>(row_end));
+  // [R - 1][TT - 1]
+  static constexpr std::array<std::array<Int8GroupTileFn<V, P>, kTokens>, kRows> kTiles = {
+      Int8GroupTileRow<V, P, 1>(std::make_index_sequence<kTokens>()),
+      Int8GroupTileRow<V, P, 2>(std::make_index_sequence<kTokens>()),
+      Int8GroupTileRow<V, P, 3>(std::make_index_sequence<kTokens>()),
+      Int8GroupTileRow<V, P, 4>(std::make_index_sequence<kTokens>())};
+  static_assert(kRows == 4, "one tile row per R above");
+  thread_local Int8GroupActivations xa;
+  QuantizeInt8Grouped<P>(x, T, w.cols, &xa);
+  const int64_t groups = (T + kTokens - 1) / kTokens;
+  for (int64_t r = row_begin; r < row_end; r += kRows) {
+    const int n = static_cast<int>(std::min<int64_t>(kRows, row_end - r));
+    for (int64_t g = 0, t0 = 0; g < groups; ++g) {
+      const int64_t tt = (T - t0) / (groups - g);
+      kTiles[n - 1][tt - 1](xa, t0, w, r, y);
+      t0 += tt;
+    }
+  }
+}
+
 // KernelTable::linear_rows_int8 of the unit that instantiates it; exact_rows for other dtypes.
 template <class V, class P>
 MIMO_INT8_TARGET void LinearRowsInt8For(const float* x, int64_t T, const MatrixWeight& w,
@@ -172,6 +331,7 @@ MIMO_INT8_TARGET void LinearRowsInt8For(const float* x, int64_t T, const MatrixW
                                                            const MatrixWeight&, int64_t, int64_t,
                                                            float*)) {
   if (w.dtype != DType::kInt8) return exact_rows(x, T, w, row_begin, row_end, y);
+  if (w.int8_tile_rows != 0) return LinearRowsInt8Grouped<V, P>(x, T, w, row_begin, row_end, y);
   MIMO_CHECK(w.block_cols == kInt8Block, "LinearRowsInt8: block_cols %lld",
              static_cast<long long>(w.block_cols));
   // [R - 1][TT - 1]

@@ -89,6 +89,26 @@ struct Int8Avx2 {
   static void Prefetch(const int8_t* p) {
     _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T1);
   }
+
+  // The grouped layout: a step is 4 columns of 8 blocks (half a group); 2 tokens a tile (16
+  // ymm registers: 8 accumulators, 4 weight vectors and the codes).
+  using W = __m256i;
+  static constexpr int kGroupTokens = 2;
+  static W LoadGroupWeights(const int8_t* p) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  }
+  static I LoadGroupCodes(const int8_t* q) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
+  }
+  static I QExtra(I q) { return _mm256_abs_epi8(q); }
+  static int32_t BlockBias(const int8_t*) { return 0; }
+  static I LoadBias(const int32_t* p) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  }
+  static I GroupDot(I acc, W w, I q, I abs_q) {
+    const __m256i pairs = _mm256_maddubs_epi16(abs_q, _mm256_sign_epi8(w, q));
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+  }
 };
 
 }  // namespace

@@ -82,6 +82,23 @@ struct Int8Vnni {
   static void Prefetch(const int8_t* p) {
     _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T1);
   }
+
+  // The grouped layout: a step is 4 columns of each of a group's 16 blocks; 4 tokens a tile.
+  using W = __m512i;
+  static constexpr int kGroupTokens = 4;
+  static W LoadGroupWeights(const int8_t* p) {
+    return _mm512_xor_si512(_mm512_loadu_si512(p), _mm512_set1_epi8(static_cast<char>(0x80)));
+  }
+  static I LoadGroupCodes(const int8_t* q) { return _mm512_loadu_si512(q); }
+  static I QExtra(I q) { return q; }
+  // The lane starts from -128 x the sum of its block's codes (see above).
+  static int32_t BlockBias(const int8_t* codes) {
+    int32_t sum = 0;
+    for (int i = 0; i < 32; ++i) sum += codes[i];
+    return -128 * sum;
+  }
+  static I LoadBias(const int32_t* p) { return _mm512_loadu_si512(p); }
+  MIMO_INT8_TARGET static I GroupDot(I acc, W w, I q, I) { return _mm512_dpbusd_epi32(acc, w, q); }
 };
 
 }  // namespace

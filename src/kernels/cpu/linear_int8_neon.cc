@@ -71,6 +71,16 @@ struct Int8Neon {
   static float32x4_t ToFloat(int32x4_t v) { return vcvtq_f32_s32(v); }
   static float32x4_t StepScale(const float* s, int c) { return vdupq_n_f32(s[c / 2]); }
   static void Prefetch(const int8_t* p) { asm volatile("prfm pldl2keep, [%0]" : : "r"(p)); }
+
+  // The grouped layout: a step is 4 columns of 4 blocks (a quarter group); 4 tokens a tile.
+  using W = int8x16_t;
+  static constexpr int kGroupTokens = 4;
+  static W LoadGroupWeights(const int8_t* p) { return vld1q_s8(p); }
+  static I LoadGroupCodes(const int8_t* q) { return vld1q_s8(q); }
+  static I QExtra(I q) { return q; }
+  static int32_t BlockBias(const int8_t*) { return 0; }
+  static int32x4_t LoadBias(const int32_t* p) { return vld1q_s32(p); }
+  static int32x4_t GroupDot(int32x4_t acc, W w, I q, I) { return vaddq_s32(acc, Dot(w, q, q)); }
 };
 
 }  // namespace
