@@ -12,6 +12,9 @@ AVX2 vpmaddubsw, NEON smull).
   max |b|) within the bounds measured when the mode was written (x ~1.25). The kernels' own
   definition test (tests/kernels/linear_test.cc, Int8ModeMatchesItsDefinition) checks the
   arithmetic; this checks what it does to a model.
+* The int8 weights interleaved at load for the mode (kernels.h InterleaveInt8Rows, a grouped
+  layout whose kernels sum in another fp32 order) and the row-major layout
+  (`--no-int8-interleave`) both stay within the mode's bounds.
 * The notes: on the scalar kernels (MIMO_ISA=scalar) the mode runs exact and says so; without
   int8 weights it changes nothing, and says so.
 """
@@ -115,11 +118,20 @@ def test_int8_mode_error_on_trained_model(mimo_bin, tmp_path, name):
     exact, _ = run_logits(mimo_bin, model, ids, tmp_path / "exact.bin", *common, *INT8)
     mode, err = run_logits(mimo_bin, model, ids, tmp_path / "mode.bin", *common, *INT8, *MODE)
     skip_without_int8(err)
-    stored, exact, mode = (a.reshape(-1, ncols) for a in (stored, exact, mode))
+    assert "int8 weights interleaved in tiles of 4 rows for --precision int8" in err, err
+    rows, err = run_logits(mimo_bin, model, ids, tmp_path / "rows.bin", *common, *INT8, *MODE,
+                           "--no-int8-interleave")
+    assert "interleaved" not in err, err
+    stored, exact, mode, rows = (a.reshape(-1, ncols) for a in (stored, exact, mode, rows))
     assert stored.shape[0] > 4000
     check_error(f"{name} int8 mode vs int8 weights exact", BOUNDS[name, "activations"], mode,
                 exact)
     check_error(f"{name} int8 weights and mode vs as stored", BOUNDS[name, "all"], mode, stored)
+    # The row-major layout's kernels: the same definition in another fp32 order, within the same
+    # bounds (a rounding difference flips an activation code now and then, so the two layouts'
+    # logits differ by the mode's own noise, not by rounding alone).
+    check_error(f"{name} int8 mode, row-major layout, vs int8 weights exact",
+                BOUNDS[name, "activations"], rows, exact)
 
 
 def test_notes(mimo_bin, checkpoint, tmp_path):

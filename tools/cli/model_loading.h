@@ -238,6 +238,11 @@ inline bool LoadModelOrReport(const char* cmd, const std::string& dir, int threa
   if (out->ctx.precision == Precision::kInt8 && ActiveKernels().linear_rows_int8 != nullptr &&
       !(a && a->Has("no-int8-interleave"))) {
     out->int8_interleaved = out->model->InterleaveInt8Weights(out->pool.get());
+    if (!follower && out->int8_interleaved > 0) {
+      std::fprintf(stderr,
+                   "mimo %s: %d int8 weights interleaved in tiles of 4 rows for --precision int8\n",
+                   cmd, out->int8_interleaved);
+    }
   }
   if (follower) {
     const Status st = RunTpFollower(*out->model, out->ctx);
