@@ -67,6 +67,7 @@ Tables BuildTables() {
     }
     if (f.avx512vnni_usable()) {
       t.table[static_cast<int>(Isa::kAvx512)].linear_rows_int8 = &avx512::LinearRowsInt8;
+      t.table[static_cast<int>(Isa::kAvx512)].int8_dot_probe = &avx512::Int8DotProbe;
     } else if (f.avx2_usable()) {
       t.table[static_cast<int>(Isa::kAvx512)].linear_rows_int8 = &Avx512Int8WithoutVnni;
     }

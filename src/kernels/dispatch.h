@@ -95,6 +95,9 @@ struct KernelTable {
   double (*fma_probe)(int64_t iters, float* sink) = nullptr;
   // The same for vdpbf16ps, the instruction of linear_rows_bf16 (null with it).
   double (*bf16_dot_probe)(int64_t iters, float* sink) = nullptr;
+  // The same for vpdpbusd (AVX512_VNNI), the int8 mode's instruction: int8 multiply-adds, 2
+  // operations each (null without it).
+  double (*int8_dot_probe)(int64_t iters, float* sink) = nullptr;
 };
 
 // The level MIMO_ISA=env_value asks for, clamped to best_probed; nullptr/empty/unknown -> best.

@@ -119,13 +119,21 @@ int RunBenchModel(const Args& a) {
   // peak is the limit then, not the fp32 FMA's.
   const bool bf16 = lm.ctx.precision == Precision::kBf16 && k.linear_rows_bf16 != nullptr &&
                     k.bf16_dot_probe != nullptr;
-  const char* peak_name = bf16 ? "vdpbf16ps" : "FMA";
+  // --precision int8 with int8 weights: the int8 GEMMs run vpdpbusd where the CPU has it (the
+  // rest of a prompt step is fp32: this peak bounds the whole step from above).
+  const bool int8 = lm.ctx.precision == Precision::kInt8 && k.linear_rows_int8 != nullptr;
+  const bool int8_peak = int8 && lm.int8_interleaved > 0 && k.int8_dot_probe != nullptr;
+  const char* peak_name = bf16 ? "vdpbf16ps" : int8_peak ? "vpdpbusd" : "FMA";
   std::fprintf(stderr, "bench model: probing read bandwidth (%lld MiB) and %s peak (%s)\n",
                static_cast<long long>(probe_mib), peak_name, IsaName(k.isa));
   r.read_gbps =
       MeasureReadBandwidth(*lm.pool, k, static_cast<size_t>(probe_mib) << 20, 5, &BenchNow);
   r.peak_gflops =
-      MeasurePeakGflops(*lm.pool, bf16 ? k.bf16_dot_probe : k.fma_probe, 0.2, 3, &BenchNow);
+      MeasurePeakGflops(*lm.pool,
+                        bf16        ? k.bf16_dot_probe
+                        : int8_peak ? k.int8_dot_probe
+                                    : k.fma_probe,
+                        0.2, 3, &BenchNow);
   r.region_s = MeasureRegionSeconds(*lm.pool, 20000, 3, &BenchNow);
 
   // Prefill: every sequence's prompt in one step (B chunks), logits of each last row.
@@ -198,9 +206,7 @@ int RunBenchModel(const Args& a) {
         "\"sync_fraction\": %.6g, \"fp8_plain_tiles\": %lld, \"fp8_tiles\": %lld}\n",
         IsaName(k.isa), threads, BenchClockIsCpu() ? "cpu" : "wall", batch, prompt, gen,
         std::string(DTypeName(kv_opts.kv_dtype)).c_str(),
-        bf16 ? "bf16"
-        : lm.ctx.precision == Precision::kInt8 && k.linear_rows_int8 != nullptr ? "int8"
-                                                                               : "exact",
+        bf16 ? "bf16" : int8 ? "int8" : "exact",
         peak_name,
         prefill_tps, decode_tps, bytes, r.weight_bytes, r.kv_bytes, achieved, r.read_gbps, roofline,
         r.read_gbps * 1e9 / bytes, prefill_gflops, r.peak_gflops, compute, r.regions_per_step,
@@ -212,7 +218,7 @@ int RunBenchModel(const Args& a) {
     std::printf(
         "prefill (%s): %d tokens %.1f tok/s, %.1f GFLOP/s = %.0f%% of the %.1f GFLOP/s %s peak "
         "(%s, all threads, same run)\n",
-        bf16 ? "bf16 activations" : "exact", batch * prompt, prefill_tps, prefill_gflops,
+        bf16 ? "bf16 activations" : int8 ? "int8 activations" : "exact", batch * prompt, prefill_tps, prefill_gflops,
         100 * compute, r.peak_gflops, peak_name, IsaName(k.isa));
     std::printf(
         "decode: %.2f tok/s; %.1f MB/token (weights %.1f MB of the chosen experts + KV "

@@ -34,6 +34,8 @@ bool ProbeBf16();
 void LinearRowsBf16(const float* x, int64_t T, const MatrixWeight& w, int64_t row_begin,
                     int64_t row_end, float* y);
 double Bf16DotProbe(int64_t iters, float* sink);
+// KernelTable::int8_dot_probe (vpdpbusd); only after ProbeVnni passed.
+double Int8DotProbe(int64_t iters, float* sink);
 // Executes vpdpbusd (AVX512_VNNI); returns true (or faults with SIGILL).
 bool ProbeVnni();
 // KernelTable::linear_rows_int8; only after ProbeVnni passed.
