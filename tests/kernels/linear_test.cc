@@ -474,7 +474,6 @@ TEST(Linear, Int8ModeMatchesItsDefinition) {
 // column c of block l = c / 32 at 64 x ((c % 32) / 4) + 4 l + c % 4 of its row's 512 bytes. Code
 // (r, c) = r * 70 + c wrapped into [-127, 127]; scales [6, 3] -> per row 16, zero past block 2.
 TEST(Linear, Int8InterleavedLayoutByHand) {
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
   constexpr int64_t kRows = 6, kCols = 70, kBlocks = 3;
   auto code = [](int64_t r, int64_t c) {
     return static_cast<int8_t>((r * kCols + c) % 255 - 127);
