@@ -20,6 +20,7 @@ AVX2 vpmaddubsw, NEON smull).
 """
 import json
 import os
+import re
 import subprocess
 
 import numpy as np
@@ -152,3 +153,28 @@ def test_notes(mimo_bin, checkpoint, tmp_path):
                         str(tmp_path / "x.bin"), "--precision", "int4"],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode != 0 and "--precision must be exact, bf16 or int8, got 'int4'" in p.stderr
+
+
+def test_speculative_draft_vocab_over_the_interleaved_lm_head(mimo_bin, tmp_path):
+    """MTP drafting over a draft vocabulary gathers lm_head rows (DraftHead): from an int8 lm_head
+    interleaved for the mode it gathers the rows' codes and scales out of the tiles. Greedy
+    speculative decoding gives the same tokens and logprobs as plain decoding in the mode (the
+    verify steps are batch invariant), and the drafts are accepted (a head gathered from the
+    wrong bytes proposes noise)."""
+    model = os.path.join(REPO, "models", "mimo-v2-nano")
+    vocab = json.load(open(os.path.join(model, "config.json")))["vocab_size"]
+    seqs, _ = nano_conversations()
+    reqs = [{"id": f"c{i}", "prompt_ids": s[:40], "max_tokens": 24, "logprobs": 0}
+            for i, s in enumerate(seqs[:3])]
+    assert all(max(r["prompt_ids"]) < vocab for r in reqs)
+    p, plain = run(mimo_bin, model, reqs, tmp_path, "plain", *INT8, *MODE)
+    assert p.returncode == 0, p.stderr
+    skip_without_int8(p.stderr)
+    assert "int8 weights interleaved" in p.stderr, p.stderr
+    p, spec_lines = run(mimo_bin, model, reqs, tmp_path, "spec", *INT8, *MODE, "--speculative",
+                        "mtp", "--num-speculative-tokens", "2", "--speculative-draft-vocab",
+                        os.path.join(model, "nano_used_tokens.json"))
+    assert p.returncode == 0, p.stderr
+    assert outputs(spec_lines) == outputs(plain)
+    m = re.search(r"(\d+) of (\d+) draft tokens accepted", p.stderr)
+    assert m and int(m.group(2)) > 0 and int(m.group(1)) >= 0.5 * int(m.group(2)), p.stderr
