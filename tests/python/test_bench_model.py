@@ -98,6 +98,29 @@ def test_bench_model_bf16_precision_states_its_limit(mimo_bin, checkpoint):
     assert close(bf16["peak_fraction"], bf16["prefill_gflops"] / bf16["peak_gflops"])
 
 
+def test_bench_model_int8_precision_states_its_limit(mimo_bin, checkpoint):
+    """--precision int8 with int8 weights interleaved for the mode: the GEMMs run vpdpbusd where
+    the CPU has AVX512_VNNI, so the peak probed is that instruction's (64 multiply-adds each), and
+    no prompt beats it; the FMA's elsewhere (AVX2 vpmaddubsw, NEON: no int8 probe)."""
+    d = checkpoint("fp8")
+    r = run_json(mimo_bin, d, "--experts", "int8", "--dense", "int8", "--lm-head", "int8",
+                 "--precision", "int8")
+    if r["precision"] == "exact":  # scalar kernels: the mode runs exact
+        return
+    assert r["precision"] == "int8"
+    assert r["peak_instruction"] in ("vpdpbusd", "FMA")
+    # The CPU report's "vnni" row: usable = CPUID claimed it and vpdpbusd ran.
+    report = subprocess.run([mimo_bin, "bench", "kernels", "--rows", "16", "--cols", "16",
+                             "--reps", "1", "--membw", "1", "--threads", "1"],
+                            capture_output=True, text=True, timeout=120).stdout
+    vnni = re.search(r"^vnni\s+\S+\s+\S+\s+\S+\s+(yes|no)", report, re.M)
+    assert vnni, report
+    assert (r["peak_instruction"] == "vpdpbusd") == (r["isa"] == "avx512" and
+                                                     vnni.group(1) == "yes"), (r, report)
+    assert close(r["peak_fraction"], r["prefill_gflops"] / r["peak_gflops"])
+    assert r["peak_fraction"] <= 1.05
+
+
 def test_bench_model_rejects_bad_arguments(mimo_bin, checkpoint):
     p = subprocess.run([mimo_bin, "bench", "model", "--model", checkpoint("fp8"), "--gen-len",
                         "1"], capture_output=True, text=True, timeout=60)
