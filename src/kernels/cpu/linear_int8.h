@@ -257,7 +257,8 @@ MIMO_INT8_TARGET void Int8GroupTile(const Int8GroupActivations& xa, int64_t t0,
         W wv[R];
 #pragma GCC unroll 16
         for (int i = 0; i < R; ++i) {
-          if (p == 0) P::Prefetch(wg + i * kGroupCols + 64 * k + kInt8PrefetchBytes);
+          // The first token group streams the weights; the others find them in L1.
+          if (p == 0 && t0 == 0) P::Prefetch(wg + i * kGroupCols + 64 * k + kInt8PrefetchBytes);
           wv[i] = P::LoadGroupWeights(wg + i * kGroupCols + off);
         }
 #pragma GCC unroll 16
