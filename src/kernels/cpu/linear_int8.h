@@ -280,10 +280,21 @@ MIMO_INT8_TARGET void Int8GroupTile(const Int8GroupActivations& xa, int64_t t0,
       }
     }
   }
+  // Wide tiles reduce 16 totals at a time where V can (the same bits as one at a time).
+  if constexpr (R * TT >= 8 && requires(const F (&v)[16], float* o) { V::ReduceAdd16(v, o); }) {
+    F all[16];
+    alignas(64) float sums[16];
 #pragma GCC unroll 16
-  for (int i = 0; i < R; ++i)
+    for (int k = 0; k < 16; ++k) all[k] = k < R * TT ? total[k / TT][k % TT] : V::Zero();
+    V::ReduceAdd16(all, sums);
 #pragma GCC unroll 16
-    for (int t = 0; t < TT; ++t) y[(t0 + t) * w.rows + r0 + i] = V::ReduceAdd(total[i][t]);
+    for (int k = 0; k < R * TT; ++k) y[(t0 + k % TT) * w.rows + r0 + k / TT] = sums[k];
+  } else {
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i)
+#pragma GCC unroll 16
+      for (int t = 0; t < TT; ++t) y[(t0 + t) * w.rows + r0 + i] = V::ReduceAdd(total[i][t]);
+  }
 }
 
 template <class V, class P>

@@ -48,6 +48,30 @@ struct VecAvx512 {
   static F Min(F a, F b) { return _mm512_min_ps(a, b); }
   static F Max(F a, F b) { return _mm512_max_ps(a, b); }
   static float ReduceAdd(F v) { return _mm512_reduce_add_ps(v); }
+  // out[k] = ReduceAdd(v[k]) for k < 16, bit for bit (fp32 addition commutes, and each sum pairs
+  // the lanes as _mm512_reduce_add_ps does: l with l + 8, then m with m + 4, n with n + 2, then
+  // 0 with 1), but each shuffle and add serves 2 to 16 vectors: 45 instructions, not 16 x 7.
+  static void ReduceAdd16(const F (&v)[16], float* out) {
+    F s1[8], s2[4], s3[2];
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j)  // [v(2j) lanes l + (l + 8), v(2j + 1) likewise]
+      s1[j] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * j], v[2 * j + 1], 0x44),
+                            _mm512_shuffle_f32x4(v[2 * j], v[2 * j + 1], 0xee));
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j)  // quarter k: v(4j + k) lanes m + (m + 4)
+      s2[j] = _mm512_add_ps(_mm512_shuffle_f32x4(s1[2 * j], s1[2 * j + 1], 0x88),
+                            _mm512_shuffle_f32x4(s1[2 * j], s1[2 * j + 1], 0xdd));
+#pragma GCC unroll 2
+    for (int j = 0; j < 2; ++j)  // quarter k: v(8j + k) n + (n + 2), then v(8j + 4 + k)'s
+      s3[j] = _mm512_add_ps(_mm512_shuffle_ps(s2[2 * j], s2[2 * j + 1], 0x44),
+                            _mm512_shuffle_ps(s2[2 * j], s2[2 * j + 1], 0xee));
+    // quarter k, lane c: v(4c + k) lanes 0 + 1
+    alignas(64) float t[16];
+    _mm512_store_ps(t, _mm512_add_ps(_mm512_shuffle_ps(s3[0], s3[1], 0x88),
+                                     _mm512_shuffle_ps(s3[0], s3[1], 0xdd)));
+#pragma GCC unroll 16
+    for (int k = 0; k < 16; ++k) out[k] = t[4 * (k % 4) + k / 4];
+  }
   // Unpacks within 128-bit lanes, 64-bit unpacks, then two rounds of 128-bit lane shuffles.
   static void Transpose(const F (&in)[16], F (&out)[16]) {
     F t[16], r[16];
