@@ -15,7 +15,7 @@ float MatrixWeight::At(int64_t r, int64_t c) const {
       return F8E4M3ToF32(static_cast<const uint8_t*>(data)[i]) *
              scale_inv[ScaleRow(r) * scale_cols + c / block_cols];
     case DType::kInt8:
-      return static_cast<float>(static_cast<const int8_t*>(data)[Int8CodeIndex(r, c)]) *
+      return static_cast<float>(Int8Code(r, c)) *
              scale_inv[Int8ScaleIndex(r, c / block_cols)];
     case DType::kMxfp4: {
       const uint8_t byte = static_cast<const uint8_t*>(data)[r * RowBytes() + c / 2];

@@ -70,12 +70,18 @@ struct MatrixWeight {
   // the R rows' 512 codes one row after the other, in which column 32 l + 4 k + b (block l of the
   // group, byte 4 k + b of the block) is at 64 k + 4 l + b. Its scales are [r0 * cp / 32,
   // (r0 + R) * cp / 32): per group, the R rows' 16 block scales one row after the other. Needs
-  // one scale row per weight row (block_rows 1, no scale_row map).
+  // one scale row per weight row (block_rows 1, no scale_row map). The codes are stored as
+  // unsigned bytes u = w + 128 (w ^ 0x80; padding 128), the operand vpdpbusd takes as is.
   int32_t int8_tile_rows = 0;
   static constexpr int32_t kInt8TileRows = 4;
   static constexpr int64_t kInt8GroupCols = 512, kInt8GroupBlocks = 16;
   int64_t Int8PaddedCols() const {
     return (cols + kInt8GroupCols - 1) / kInt8GroupCols * kInt8GroupCols;
+  }
+  // Code (r, c) of a kInt8 weight, in either layout.
+  int8_t Int8Code(int64_t r, int64_t c) const {
+    const int8_t b = static_cast<const int8_t*>(data)[Int8CodeIndex(r, c)];
+    return int8_tile_rows ? static_cast<int8_t>(b ^ 0x80) : b;
   }
   // Where code (r, c) and the scale of (r, block j) of a kInt8 weight are, in either layout.
   int64_t Int8CodeIndex(int64_t r, int64_t c) const {

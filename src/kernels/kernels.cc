@@ -186,16 +186,18 @@ bool InterleaveInt8Rows(MatrixWeight* w, ThreadPool* pool) {
     std::vector<float> scales;
   };
   auto buf = std::make_shared<Buffers>();
-  buf->codes.assign(static_cast<size_t>(t.DataBytes()), 0);
+  buf->codes.assign(static_cast<size_t>(t.DataBytes()), static_cast<int8_t>(0x80));  // w + 128
   buf->scales.assign(static_cast<size_t>(t.ScaleBytes() / 4), 0.0f);
   const int64_t rows = w->rows, cols = w->cols, nb = w->scale_cols;
   const auto* codes = static_cast<const int8_t*>(w->data);
-  // Runs of 4 columns (a lane's bytes) stay together in the grouped layout.
+  // Runs of 4 columns (a lane's bytes) stay together in the grouped layout, stored w ^ 0x80.
   auto body = [&](int64_t r0, int64_t r1, int) {
     for (int64_t r = r0; r < r1; ++r) {
-      for (int64_t c = 0; c < cols; c += 4)
-        std::memcpy(&buf->codes[t.Int8CodeIndex(r, c)], codes + r * cols + c,
-                    static_cast<size_t>(std::min<int64_t>(4, cols - c)));
+      for (int64_t c = 0; c < cols; c += 4) {
+        int8_t* dst = &buf->codes[t.Int8CodeIndex(r, c)];
+        for (int64_t b = 0; b < std::min<int64_t>(4, cols - c); ++b)
+          dst[b] = static_cast<int8_t>(codes[r * cols + c + b] ^ 0x80);
+      }
       for (int64_t j = 0; j < nb; ++j)
         buf->scales[t.Int8ScaleIndex(r, j)] = w->scale_inv[r * nb + j];
     }

@@ -21,9 +21,8 @@ DraftHead DraftHead::GatherInt8Tiled(const MatrixWeight& lm, std::vector<int32_t
   const int64_t n = static_cast<int64_t>(ids.size()), cols = lm.cols, nb = lm.scale_cols;
   buf->codes.resize(static_cast<size_t>(n * cols));
   buf->scales.resize(static_cast<size_t>(n * nb));
-  const auto* codes = static_cast<const int8_t*>(lm.data);
   for (int64_t j = 0; j < n; ++j) {
-    for (int64_t c = 0; c < cols; ++c) buf->codes[j * cols + c] = codes[lm.Int8CodeIndex(ids[j], c)];
+    for (int64_t c = 0; c < cols; ++c) buf->codes[j * cols + c] = lm.Int8Code(ids[j], c);
     for (int64_t b = 0; b < nb; ++b) buf->scales[j * nb + b] = lm.scale_inv[lm.Int8ScaleIndex(ids[j], b)];
   }
   h.head_.data = buf->codes.data();

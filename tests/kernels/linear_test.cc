@@ -500,20 +500,22 @@ TEST(Linear, Int8InterleavedLayoutByHand) {
   EXPECT_EQ(t.int8_tile_rows, 4);
   EXPECT_EQ(t.DataBytes(), kRows * 512);
   EXPECT_EQ(t.ScaleBytes(), 4 * kRows * 16);
-  const auto* d = static_cast<const int8_t*>(t.data);
-  EXPECT_EQ(d[0], code(0, 0));
-  EXPECT_EQ(d[3], code(0, 3));
-  EXPECT_EQ(d[64], code(0, 4));           // block 0, bytes 4-7: step 1
-  EXPECT_EQ(d[4], code(0, 32));           // block 1, bytes 0-3: lane 1 of step 0
-  EXPECT_EQ(d[64 + 8 + 1], code(0, 69));  // block 2, byte 5
-  EXPECT_EQ(d[512 + 4 * 64 + 3], code(1, 19));
-  EXPECT_EQ(d[2048], code(4, 0));         // tile 1
-  EXPECT_EQ(d[2048 + 512 + 64 * 7 + 4 * 1 + 2], code(5, 32 + 30));
+  // Stored as w + 128 (w ^ 0x80): d is the signed code back.
+  auto d = [&](int64_t i) { return static_cast<int8_t>(static_cast<const int8_t*>(t.data)[i] ^ 0x80); };
+  EXPECT_EQ(static_cast<const uint8_t*>(t.data)[0], code(0, 0) + 128);
+  EXPECT_EQ(d(0), code(0, 0));
+  EXPECT_EQ(d(3), code(0, 3));
+  EXPECT_EQ(d(64), code(0, 4));           // block 0, bytes 4-7: step 1
+  EXPECT_EQ(d(4), code(0, 32));           // block 1, bytes 0-3: lane 1 of step 0
+  EXPECT_EQ(d(64 + 8 + 1), code(0, 69));  // block 2, byte 5
+  EXPECT_EQ(d(512 + 4 * 64 + 3), code(1, 19));
+  EXPECT_EQ(d(2048), code(4, 0));         // tile 1
+  EXPECT_EQ(d(2048 + 512 + 64 * 7 + 4 * 1 + 2), code(5, 32 + 30));
   int nonzero_padding = 0;
   for (int64_t r = 0; r < kRows; ++r) {
     for (int64_t c = kCols; c < 512; ++c) {
       const int64_t r0 = r / 4 * 4;
-      nonzero_padding += d[r0 * 512 + (r - r0) * 512 + 64 * ((c % 32) / 4) + 4 * (c / 32) + c % 4] != 0;
+      nonzero_padding += d(r0 * 512 + (r - r0) * 512 + 64 * ((c % 32) / 4) + 4 * (c / 32) + c % 4) != 0;
     }
   }
   EXPECT_EQ(nonzero_padding, 0);

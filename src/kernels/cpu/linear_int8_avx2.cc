@@ -94,8 +94,9 @@ struct Int8Avx2 {
   // ymm registers: 8 accumulators, 4 weight vectors and the codes).
   using W = __m256i;
   static constexpr int kGroupTokens = 2;
-  static W LoadGroupWeights(const int8_t* p) {
-    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  static W LoadGroupWeights(const int8_t* p) {  // stored w + 128: back to w
+    return _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)),
+                            _mm256_set1_epi8(static_cast<char>(0x80)));
   }
   static I LoadGroupCodes(const int8_t* q) {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));

@@ -86,9 +86,7 @@ struct Int8Vnni {
   // The grouped layout: a step is 4 columns of each of a group's 16 blocks; 4 tokens a tile.
   using W = __m512i;
   static constexpr int kGroupTokens = 4;
-  static W LoadGroupWeights(const int8_t* p) {
-    return _mm512_xor_si512(_mm512_loadu_si512(p), _mm512_set1_epi8(static_cast<char>(0x80)));
-  }
+  static W LoadGroupWeights(const int8_t* p) { return _mm512_loadu_si512(p); }  // stored w + 128
   static I LoadGroupCodes(const int8_t* q) { return _mm512_loadu_si512(q); }
   static I QExtra(I q) { return q; }
   // The lane starts from -128 x the sum of its block's codes (see above).

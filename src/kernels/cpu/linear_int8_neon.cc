@@ -75,7 +75,9 @@ struct Int8Neon {
   // The grouped layout: a step is 4 columns of 4 blocks (a quarter group); 4 tokens a tile.
   using W = int8x16_t;
   static constexpr int kGroupTokens = 4;
-  static W LoadGroupWeights(const int8_t* p) { return vld1q_s8(p); }
+  static W LoadGroupWeights(const int8_t* p) {  // stored w + 128: back to w
+    return veorq_s8(vld1q_s8(p), vdupq_n_s8(static_cast<int8_t>(0x80)));
+  }
   static I LoadGroupCodes(const int8_t* q) { return vld1q_s8(q); }
   static I QExtra(I q) { return q; }
   static int32_t BlockBias(const int8_t*) { return 0; }
