@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/tensor.h"
 #include "kernels/dispatch.h"
 
 namespace mimo {
@@ -181,25 +182,30 @@ bool InterleaveInt8Rows(MatrixWeight* w, ThreadPool* pool) {
              static_cast<long long>(w->rows), static_cast<long long>(w->cols));
   MatrixWeight t = *w;
   t.int8_tile_rows = MatrixWeight::kInt8TileRows;
+  // Tensors: weights of a few MB and more are anonymous mappings advised to 2 MiB pages (a 4 KiB
+  // page is a TLB miss per 4 KiB the decode streams).
   struct Buffers {
-    std::vector<int8_t> codes;  // grouped layout, zero padding
-    std::vector<float> scales;
+    Tensor codes, scales;
   };
   auto buf = std::make_shared<Buffers>();
-  buf->codes.assign(static_cast<size_t>(t.DataBytes()), static_cast<int8_t>(0x80));  // w + 128
-  buf->scales.assign(static_cast<size_t>(t.ScaleBytes() / 4), 0.0f);
+  buf->codes.Reset(DType::kInt8, {t.DataBytes()});
+  buf->scales.Reset(DType::kF32, {t.ScaleBytes() / 4});
+  auto* tiled_codes = static_cast<int8_t*>(buf->codes.data());
+  auto* tiled_scales = static_cast<float*>(buf->scales.data());
+  std::memset(tiled_codes, 0x80, static_cast<size_t>(t.DataBytes()));  // padding: w = 0
+  std::memset(tiled_scales, 0, static_cast<size_t>(t.ScaleBytes()));
   const int64_t rows = w->rows, cols = w->cols, nb = w->scale_cols;
   const auto* codes = static_cast<const int8_t*>(w->data);
   // Runs of 4 columns (a lane's bytes) stay together in the grouped layout, stored w ^ 0x80.
   auto body = [&](int64_t r0, int64_t r1, int) {
     for (int64_t r = r0; r < r1; ++r) {
       for (int64_t c = 0; c < cols; c += 4) {
-        int8_t* dst = &buf->codes[t.Int8CodeIndex(r, c)];
+        int8_t* dst = tiled_codes + t.Int8CodeIndex(r, c);
         for (int64_t b = 0; b < std::min<int64_t>(4, cols - c); ++b)
           dst[b] = static_cast<int8_t>(codes[r * cols + c + b] ^ 0x80);
       }
       for (int64_t j = 0; j < nb; ++j)
-        buf->scales[t.Int8ScaleIndex(r, j)] = w->scale_inv[r * nb + j];
+        tiled_scales[t.Int8ScaleIndex(r, j)] = w->scale_inv[r * nb + j];
     }
   };
   if (pool) {
@@ -207,8 +213,8 @@ bool InterleaveInt8Rows(MatrixWeight* w, ThreadPool* pool) {
   } else {
     body(0, rows, 0);
   }
-  t.data = buf->codes.data();
-  t.scale_inv = buf->scales.data();
+  t.data = tiled_codes;
+  t.scale_inv = tiled_scales;
   t.owned = std::move(buf);
   *w = std::move(t);
   return true;
