@@ -168,6 +168,22 @@ constexpr std::array<Int8TileFn<V, P>, sizeof...(I)> Int8TileRow(std::index_sequ
   return {&Int8Tile<V, P, R, static_cast<int>(I) + 1>...};
 }
 
+// Runs tile(r, n, t0, tt) over rows [row_begin, row_end) in tiles of n <= kRows rows, each over
+// balanced token groups of tt <= kTokens tokens; a row tile runs every group while its rows are
+// in L1. Both layouts' entries walk their tiles with it.
+template <int kRows, int kTokens, class Tile>
+inline void ForEachInt8Tile(int64_t T, int64_t row_begin, int64_t row_end, Tile&& tile) {
+  const int64_t groups = (T + kTokens - 1) / kTokens;
+  for (int64_t r = row_begin; r < row_end; r += kRows) {
+    const int n = static_cast<int>(std::min<int64_t>(kRows, row_end - r));
+    for (int64_t g = 0, t0 = 0; g < groups; ++g) {
+      const int64_t tt = (T - t0) / (groups - g);
+      tile(r, n, t0, tt);
+      t0 += tt;
+    }
+  }
+}
+
 // ---- The grouped layout (MatrixWeight::int8_tile_rows, InterleaveInt8Rows) ----
 // Each int32 lane of P's dot product sums one block: a group's 16 blocks take 16 / kLanes passes
 // of kLanes lanes (one pass with AVX-512), each pass 8 steps of 4 columns a lane, accumulated in
@@ -324,15 +340,10 @@ MIMO_INT8_TARGET void LinearRowsInt8Grouped(const float* x, int64_t T, const Mat
   static_assert(kRows == 4, "one tile row per R above");
   thread_local Int8GroupActivations xa;
   QuantizeInt8Grouped<P>(x, T, w.cols, &xa);
-  const int64_t groups = (T + kTokens - 1) / kTokens;
-  for (int64_t r = row_begin; r < row_end; r += kRows) {
-    const int n = static_cast<int>(std::min<int64_t>(kRows, row_end - r));
-    for (int64_t g = 0, t0 = 0; g < groups; ++g) {
-      const int64_t tt = (T - t0) / (groups - g);
-      kTiles[n - 1][tt - 1](xa, t0, w, r, y);
-      t0 += tt;
-    }
-  }
+  ForEachInt8Tile<kRows, kTokens>(T, row_begin, row_end, [&](int64_t r, int n, int64_t t0,
+                                                                int64_t tt) {
+    kTiles[n - 1][tt - 1](xa, t0, w, r, y);
+  });
 }
 
 // KernelTable::linear_rows_int8 of the unit that instantiates it; exact_rows for other dtypes.
@@ -354,17 +365,9 @@ MIMO_INT8_TARGET void LinearRowsInt8For(const float* x, int64_t T, const MatrixW
        Int8TileRow<V, P, 4>(std::make_index_sequence<kInt8MaxTokens>())};
   thread_local Int8Activations<P> xa;
   QuantizeInt8<P>(x, T, w.cols, &xa);
-  // Balanced token groups of at most kInt8MaxTokens; each row tile runs every group while its
-  // rows are in L1.
-  const int64_t groups = (T + kInt8MaxTokens - 1) / kInt8MaxTokens;
-  for (int64_t r = row_begin; r < row_end; r += kInt8MaxRows) {
-    const int n = static_cast<int>(std::min<int64_t>(kInt8MaxRows, row_end - r));
-    for (int64_t g = 0, t0 = 0; g < groups; ++g) {
-      const int64_t tt = (T - t0) / (groups - g);
-      kTiles[n - 1][tt - 1](xa, t0, w, r, y);
-      t0 += tt;
-    }
-  }
+  ForEachInt8Tile<kInt8MaxRows, kInt8MaxTokens>(
+      T, row_begin, row_end,
+      [&](int64_t r, int n, int64_t t0, int64_t tt) { kTiles[n - 1][tt - 1](xa, t0, w, r, y); });
 }
 
 }  // namespace mimo::cpu
