@@ -56,6 +56,8 @@ Tables BuildTables() {
   if (f.avx2_usable()) {
     avx2::FillTable(&t.table[static_cast<int>(Isa::kAvx2)]);
     t.table[static_cast<int>(Isa::kAvx2)].linear_rows_int8 = &avx2::LinearRowsInt8;
+    t.table[static_cast<int>(Isa::kAvx2)].quantize_int8_grouped = &avx2::QuantizeInt8Grouped;
+    t.table[static_cast<int>(Isa::kAvx2)].linear_rows_int8_grouped = &avx2::LinearRowsInt8Grouped;
     t.usable[static_cast<int>(Isa::kAvx2)] = true;
     t.best = Isa::kAvx2;
   }
@@ -67,9 +69,15 @@ Tables BuildTables() {
     }
     if (f.avx512vnni_usable()) {
       t.table[static_cast<int>(Isa::kAvx512)].linear_rows_int8 = &avx512::LinearRowsInt8;
+      t.table[static_cast<int>(Isa::kAvx512)].quantize_int8_grouped = &avx512::QuantizeInt8Grouped;
+      t.table[static_cast<int>(Isa::kAvx512)].linear_rows_int8_grouped =
+          &avx512::LinearRowsInt8Grouped;
       t.table[static_cast<int>(Isa::kAvx512)].int8_dot_probe = &avx512::Int8DotProbe;
     } else if (f.avx2_usable()) {
       t.table[static_cast<int>(Isa::kAvx512)].linear_rows_int8 = &Avx512Int8WithoutVnni;
+      t.table[static_cast<int>(Isa::kAvx512)].quantize_int8_grouped = &avx2::QuantizeInt8Grouped;
+      t.table[static_cast<int>(Isa::kAvx512)].linear_rows_int8_grouped =
+          &avx2::LinearRowsInt8Grouped;
     }
     t.usable[static_cast<int>(Isa::kAvx512)] = true;
     t.best = Isa::kAvx512;
@@ -78,6 +86,8 @@ Tables BuildTables() {
   if (f.neon_usable()) {
     neon::FillTable(&t.table[static_cast<int>(Isa::kNeon)]);
     t.table[static_cast<int>(Isa::kNeon)].linear_rows_int8 = &neon::LinearRowsInt8;
+    t.table[static_cast<int>(Isa::kNeon)].quantize_int8_grouped = &neon::QuantizeInt8Grouped;
+    t.table[static_cast<int>(Isa::kNeon)].linear_rows_int8_grouped = &neon::LinearRowsInt8Grouped;
     t.usable[static_cast<int>(Isa::kNeon)] = true;
     t.best = Isa::kNeon;
   }

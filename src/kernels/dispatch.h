@@ -2,7 +2,8 @@
 // startup. An ISA is usable only if CPUID claims it AND a tiny instruction sequence of it actually
 // ran (kernels/cpu_features). MIMO_ISA=scalar|avx2|avx512|neon (env) forces a lower level, never a
 // higher one than probed (x86 and AArch64 levels are never both usable: scalar is the only level
-// below neon that an AArch64 host has). Thread-safety: all functions are safe to call from any thread.
+// below neon that an AArch64 host has). Thread-safety: all functions are safe to call from any
+// thread.
 #pragma once
 
 #include <cstddef>
@@ -13,6 +14,28 @@
 #include "core/tensor.h"
 
 namespace mimo {
+
+// The int8 mode's activations for weights in its grouped layout (MatrixWeight::int8_tile_rows):
+// each token's x quantized by the int8 weight format's rule, codes stored in the layout's column
+// order. Filled by KernelTable::quantize_int8_grouped, read by linear_rows_int8_grouped; Linear
+// quantizes a call's input once (its threads splitting the tokens), not once per thread.
+struct Int8GroupActivations {
+  int64_t tokens = 0;
+  int64_t cols = 0;
+  int64_t padded_cols = 0;    // ceil(cols / 512) * 512
+  std::vector<int8_t> q;      // [tokens, padded_cols] codes in the grouped order, 0 past cols
+  std::vector<float> scale;   // [tokens, padded_cols / 32] block scales, 0 past the row's blocks
+  std::vector<int32_t> bias;  // [tokens, padded_cols / 32] the ISA's per-block correction
+  void Resize(int64_t T, int64_t c) {
+    tokens = T;
+    cols = c;
+    padded_cols = (c + MatrixWeight::kInt8GroupCols - 1) / MatrixWeight::kInt8GroupCols *
+                  MatrixWeight::kInt8GroupCols;
+    q.resize(static_cast<size_t>(T * padded_cols));
+    scale.resize(static_cast<size_t>(T * padded_cols / 32));
+    bias.resize(static_cast<size_t>(T * padded_cols / 32));
+  }
+};
 
 // kNeon: AArch64 Advanced SIMD (4 fp32 lanes), the vector types' third instantiation.
 enum class Isa : uint8_t { kScalar, kAvx2, kAvx512, kNeon, kCount };
@@ -58,6 +81,14 @@ struct KernelTable {
   // invariant within the mode; null for the scalar table.
   void (*linear_rows_int8)(const float* x, int64_t T, const MatrixWeight& w, int64_t row_begin,
                            int64_t row_end, float* y) = nullptr;
+  // The two halves of linear_rows_int8 on a weight in the grouped layout, so a call quantizes its
+  // input once: token rows [t_begin, t_end) of x [xa->tokens, xa->cols] into xa (sized with
+  // Resize), then rows [row_begin, row_end) (whole tiles) from xa; the same bits as
+  // linear_rows_int8. Null exactly where linear_rows_int8 is.
+  void (*quantize_int8_grouped)(const float* x, int64_t t_begin, int64_t t_end,
+                                Int8GroupActivations* xa) = nullptr;
+  void (*linear_rows_int8_grouped)(const Int8GroupActivations& xa, const MatrixWeight& w,
+                                   int64_t row_begin, int64_t row_end, float* y) = nullptr;
   // See RmsNorm in kernels.h.
   void (*rms_norm)(const float* x, int64_t T, int64_t dim, const TensorView& weight, float eps,
                    float* out) = nullptr;

@@ -40,8 +40,7 @@ void CheckMatrixWeight(const MatrixWeight& w) {
                       w.block_rows == 1 && w.num_scale_rows == w.rows &&
                       w.scale_cols == (w.cols + 31) / 32),
                  "Linear: int8 weight [%lld, %lld] has an inconsistent tile layout (%d rows)",
-                 static_cast<long long>(w.rows), static_cast<long long>(w.cols),
-                 w.int8_tile_rows);
+                 static_cast<long long>(w.rows), static_cast<long long>(w.cols), w.int8_tile_rows);
       [[fallthrough]];
     case DType::kF8E4M3:
       MIMO_CHECK(w.scale_inv != nullptr && w.block_cols > 0 &&
@@ -51,9 +50,9 @@ void CheckMatrixWeight(const MatrixWeight& w) {
                        (w.rows + w.block_rows - 1) / w.block_rows <= w.num_scale_rows)),
                  "Linear: %s weight [%lld, %lld] has inconsistent scales (scale_cols %lld, "
                  "block_cols %lld, scale_row %zu)",
-                 w.dtype == DType::kInt8 ? "int8" : "FP8", static_cast<long long>(w.rows), static_cast<long long>(w.cols),
-                 static_cast<long long>(w.scale_cols), static_cast<long long>(w.block_cols),
-                 w.scale_row.size());
+                 w.dtype == DType::kInt8 ? "int8" : "FP8", static_cast<long long>(w.rows),
+                 static_cast<long long>(w.cols), static_cast<long long>(w.scale_cols),
+                 static_cast<long long>(w.block_cols), w.scale_row.size());
       return;
     case DType::kMxfp4:
       // The kernels decode one 32-column block at a time with one exponent per block and row.
@@ -94,6 +93,38 @@ void CheckLayoutFor(const KernelTable& k, RowsFn rows, const MatrixWeight& w) {
              static_cast<long long>(w.rows), static_cast<long long>(w.cols),
              rows == k.linear_rows_bf16 ? "bf16" : "exact");
 }
+// Whether rows runs the int8 mode on w's grouped layout, whose input a threaded call quantizes
+// once (QuantizeGrouped) instead of once per thread.
+bool GroupedInt8(const KernelTable& k, RowsFn rows, const MatrixWeight& w) {
+  return w.int8_tile_rows != 0 && rows == k.linear_rows_int8 &&
+         k.linear_rows_int8_grouped != nullptr;
+}
+
+// Inputs of at least this many values are quantized by all threads, split by token.
+constexpr int64_t kMinParallelQuantize = 1 << 15;
+
+// Fills xa[i] (sized) from x[i] for i < n: in one region split by token when there is enough to
+// share, else on the calling thread (a decode step's few thousand values).
+void QuantizeGrouped(const KernelTable& k, ExecContext& ctx, const float* const* x,
+                     Int8GroupActivations* xa, int n) {
+  int64_t tokens = 0, values = 0;
+  for (int i = 0; i < n; ++i) {
+    tokens += xa[i].tokens;
+    values += xa[i].tokens * xa[i].cols;
+  }
+  if (ctx.pool == nullptr || values < kMinParallelQuantize) {
+    for (int i = 0; i < n; ++i) k.quantize_int8_grouped(x[i], 0, xa[i].tokens, &xa[i]);
+    return;
+  }
+  ctx.pool->ParallelFor(tokens, [&](int64_t u0, int64_t u1, int) {
+    int64_t base = 0;  // the first token of input i among all inputs' tokens
+    for (int i = 0; i < n && base < u1; ++i) {
+      const int64_t b = std::max<int64_t>(u0 - base, 0), e = std::min(u1 - base, xa[i].tokens);
+      if (b < e) k.quantize_int8_grouped(x[i], b, e, &xa[i]);
+      base += xa[i].tokens;
+    }
+  });
+}
 }  // namespace
 
 void LinearOn(const KernelTable& k, ExecContext& ctx, const float* x, int64_t T,
@@ -107,6 +138,17 @@ void LinearOn(const KernelTable& k, ExecContext& ctx, const float* x, int64_t T,
   // counts are the workload's whatever the thread count (ThreadPool::regions()).
   if (ctx.pool == nullptr || groups == 1 || w.rows * w.cols * T < kMinParallelWork) {
     rows(x, T, w, 0, w.rows, y);
+    return;
+  }
+  if (GroupedInt8(k, rows, w)) {
+    // The caller's (a name for it, as a lambda on another thread would see its own).
+    thread_local Int8GroupActivations caller_xa;
+    Int8GroupActivations& xa = caller_xa;
+    xa.Resize(T, w.cols);
+    QuantizeGrouped(k, ctx, &x, &xa, 1);
+    ctx.pool->ParallelFor(groups, [&](int64_t g0, int64_t g1, int) {
+      k.linear_rows_int8_grouped(xa, w, g0 * kRowGranule, std::min(g1 * kRowGranule, w.rows), y);
+    });
     return;
   }
   ctx.pool->ParallelFor(groups, [&](int64_t g0, int64_t g1, int) {
@@ -240,6 +282,30 @@ void LinearManyOn(const KernelTable& k, ExecContext& ctx, const LinearJob* jobs,
     }
     return;
   }
+  // The int8 mode's grouped weights: each distinct input quantized once, before the rows (the
+  // gate and up projections of an MLP share theirs).
+  const RowsFn rows_fn = RowsFor(k, ctx);
+  // The caller's (a name for it, as a lambda on another thread would see its own).
+  thread_local std::vector<Int8GroupActivations> caller_acts;
+  std::vector<Int8GroupActivations>& acts = caller_acts;
+  std::vector<int> act_of(num_jobs, -1);
+  std::vector<const float*> act_x;
+  for (int j = 0; j < num_jobs; ++j) {
+    const LinearJob& job = jobs[j];
+    if (job.T <= 0 || !GroupedInt8(k, rows_fn, *job.w)) continue;
+    for (int i = 0; i < j && act_of[j] < 0; ++i) {
+      if (act_of[i] >= 0 && jobs[i].x == job.x && jobs[i].T == job.T &&
+          jobs[i].w->cols == job.w->cols)
+        act_of[j] = act_of[i];
+    }
+    if (act_of[j] >= 0) continue;
+    act_of[j] = static_cast<int>(act_x.size());
+    act_x.push_back(job.x);
+    if (acts.size() < act_x.size()) acts.resize(act_x.size());
+    acts[act_of[j]].Resize(job.T, job.w->cols);
+  }
+  if (!act_x.empty())
+    QuantizeGrouped(k, ctx, act_x.data(), acts.data(), static_cast<int>(act_x.size()));
   const int threads = ctx.pool->num_threads();
   auto boundary = [&](int64_t p) -> int64_t {  // global row where part p starts
     if (p <= 0) return 0;
@@ -266,7 +332,13 @@ void LinearManyOn(const KernelTable& k, ExecContext& ctx, const LinearJob* jobs,
     for (int j = 0; j < num_jobs && row0 < g1; ++j) {
       const LinearJob& job = jobs[j];
       const int64_t rb = std::max<int64_t>(g0 - row0, 0), re = std::min(g1 - row0, job.w->rows);
-      if (rb < re && job.T > 0) RowsFor(k, ctx)(job.x, job.T, *job.w, rb, re, job.y);
+      if (rb < re && job.T > 0) {
+        if (act_of[j] >= 0) {
+          k.linear_rows_int8_grouped(acts[act_of[j]], *job.w, rb, re, job.y);
+        } else {
+          rows_fn(job.x, job.T, *job.w, rb, re, job.y);
+        }
+      }
       row0 += job.w->rows;
     }
   });

@@ -1022,5 +1022,71 @@ TEST(Linear, Bf16ManyJobsMatchSeparateCalls) {
   }
 }
 
+// The int8 mode on grouped weights quantizes a threaded call's input once (its threads splitting
+// the tokens) and LinearMany once per distinct input (an MLP's gate and up share theirs): every
+// output the same bits as one call of the kernel quantizing for itself, whatever the threads,
+// for inputs too small to share (quantized by the caller) and large enough (split by token).
+TEST(Linear, Int8GroupedCallsQuantizeTheirInputOnce) {
+  std::mt19937 rng(5150);
+  struct Shape {
+    int64_t rows, cols, T;
+    int input;  // jobs with the same input read the same x (the first job's shape allocates it)
+  };
+  // T x cols from 300 values (the caller quantizes) to 130k (all threads, split by token).
+  const std::vector<Shape> shapes = {{130, 300, 1, 0},   {64, 2048, 64, 1}, {96, 2048, 64, 1},
+                                     {200, 512, 70, 2},  {17, 33, 5, 3},   {40, 1000, 40, 4},
+                                     {260, 1000, 40, 4}, {8, 2048, 1, 5},
+                                     // the same x as jobs 1 and 2, read as other shapes
+                                     {50, 2048, 1, 1},   {30, 1024, 2, 1}};
+  std::vector<OwnedWeight> owned;
+  std::vector<MatrixWeight> tiled;
+  ThreadPool setup(2);
+  for (const Shape& sh : shapes) {
+    owned.push_back(MakeWeight(DType::kInt8, sh.rows, sh.cols, rng));
+    tiled.push_back(owned.back().w);
+    ASSERT_TRUE(InterleaveInt8Rows(&tiled.back(), &setup));
+  }
+  int ran = 0;
+  for (Isa isa : AvailableIsas()) {
+    const KernelTable& k = *KernelsFor(isa);
+    if (k.linear_rows_int8 == nullptr) continue;
+    ASSERT_NE(k.quantize_int8_grouped, nullptr) << IsaName(isa);
+    ASSERT_NE(k.linear_rows_int8_grouped, nullptr) << IsaName(isa);
+    ++ran;
+    for (int threads : {1, 2, 3}) {
+      // New inputs each time: what an earlier call left in a reused buffer is never right.
+      std::vector<std::vector<float>> inputs(6), want;
+      for (const Shape& sh : shapes) {
+        if (inputs[sh.input].empty()) inputs[sh.input] = RandomVector(sh.T * sh.cols, rng);
+      }
+      for (size_t j = 0; j < shapes.size(); ++j) {
+        want.emplace_back(shapes[j].T * shapes[j].rows, NAN);
+        k.linear_rows_int8(inputs[shapes[j].input].data(), shapes[j].T, tiled[j], 0,
+                           shapes[j].rows, want[j].data());
+      }
+      ThreadPool pool(threads);
+      ExecContext ctx{&pool, Precision::kInt8};
+      std::vector<std::vector<float>> one(shapes.size()), many(shapes.size());
+      std::vector<LinearJob> jobs;
+      for (size_t j = 0; j < shapes.size(); ++j) {
+        one[j].assign(want[j].size(), NAN);
+        many[j].assign(want[j].size(), NAN);
+        LinearOn(k, ctx, inputs[shapes[j].input].data(), shapes[j].T, tiled[j], one[j].data());
+        jobs.push_back({inputs[shapes[j].input].data(), shapes[j].T, &tiled[j], many[j].data()});
+      }
+      LinearManyOn(k, ctx, jobs.data(), static_cast<int>(jobs.size()));
+      for (size_t j = 0; j < shapes.size(); ++j) {
+        for (size_t i = 0; i < want[j].size(); ++i) {
+          ASSERT_EQ(F32ToBits(want[j][i]), F32ToBits(one[j][i]))
+              << IsaName(isa) << " threads=" << threads << " Linear, job " << j << " i=" << i;
+          ASSERT_EQ(F32ToBits(want[j][i]), F32ToBits(many[j][i]))
+              << IsaName(isa) << " threads=" << threads << " LinearMany, job " << j << " i=" << i;
+        }
+      }
+    }
+  }
+  if (ran == 0) GTEST_SKIP() << "no int8 kernels here: --precision int8 runs exact";
+}
+
 }  // namespace
 }  // namespace mimo

@@ -24,6 +24,10 @@ void LinearRows(const float* x, int64_t T, const MatrixWeight& w, int64_t row_be
 // KernelTable::linear_rows_int8 (vpmaddubsw; AVX2 itself is the probe).
 void LinearRowsInt8(const float* x, int64_t T, const MatrixWeight& w, int64_t row_begin,
                     int64_t row_end, float* y);
+// ... and its halves (KernelTable::quantize_int8_grouped / linear_rows_int8_grouped).
+void QuantizeInt8Grouped(const float* x, int64_t t_begin, int64_t t_end, Int8GroupActivations* xa);
+void LinearRowsInt8Grouped(const Int8GroupActivations& xa, const MatrixWeight& w, int64_t row_begin,
+                           int64_t row_end, float* y);
 }  // namespace avx2
 
 namespace avx512 {
@@ -41,6 +45,10 @@ bool ProbeVnni();
 // KernelTable::linear_rows_int8; only after ProbeVnni passed.
 void LinearRowsInt8(const float* x, int64_t T, const MatrixWeight& w, int64_t row_begin,
                     int64_t row_end, float* y);
+// ... and its halves (KernelTable::quantize_int8_grouped / linear_rows_int8_grouped).
+void QuantizeInt8Grouped(const float* x, int64_t t_begin, int64_t t_end, Int8GroupActivations* xa);
+void LinearRowsInt8Grouped(const Int8GroupActivations& xa, const MatrixWeight& w, int64_t row_begin,
+                           int64_t row_end, float* y);
 // Roofline probes (KernelTable::read_probe / fma_probe), roofline_probe_*.cc.
 uint64_t ReadProbe(const void* p, size_t bytes);
 double FmaProbe(int64_t iters, float* sink);
@@ -63,6 +71,10 @@ void LinearRows(const float* x, int64_t T, const MatrixWeight& w, int64_t row_be
 // KernelTable::linear_rows_int8 (SMULL + SADDLP; the NEON probe covers them).
 void LinearRowsInt8(const float* x, int64_t T, const MatrixWeight& w, int64_t row_begin,
                     int64_t row_end, float* y);
+// ... and its halves (KernelTable::quantize_int8_grouped / linear_rows_int8_grouped).
+void QuantizeInt8Grouped(const float* x, int64_t t_begin, int64_t t_end, Int8GroupActivations* xa);
+void LinearRowsInt8Grouped(const Int8GroupActivations& xa, const MatrixWeight& w, int64_t row_begin,
+                           int64_t row_end, float* y);
 }  // namespace neon
 #endif
 }  // namespace mimo

@@ -39,22 +39,23 @@
 
 #include "core/check.h"
 #include "core/matrix_weight.h"
+#include "kernels/dispatch.h"
 
 namespace mimo::cpu {
 
-constexpr int64_t kInt8Block = 32;   // columns per scale (the int8 weight format's block)
-constexpr int kInt8MaxRows = 4;      // rows per tile
-constexpr int kInt8MaxTokens = 4;    // tokens per tile (R x TT totals in registers)
+constexpr int64_t kInt8Block = 32;  // columns per scale (the int8 weight format's block)
+constexpr int kInt8MaxRows = 4;     // rows per tile
+constexpr int kInt8MaxTokens = 4;   // tokens per tile (R x TT totals in registers)
 constexpr int64_t kInt8PrefetchBytes = 8 << 10;
 
 // A step's activations, quantized per token.
 template <class P>
 struct Int8Activations {
-  int64_t steps = 0;          // ceil(cols / kChunk)
-  int64_t blocks_padded = 0;  // ceil(cols / 32) rounded up to whole groups of kLanes blocks
-  std::vector<int8_t> q;      // [T, steps * kChunk] codes, +0 past cols
+  int64_t steps = 0;           // ceil(cols / kChunk)
+  int64_t blocks_padded = 0;   // ceil(cols / 32) rounded up to whole groups of kLanes blocks
+  std::vector<int8_t> q;       // [T, steps * kChunk] codes, +0 past cols
   std::vector<uint8_t> extra;  // [T, steps, P::kExtraBytes] P::Extra of each step's codes
-  std::vector<float> scale;   // [T, blocks_padded] per-block scale, 0 past the row's blocks
+  std::vector<float> scale;    // [T, blocks_padded] per-block scale, 0 past the row's blocks
 };
 
 template <class P>
@@ -97,8 +98,7 @@ MIMO_INT8_TARGET void Int8Tile(const Int8Activations<P>& xa, int64_t t0, const M
   constexpr int kLanes = V::kLanes;
   const int64_t cols = w.cols, steps = xa.steps, nb = w.scale_cols;
   const int64_t qc = steps * kChunk;
-  const int64_t ahead =
-      std::max<int64_t>(1, (kInt8PrefetchBytes + R * cols - 1) / (R * cols)) * R;
+  const int64_t ahead = std::max<int64_t>(1, (kInt8PrefetchBytes + R * cols - 1) / (R * cols)) * R;
   const int8_t* row[R];
   const int8_t* next[R];
   const float* sw[R];
@@ -148,8 +148,8 @@ MIMO_INT8_TARGET void Int8Tile(const Int8Activations<P>& xa, int64_t t0, const M
 #pragma GCC unroll 16
         for (int i = 0; i < R; ++i) {
           const F d = P::ToFloat(P::Dot(wv[i], qv, ev));
-          total[i][t] = V::Fmadd(d, P::StepScale(scales[i][t], static_cast<int>(c - g)),
-                                 total[i][t]);
+          total[i][t] =
+              V::Fmadd(d, P::StepScale(scales[i][t], static_cast<int>(c - g)), total[i][t]);
         }
       }
     }
@@ -201,31 +201,22 @@ inline void ForEachInt8Tile(int64_t T, int64_t row_begin, int64_t row_end, Tile&
 //   GroupDot(acc, w, q, qx)      acc + per lane the sum of its 4 products, exactly
 //   ToFloat(i), Prefetch(p)
 
-// A call's activations in the grouped order, per token.
-struct Int8GroupActivations {
-  int64_t padded_cols = 0;    // ceil(cols / 512) * 512
-  std::vector<int8_t> q;      // [T, padded_cols] codes in the grouped order, 0 past cols
-  std::vector<int32_t> bias;  // [T, padded_cols / 32] P::BlockBias of each block
-  std::vector<float> scale;   // [T, padded_cols / 32] block scales, 0 past the row's blocks
-};
-
+// A call's activations in the grouped order (Int8GroupActivations, kernels/dispatch.h): token
+// rows [t_begin, t_end) of x [out->tokens, out->cols], out already sized; bias = P::BlockBias.
 template <class P>
-MIMO_INT8_TARGET void QuantizeInt8Grouped(const float* x, int64_t T, int64_t cols,
+MIMO_INT8_TARGET void QuantizeInt8Grouped(const float* x, int64_t t_begin, int64_t t_end,
                                           Int8GroupActivations* out) {
   constexpr int64_t kGroupCols = MatrixWeight::kInt8GroupCols;
-  const int64_t nb = (cols + kInt8Block - 1) / kInt8Block;
-  const int64_t cp = (cols + kGroupCols - 1) / kGroupCols * kGroupCols, bp = cp / kInt8Block;
-  out->padded_cols = cp;
-  out->q.resize(static_cast<size_t>(T * cp));
-  out->bias.resize(static_cast<size_t>(T * bp));
-  out->scale.resize(static_cast<size_t>(T * bp));
-  for (int64_t t = 0; t < T; ++t) {
+  const int64_t cols = out->cols, nb = (cols + kInt8Block - 1) / kInt8Block;
+  const int64_t cp = out->padded_cols, bp = cp / kInt8Block;
+  for (int64_t t = t_begin; t < t_end; ++t) {
     int8_t* q = out->q.data() + t * cp;
     for (int64_t j = 0; j < bp; ++j) {
       alignas(64) int8_t codes[kInt8Block] = {};
       float s = 0.0f;
-      if (j < nb) s = P::QuantizeBlock(x + t * cols + j * kInt8Block,
-                                       std::min(kInt8Block, cols - j * kInt8Block), codes);
+      if (j < nb)
+        s = P::QuantizeBlock(x + t * cols + j * kInt8Block,
+                             std::min(kInt8Block, cols - j * kInt8Block), codes);
       out->scale[t * bp + j] = s;
       out->bias[t * bp + j] = P::BlockBias(codes);
       // Block l of group g: its 4-byte runs k at 64 k + 4 l of the group.
@@ -250,13 +241,16 @@ MIMO_INT8_TARGET void Int8GroupTile(const Int8GroupActivations& xa, int64_t t0,
   const int64_t cp = xa.padded_cols, bp = cp / kInt8Block, groups = cp / kGroupCols;
   const int8_t* tile = static_cast<const int8_t*>(w.data) + r0 * cp;
   const float* tile_scales = w.scale_inv + r0 * bp;
-  F total[R][TT];
+  // The fp32 totals live in L1, not registers: the R x TT int32 accumulators, R weight vectors
+  // and the codes need the registers, and totals held there made the compiler spill and copy
+  // accumulators inside the dot-product loop.
+  alignas(64) float total_mem[R * TT * kLanes];
+  float* tp = total_mem;
+  asm("" : "+r"(tp));  // opaque: the compiler cannot keep them in registers
 #pragma GCC unroll 16
-  for (int i = 0; i < R; ++i)
-#pragma GCC unroll 16
-    for (int t = 0; t < TT; ++t) total[i][t] = V::Zero();
+  for (int k = 0; k < R * TT; ++k) V::StoreAligned(tp + k * kLanes, V::Zero());
   for (int64_t g = 0; g < groups; ++g) {
-    const int8_t* wg = tile + g * R * kGroupCols;        // [R, 512]
+    const int8_t* wg = tile + g * R * kGroupCols;          // [R, 512]
     const float* sg = tile_scales + g * R * kGroupBlocks;  // [R, 16]
 #pragma GCC unroll 16
     for (int64_t p = 0; p < kGroupBlocks; p += kLanes) {
@@ -291,7 +285,8 @@ MIMO_INT8_TARGET void Int8GroupTile(const Int8GroupActivations& xa, int64_t t0,
 #pragma GCC unroll 16
         for (int t = 0; t < TT; ++t) {
           const F s = ws * V::Load(xa.scale.data() + (t0 + t) * bp + g * kGroupBlocks + p);
-          total[i][t] = V::Fmadd(P::ToFloat(acc[i][t]), s, total[i][t]);
+          float* at = tp + (i * TT + t) * kLanes;
+          V::StoreAligned(at, V::Fmadd(P::ToFloat(acc[i][t]), s, V::Load(at)));
         }
       }
     }
@@ -301,7 +296,7 @@ MIMO_INT8_TARGET void Int8GroupTile(const Int8GroupActivations& xa, int64_t t0,
     F all[16];
     alignas(64) float sums[16];
 #pragma GCC unroll 16
-    for (int k = 0; k < 16; ++k) all[k] = k < R * TT ? total[k / TT][k % TT] : V::Zero();
+    for (int k = 0; k < 16; ++k) all[k] = k < R * TT ? V::Load(tp + k * kLanes) : V::Zero();
     V::ReduceAdd16(all, sums);
 #pragma GCC unroll 16
     for (int k = 0; k < R * TT; ++k) y[(t0 + k % TT) * w.rows + r0 + k / TT] = sums[k];
@@ -309,28 +304,35 @@ MIMO_INT8_TARGET void Int8GroupTile(const Int8GroupActivations& xa, int64_t t0,
 #pragma GCC unroll 16
     for (int i = 0; i < R; ++i)
 #pragma GCC unroll 16
-      for (int t = 0; t < TT; ++t) y[(t0 + t) * w.rows + r0 + i] = V::ReduceAdd(total[i][t]);
+      for (int t = 0; t < TT; ++t)
+        y[(t0 + t) * w.rows + r0 + i] = V::ReduceAdd(V::Load(tp + (i * TT + t) * kLanes));
   }
 }
 
 template <class V, class P>
-using Int8GroupTileFn = void (*)(const Int8GroupActivations&, int64_t, const MatrixWeight&,
-                                 int64_t, float*);
+using Int8GroupTileFn = void (*)(const Int8GroupActivations&, int64_t, const MatrixWeight&, int64_t,
+                                 float*);
 template <class V, class P, int R, size_t... I>
 constexpr std::array<Int8GroupTileFn<V, P>, sizeof...(I)> Int8GroupTileRow(
     std::index_sequence<I...>) {
   return {&Int8GroupTile<V, P, R, static_cast<int>(I) + 1>...};
 }
 
-// The grouped layout's rows [row_begin, row_end) (whole tiles).
+// The grouped layout's rows [row_begin, row_end) (whole tiles) from activations quantized by
+// QuantizeInt8Grouped<P> (KernelTable::linear_rows_int8_grouped).
 template <class V, class P>
-MIMO_INT8_TARGET void LinearRowsInt8Grouped(const float* x, int64_t T, const MatrixWeight& w,
-                                            int64_t row_begin, int64_t row_end, float* y) {
+MIMO_INT8_TARGET void LinearRowsInt8GroupedFrom(const Int8GroupActivations& xa,
+                                                const MatrixWeight& w, int64_t row_begin,
+                                                int64_t row_end, float* y) {
   constexpr int kRows = MatrixWeight::kInt8TileRows;
   constexpr int kTokens = P::kGroupTokens;
   MIMO_CHECK(row_begin % kRows == 0 && (row_end % kRows == 0 || row_end == w.rows),
              "LinearRowsInt8: rows [%lld, %lld) of an interleaved weight are not whole tiles",
              static_cast<long long>(row_begin), static_cast<long long>(row_end));
+  MIMO_CHECK(w.int8_tile_rows != 0 && xa.cols == w.cols,
+             "LinearRowsInt8: activations of %lld columns for an int8 weight [%lld, %lld]%s",
+             static_cast<long long>(xa.cols), static_cast<long long>(w.rows),
+             static_cast<long long>(w.cols), w.int8_tile_rows ? "" : " not in the grouped layout");
   // [R - 1][TT - 1]
   static constexpr std::array<std::array<Int8GroupTileFn<V, P>, kTokens>, kRows> kTiles = {
       Int8GroupTileRow<V, P, 1>(std::make_index_sequence<kTokens>()),
@@ -338,31 +340,36 @@ MIMO_INT8_TARGET void LinearRowsInt8Grouped(const float* x, int64_t T, const Mat
       Int8GroupTileRow<V, P, 3>(std::make_index_sequence<kTokens>()),
       Int8GroupTileRow<V, P, 4>(std::make_index_sequence<kTokens>())};
   static_assert(kRows == 4, "one tile row per R above");
+  ForEachInt8Tile<kRows, kTokens>(
+      xa.tokens, row_begin, row_end,
+      [&](int64_t r, int n, int64_t t0, int64_t tt) { kTiles[n - 1][tt - 1](xa, t0, w, r, y); });
+}
+
+// Both halves in one call (a thread's own copy of the activations).
+template <class V, class P>
+MIMO_INT8_TARGET void LinearRowsInt8Grouped(const float* x, int64_t T, const MatrixWeight& w,
+                                            int64_t row_begin, int64_t row_end, float* y) {
   thread_local Int8GroupActivations xa;
-  QuantizeInt8Grouped<P>(x, T, w.cols, &xa);
-  ForEachInt8Tile<kRows, kTokens>(T, row_begin, row_end, [&](int64_t r, int n, int64_t t0,
-                                                                int64_t tt) {
-    kTiles[n - 1][tt - 1](xa, t0, w, r, y);
-  });
+  xa.Resize(T, w.cols);
+  QuantizeInt8Grouped<P>(x, 0, T, &xa);
+  LinearRowsInt8GroupedFrom<V, P>(xa, w, row_begin, row_end, y);
 }
 
 // KernelTable::linear_rows_int8 of the unit that instantiates it; exact_rows for other dtypes.
 template <class V, class P>
-MIMO_INT8_TARGET void LinearRowsInt8For(const float* x, int64_t T, const MatrixWeight& w,
-                                        int64_t row_begin, int64_t row_end, float* y,
-                                        void (*exact_rows)(const float*, int64_t,
-                                                           const MatrixWeight&, int64_t, int64_t,
-                                                           float*)) {
+MIMO_INT8_TARGET void LinearRowsInt8For(
+    const float* x, int64_t T, const MatrixWeight& w, int64_t row_begin, int64_t row_end, float* y,
+    void (*exact_rows)(const float*, int64_t, const MatrixWeight&, int64_t, int64_t, float*)) {
   if (w.dtype != DType::kInt8) return exact_rows(x, T, w, row_begin, row_end, y);
   if (w.int8_tile_rows != 0) return LinearRowsInt8Grouped<V, P>(x, T, w, row_begin, row_end, y);
   MIMO_CHECK(w.block_cols == kInt8Block, "LinearRowsInt8: block_cols %lld",
              static_cast<long long>(w.block_cols));
   // [R - 1][TT - 1]
-  static constexpr std::array<std::array<Int8TileFn<V, P>, kInt8MaxTokens>, kInt8MaxRows> kTiles =
-      {Int8TileRow<V, P, 1>(std::make_index_sequence<kInt8MaxTokens>()),
-       Int8TileRow<V, P, 2>(std::make_index_sequence<kInt8MaxTokens>()),
-       Int8TileRow<V, P, 3>(std::make_index_sequence<kInt8MaxTokens>()),
-       Int8TileRow<V, P, 4>(std::make_index_sequence<kInt8MaxTokens>())};
+  static constexpr std::array<std::array<Int8TileFn<V, P>, kInt8MaxTokens>, kInt8MaxRows> kTiles = {
+      Int8TileRow<V, P, 1>(std::make_index_sequence<kInt8MaxTokens>()),
+      Int8TileRow<V, P, 2>(std::make_index_sequence<kInt8MaxTokens>()),
+      Int8TileRow<V, P, 3>(std::make_index_sequence<kInt8MaxTokens>()),
+      Int8TileRow<V, P, 4>(std::make_index_sequence<kInt8MaxTokens>())};
   thread_local Int8Activations<P> xa;
   QuantizeInt8<P>(x, T, w.cols, &xa);
   ForEachInt8Tile<kInt8MaxRows, kInt8MaxTokens>(

@@ -119,4 +119,13 @@ void LinearRowsInt8(const float* x, int64_t T, const MatrixWeight& w, int64_t ro
   cpu::LinearRowsInt8For<VecAvx2, Int8Avx2>(x, T, w, row_begin, row_end, y, &LinearRows);
 }
 
+void QuantizeInt8Grouped(const float* x, int64_t t_begin, int64_t t_end, Int8GroupActivations* xa) {
+  cpu::QuantizeInt8Grouped<Int8Avx2>(x, t_begin, t_end, xa);
+}
+
+void LinearRowsInt8Grouped(const Int8GroupActivations& xa, const MatrixWeight& w, int64_t row_begin,
+                           int64_t row_end, float* y) {
+  cpu::LinearRowsInt8GroupedFrom<VecAvx2, Int8Avx2>(xa, w, row_begin, row_end, y);
+}
+
 }  // namespace mimo::avx2

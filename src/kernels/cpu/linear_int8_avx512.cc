@@ -91,9 +91,13 @@ struct Int8Vnni {
   static I QExtra(I q) { return q; }
   // The lane starts from -128 x the sum of its block's codes (see above).
   static int32_t BlockBias(const int8_t* codes) {
-    int32_t sum = 0;
-    for (int i = 0; i < 32; ++i) sum += codes[i];
-    return -128 * sum;
+    // The sum of the 32 codes: vpsadbw sums c + 128 per 8 bytes; less 32 x 128.
+    const __m256i u = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes)),
+                                       _mm256_set1_epi8(static_cast<char>(0x80)));
+    const __m256i s = _mm256_sad_epu8(u, _mm256_setzero_si256());
+    const __m128i h = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    const int64_t sum = _mm_cvtsi128_si64(h) + _mm_extract_epi64(h, 1) - 32 * 128;
+    return static_cast<int32_t>(-128 * sum);
   }
   static I LoadBias(const int32_t* p) { return _mm512_loadu_si512(p); }
   MIMO_INT8_TARGET static I GroupDot(I acc, W w, I q, I) { return _mm512_dpbusd_epi32(acc, w, q); }
@@ -104,6 +108,16 @@ struct Int8Vnni {
 MIMO_INT8_TARGET void LinearRowsInt8(const float* x, int64_t T, const MatrixWeight& w,
                                      int64_t row_begin, int64_t row_end, float* y) {
   cpu::LinearRowsInt8For<VecAvx512, Int8Vnni>(x, T, w, row_begin, row_end, y, &LinearRows);
+}
+
+MIMO_INT8_TARGET void QuantizeInt8Grouped(const float* x, int64_t t_begin, int64_t t_end,
+                                          Int8GroupActivations* xa) {
+  cpu::QuantizeInt8Grouped<Int8Vnni>(x, t_begin, t_end, xa);
+}
+
+MIMO_INT8_TARGET void LinearRowsInt8Grouped(const Int8GroupActivations& xa, const MatrixWeight& w,
+                                            int64_t row_begin, int64_t row_end, float* y) {
+  cpu::LinearRowsInt8GroupedFrom<VecAvx512, Int8Vnni>(xa, w, row_begin, row_end, y);
 }
 
 MIMO_INT8_TARGET bool ProbeVnni() {

@@ -92,4 +92,13 @@ void LinearRowsInt8(const float* x, int64_t T, const MatrixWeight& w, int64_t ro
   cpu::LinearRowsInt8For<VecNeon, Int8Neon>(x, T, w, row_begin, row_end, y, &LinearRows);
 }
 
+void QuantizeInt8Grouped(const float* x, int64_t t_begin, int64_t t_end, Int8GroupActivations* xa) {
+  cpu::QuantizeInt8Grouped<Int8Neon>(x, t_begin, t_end, xa);
+}
+
+void LinearRowsInt8Grouped(const Int8GroupActivations& xa, const MatrixWeight& w, int64_t row_begin,
+                           int64_t row_end, float* y) {
+  cpu::LinearRowsInt8GroupedFrom<VecNeon, Int8Neon>(xa, w, row_begin, row_end, y);
+}
+
 }  // namespace mimo::neon
