@@ -43,19 +43,19 @@
 
 namespace mimo::cpu {
 
-constexpr int64_t kInt8Block = 32;  // columns per scale (the int8 weight format's block)
-constexpr int kInt8MaxRows = 4;     // rows per tile
-constexpr int kInt8MaxTokens = 4;   // tokens per tile (R x TT totals in registers)
+constexpr int64_t kInt8Block = 32;   // columns per scale (the int8 weight format's block)
+constexpr int kInt8MaxRows = 4;      // rows per tile
+constexpr int kInt8MaxTokens = 4;    // tokens per tile (R x TT totals in registers)
 constexpr int64_t kInt8PrefetchBytes = 8 << 10;
 
 // A step's activations, quantized per token.
 template <class P>
 struct Int8Activations {
-  int64_t steps = 0;           // ceil(cols / kChunk)
-  int64_t blocks_padded = 0;   // ceil(cols / 32) rounded up to whole groups of kLanes blocks
-  std::vector<int8_t> q;       // [T, steps * kChunk] codes, +0 past cols
+  int64_t steps = 0;          // ceil(cols / kChunk)
+  int64_t blocks_padded = 0;  // ceil(cols / 32) rounded up to whole groups of kLanes blocks
+  std::vector<int8_t> q;      // [T, steps * kChunk] codes, +0 past cols
   std::vector<uint8_t> extra;  // [T, steps, P::kExtraBytes] P::Extra of each step's codes
-  std::vector<float> scale;    // [T, blocks_padded] per-block scale, 0 past the row's blocks
+  std::vector<float> scale;   // [T, blocks_padded] per-block scale, 0 past the row's blocks
 };
 
 template <class P>
@@ -98,7 +98,8 @@ MIMO_INT8_TARGET void Int8Tile(const Int8Activations<P>& xa, int64_t t0, const M
   constexpr int kLanes = V::kLanes;
   const int64_t cols = w.cols, steps = xa.steps, nb = w.scale_cols;
   const int64_t qc = steps * kChunk;
-  const int64_t ahead = std::max<int64_t>(1, (kInt8PrefetchBytes + R * cols - 1) / (R * cols)) * R;
+  const int64_t ahead =
+      std::max<int64_t>(1, (kInt8PrefetchBytes + R * cols - 1) / (R * cols)) * R;
   const int8_t* row[R];
   const int8_t* next[R];
   const float* sw[R];
@@ -148,8 +149,8 @@ MIMO_INT8_TARGET void Int8Tile(const Int8Activations<P>& xa, int64_t t0, const M
 #pragma GCC unroll 16
         for (int i = 0; i < R; ++i) {
           const F d = P::ToFloat(P::Dot(wv[i], qv, ev));
-          total[i][t] =
-              V::Fmadd(d, P::StepScale(scales[i][t], static_cast<int>(c - g)), total[i][t]);
+          total[i][t] = V::Fmadd(d, P::StepScale(scales[i][t], static_cast<int>(c - g)),
+                                 total[i][t]);
         }
       }
     }
@@ -241,14 +242,11 @@ MIMO_INT8_TARGET void Int8GroupTile(const Int8GroupActivations& xa, int64_t t0,
   const int64_t cp = xa.padded_cols, bp = cp / kInt8Block, groups = cp / kGroupCols;
   const int8_t* tile = static_cast<const int8_t*>(w.data) + r0 * cp;
   const float* tile_scales = w.scale_inv + r0 * bp;
-  // The fp32 totals live in L1, not registers: the R x TT int32 accumulators, R weight vectors
-  // and the codes need the registers, and totals held there made the compiler spill and copy
-  // accumulators inside the dot-product loop.
-  alignas(64) float total_mem[R * TT * kLanes];
-  float* tp = total_mem;
-  asm("" : "+r"(tp));  // opaque: the compiler cannot keep them in registers
+  F total[R][TT];
 #pragma GCC unroll 16
-  for (int k = 0; k < R * TT; ++k) V::StoreAligned(tp + k * kLanes, V::Zero());
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 16
+    for (int t = 0; t < TT; ++t) total[i][t] = V::Zero();
   for (int64_t g = 0; g < groups; ++g) {
     const int8_t* wg = tile + g * R * kGroupCols;          // [R, 512]
     const float* sg = tile_scales + g * R * kGroupBlocks;  // [R, 16]
@@ -285,8 +283,7 @@ MIMO_INT8_TARGET void Int8GroupTile(const Int8GroupActivations& xa, int64_t t0,
 #pragma GCC unroll 16
         for (int t = 0; t < TT; ++t) {
           const F s = ws * V::Load(xa.scale.data() + (t0 + t) * bp + g * kGroupBlocks + p);
-          float* at = tp + (i * TT + t) * kLanes;
-          V::StoreAligned(at, V::Fmadd(P::ToFloat(acc[i][t]), s, V::Load(at)));
+          total[i][t] = V::Fmadd(P::ToFloat(acc[i][t]), s, total[i][t]);
         }
       }
     }
@@ -296,7 +293,7 @@ MIMO_INT8_TARGET void Int8GroupTile(const Int8GroupActivations& xa, int64_t t0,
     F all[16];
     alignas(64) float sums[16];
 #pragma GCC unroll 16
-    for (int k = 0; k < 16; ++k) all[k] = k < R * TT ? V::Load(tp + k * kLanes) : V::Zero();
+    for (int k = 0; k < 16; ++k) all[k] = k < R * TT ? total[k / TT][k % TT] : V::Zero();
     V::ReduceAdd16(all, sums);
 #pragma GCC unroll 16
     for (int k = 0; k < R * TT; ++k) y[(t0 + k % TT) * w.rows + r0 + k / TT] = sums[k];
@@ -304,8 +301,7 @@ MIMO_INT8_TARGET void Int8GroupTile(const Int8GroupActivations& xa, int64_t t0,
 #pragma GCC unroll 16
     for (int i = 0; i < R; ++i)
 #pragma GCC unroll 16
-      for (int t = 0; t < TT; ++t)
-        y[(t0 + t) * w.rows + r0 + i] = V::ReduceAdd(V::Load(tp + (i * TT + t) * kLanes));
+      for (int t = 0; t < TT; ++t) y[(t0 + t) * w.rows + r0 + i] = V::ReduceAdd(total[i][t]);
   }
 }
 
