@@ -9,8 +9,8 @@ namespace mimo {
 
 // kMxfp4 and kInt8 are not storage dtypes (safetensors stores MXFP4 as U8 bytes): they are
 // formats of a MatrixWeight, kMxfp4 packed E2M1 pairs with E8M0 block exponents, kInt8 int8
-// codes with an fp32 scale per 32 columns of a row (the load-time --experts/--dense/--lm-head
-// int8; core/matrix_weight.h).
+// codes with a scale per 32 columns of a row, a bf16 value (the load-time --experts/--dense/
+// --lm-head int8; core/matrix_weight.h).
 enum class DType : uint8_t { kF32, kBF16, kF16, kF8E4M3, kU8, kI32, kI64, kMxfp4, kInt8, kCount };
 
 // Bytes per element; 0 for kMxfp4 (two elements per byte: see MatrixWeight::DataBytes).
@@ -76,6 +76,12 @@ inline uint16_t F32ToBF16(float f) {
   if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);
   u += 0x7fffu + ((u >> 16) & 1u);
   return static_cast<uint16_t>(u >> 16);
+}
+
+// The smallest bf16 value at or above f, for finite f >= 0 (below bf16's largest finite value).
+inline uint16_t F32ToBF16Up(float f) {
+  const uint32_t u = F32ToBits(f);
+  return static_cast<uint16_t>((u >> 16) + ((u & 0xffffu) != 0));
 }
 
 inline float F16ToF32(uint16_t h) {

@@ -15,8 +15,7 @@ float MatrixWeight::At(int64_t r, int64_t c) const {
       return F8E4M3ToF32(static_cast<const uint8_t*>(data)[i]) *
              scale_inv[ScaleRow(r) * scale_cols + c / block_cols];
     case DType::kInt8:
-      return static_cast<float>(Int8Code(r, c)) *
-             scale_inv[Int8ScaleIndex(r, c / block_cols)];
+      return static_cast<float>(Int8Code(r, c)) * Int8Scale(r, c / block_cols);
     case DType::kMxfp4: {
       const uint8_t byte = static_cast<const uint8_t*>(data)[r * RowBytes() + c / 2];
       return E2M1ToF32((c & 1) ? byte >> 4 : byte & 15) *

@@ -42,7 +42,8 @@ struct MatrixWeight {
 
   // F8E4M3: w[r][c] = fp8[r][c] * scale_inv[ScaleRow(r) * scale_cols + c / block_cols].
   // kInt8: w[r][c] = int8[r][c] * scale_inv[...] alike, block_cols 32 and block_rows 1 (one scale
-  // row per weight row; codes in [-127, 127]).
+  // row per weight row; codes in [-127, 127]; every scale a bf16 value); in the grouped layout
+  // below the scales are int8_scale_bf16's instead (Int8Scale reads either).
   const float* scale_inv = nullptr;  // [num_scale_rows, scale_cols]
   // kMxfp4: w[r][c] = E2M1(code[r][c]) * 2^(scale_e8m0[ScaleRow(r) * scale_cols + c / 32] - 127);
   // block_cols is 32 and block_rows 1 (one exponent row per weight row, no per-row map).
@@ -68,11 +69,14 @@ struct MatrixWeight {
   // multiple of 512, a group: 16 blocks of 32) and taken in tiles of R = min(4, rows - r0) rows
   // from each r0 % 4 == 0. A tile's codes are [r0 * cp, (r0 + R) * cp): group g after group, each
   // the R rows' 512 codes one row after the other, in which column 32 l + 4 k + b (block l of the
-  // group, byte 4 k + b of the block) is at 64 k + 4 l + b. Its scales are [r0 * cp / 32,
-  // (r0 + R) * cp / 32): per group, the R rows' 16 block scales one row after the other. Needs
+  // group, byte 4 k + b of the block) is at 64 k + 4 l + b. Its scales are int8_scale_bf16
+  // [r0 * cp / 32, (r0 + R) * cp / 32) (scale_inv is null): per group, the R rows' 16 block
+  // scales one row after the other, each the bf16 bits of the row-major fp32 scale (exact: the
+  // int8 rule's scales are bf16 values), so a weight streams 8.5 bits a weight, not 9. Needs
   // one scale row per weight row (block_rows 1, no scale_row map). The codes are stored as
   // unsigned bytes u = w + 128 (w ^ 0x80; padding 128), the operand vpdpbusd takes as is.
   int32_t int8_tile_rows = 0;
+  const uint16_t* int8_scale_bf16 = nullptr;
   static constexpr int32_t kInt8TileRows = 4;
   static constexpr int64_t kInt8GroupCols = 512, kInt8GroupBlocks = 16;
   int64_t Int8PaddedCols() const {
@@ -97,6 +101,11 @@ struct MatrixWeight {
     return r0 * (Int8PaddedCols() / 32) + (g * R + r - r0) * kInt8GroupBlocks +
            j % kInt8GroupBlocks;
   }
+  // The scale of (r, block j) of a kInt8 weight, in either layout.
+  float Int8Scale(int64_t r, int64_t j) const {
+    const int64_t i = Int8ScaleIndex(r, j);
+    return int8_tile_rows ? BF16ToF32(int8_scale_bf16[i]) : scale_inv[i];
+  }
   // Rows of the grouped layout's tile starting at r0.
   int64_t TileRowsAt(int64_t r0) const {
     return rows - r0 < kInt8TileRows ? rows - r0 : kInt8TileRows;
@@ -108,10 +117,10 @@ struct MatrixWeight {
     return dtype == DType::kMxfp4 ? (cols + 1) / 2 : cols * static_cast<int64_t>(DTypeSize(dtype));
   }
   // Bytes a pass over the whole weight reads: the stored rows, and its scales (FP8 and int8 fp32
-  // scales, MXFP4 one byte per 32 elements).
+  // scales, the grouped layout's bf16 ones, MXFP4 one byte per 32 elements).
   int64_t DataBytes() const { return int8_tile_rows ? rows * Int8PaddedCols() : rows * RowBytes(); }
   int64_t ScaleBytes() const {
-    if (int8_tile_rows) return 4 * rows * (Int8PaddedCols() / 32);
+    if (int8_tile_rows) return 2 * rows * (Int8PaddedCols() / 32);
     if (dtype == DType::kF8E4M3 || dtype == DType::kInt8) return 4 * num_scale_rows * scale_cols;
     if (dtype == DType::kMxfp4) return num_scale_rows * scale_cols;
     return 0;

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -784,6 +785,7 @@ StatusOr<MatrixWeight> QuantizeWeightToInt8(const MatrixWeight& w, ThreadPool* p
     return InvalidArgument("%s: dtype %s cannot be quantized to int8", what.c_str(),
                            std::string(DTypeName(w.dtype)).c_str());
   constexpr int64_t B = kInt8Block;
+  constexpr float kLeastSubnormal = std::numeric_limits<float>::denorm_min();
   const int64_t rows = w.rows, cols = w.cols, blocks = (cols + B - 1) / B;
   BlockQuantizer<int8_t> bq(rows * cols, rows * blocks, pool);
   auto& buf = bq.buf;
@@ -799,7 +801,11 @@ StatusOr<MatrixWeight> QuantizeWeightToInt8(const MatrixWeight& w, ThreadPool* p
         const int64_t c0 = j * B, c1 = std::min(cols, c0 + B);
         float amax = 0;
         for (int64_t c = c0; c < c1; ++c) amax = std::max(amax, std::fabs(row[c]));
-        const float s = amax > 0 ? amax / 127.0f : 1.0f;
+        // The smallest bf16 value at or above amax / 127 (a tiny amax's quotient no lower than
+        // fp32's least subnormal, so that it is never 0), so that the int8 mode's grouped
+        // layout holds it in 16 bits exactly; |x| / s <= 127 still.
+        const float s =
+            amax > 0 ? BF16ToF32(F32ToBF16Up(std::max(amax / 127.0f, kLeastSubnormal))) : 1.0f;
         buf->scales[r * blocks + j] = s;
         for (int64_t c = c0; c < c1; ++c) {
           const float q = std::clamp(std::nearbyint(row[c] / s), -127.0f, 127.0f);

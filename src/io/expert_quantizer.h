@@ -99,13 +99,16 @@ StatusOr<MatrixWeight> QuantizeWeightToFp8Block(const MatrixWeight& w, ThreadPoo
 inline constexpr int kInt8Block = 32;
 
 // A weight (F32, BF16, F16 or FP8 with its block scales) rewritten in the int8 weight format
-// (DType::kInt8, llama.cpp's Q8_0 rule with an fp32 scale): per row, each 32-column block's scale
-// is amax / 127 in fp32 (1 for an all-zero block) and each element round-to-nearest-even of
-// x / scale, within [-127, 127]; a short last block is scaled over its own elements. The kernels
-// dequantize code x scale. Owned memory; adds the error to *stats (may be null; `blocks` counts
-// 32-element blocks). An int8 or MXFP4 weight is returned as is (FP8 is converted: the same
-// bits per weight, a finer grid per block); a NaN or infinity is an error naming `what` and the
-// row.
+// (DType::kInt8, llama.cpp's Q8_0 rule with a bf16 scale): per row, each 32-column block's scale is
+// the smallest bf16 value at or above amax / 127 in fp32 (1 for an all-zero block; the quotient
+// taken no lower than fp32's least subnormal) and each element round-to-nearest-even of x / scale,
+// within [-127, 127]; a short last block is scaled over its own elements. The kernels dequantize
+// code x scale. (Q8_0 rounds its fp16 scale after coding, so its codes miss the stored scale;
+// rounding up first keeps every |x| / scale <= 127 against the scale used.) The int8 mode's grouped
+// layout stores the scales in 16 bits, exactly. Owned memory; adds the error to *stats (may be
+// null; `blocks` counts 32-element blocks). An int8 or MXFP4 weight is returned as is (FP8 is
+// converted: the same bits per weight, a finer grid per block); a NaN or infinity is an error
+// naming `what` and the row.
 StatusOr<MatrixWeight> QuantizeWeightToInt8(const MatrixWeight& w, ThreadPool* pool,
                                             const std::string& what, Mxfp4ErrorStats* stats);
 

@@ -74,8 +74,8 @@ struct KernelTable {
   // the ISA or the probe lacks AVX512_BF16.
   void (*linear_rows_bf16)(const float* x, int64_t T, const MatrixWeight& w, int64_t row_begin,
                            int64_t row_end, float* y) = nullptr;
-  // linear_rows with x quantized per token to int8 by the int8 weight format's rule (per 32
-  // columns, scale amax / 127, codes rounded to nearest even) and each block's dot product exact
+  // linear_rows with x quantized per token to int8 by Q8_0's rule (per 32 columns, scale
+  // amax / 127 in fp32, codes rounded to nearest even) and each block's dot product exact
   // in integers (AVX512_VNNI vpdpbusd; AVX2 vpmaddubsw; NEON smull), scaled by weight scale x
   // activation scale in fp32; int8 weights only (others: the exact linear_rows). Batch
   // invariant within the mode; null for the scalar table.

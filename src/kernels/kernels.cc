@@ -35,12 +35,15 @@ void CheckMatrixWeight(const MatrixWeight& w) {
       MIMO_CHECK(w.block_cols == 32, "Linear: int8 weight [%lld, %lld] has block_cols %lld, not 32",
                  static_cast<long long>(w.rows), static_cast<long long>(w.cols),
                  static_cast<long long>(w.block_cols));
-      MIMO_CHECK(w.int8_tile_rows == 0 ||
-                     (w.int8_tile_rows == MatrixWeight::kInt8TileRows && w.scale_row.empty() &&
-                      w.block_rows == 1 && w.num_scale_rows == w.rows &&
-                      w.scale_cols == (w.cols + 31) / 32),
-                 "Linear: int8 weight [%lld, %lld] has an inconsistent tile layout (%d rows)",
-                 static_cast<long long>(w.rows), static_cast<long long>(w.cols), w.int8_tile_rows);
+      if (w.int8_tile_rows != 0) {  // the grouped layout: bf16 scales of its own
+        MIMO_CHECK(w.int8_tile_rows == MatrixWeight::kInt8TileRows && w.scale_row.empty() &&
+                       w.block_rows == 1 && w.num_scale_rows == w.rows &&
+                       w.scale_cols == (w.cols + 31) / 32 && w.int8_scale_bf16 != nullptr,
+                   "Linear: int8 weight [%lld, %lld] has an inconsistent tile layout (%d rows)",
+                   static_cast<long long>(w.rows), static_cast<long long>(w.cols),
+                   w.int8_tile_rows);
+        return;
+      }
       [[fallthrough]];
     case DType::kF8E4M3:
       MIMO_CHECK(w.scale_inv != nullptr && w.block_cols > 0 &&
@@ -231,9 +234,9 @@ bool InterleaveInt8Rows(MatrixWeight* w, ThreadPool* pool) {
   };
   auto buf = std::make_shared<Buffers>();
   buf->codes.Reset(DType::kInt8, {t.DataBytes()});
-  buf->scales.Reset(DType::kF32, {t.ScaleBytes() / 4});
+  buf->scales.Reset(DType::kBF16, {t.ScaleBytes() / 2});
   auto* tiled_codes = static_cast<int8_t*>(buf->codes.data());
-  auto* tiled_scales = static_cast<float*>(buf->scales.data());
+  auto* tiled_scales = static_cast<uint16_t*>(buf->scales.data());
   std::memset(tiled_codes, 0x80, static_cast<size_t>(t.DataBytes()));  // padding: w = 0
   std::memset(tiled_scales, 0, static_cast<size_t>(t.ScaleBytes()));
   const int64_t rows = w->rows, cols = w->cols, nb = w->scale_cols;
@@ -246,8 +249,14 @@ bool InterleaveInt8Rows(MatrixWeight* w, ThreadPool* pool) {
         for (int64_t b = 0; b < std::min<int64_t>(4, cols - c); ++b)
           dst[b] = static_cast<int8_t>(codes[r * cols + c + b] ^ 0x80);
       }
-      for (int64_t j = 0; j < nb; ++j)
-        tiled_scales[t.Int8ScaleIndex(r, j)] = w->scale_inv[r * nb + j];
+      for (int64_t j = 0; j < nb; ++j) {
+        const float s = w->scale_inv[r * nb + j];
+        MIMO_CHECK(BF16ToF32(F32ToBF16(s)) == s,
+                   "InterleaveInt8Rows: the scale %g of row %lld, block %lld is not a bf16 value "
+                   "(QuantizeWeightToInt8's are)",
+                   static_cast<double>(s), static_cast<long long>(r), static_cast<long long>(j));
+        tiled_scales[t.Int8ScaleIndex(r, j)] = F32ToBF16(s);
+      }
     }
   };
   if (pool) {
@@ -256,7 +265,8 @@ bool InterleaveInt8Rows(MatrixWeight* w, ThreadPool* pool) {
     body(0, rows, 0);
   }
   t.data = tiled_codes;
-  t.scale_inv = tiled_scales;
+  t.scale_inv = nullptr;
+  t.int8_scale_bf16 = tiled_scales;
   t.owned = std::move(buf);
   *w = std::move(t);
   return true;

@@ -47,7 +47,7 @@ MatrixWeight SliceRows(const MatrixWeight& w, int64_t begin, int64_t count) {
   } else {
     s.data = src;  // in the mapping
   }
-  // FP8 and int8 carry fp32 scales, MXFP4 E8M0 exponents.
+  // FP8 and row-major int8 carry fp32 scales, MXFP4 E8M0 exponents.
   const bool fp8 = w.dtype == DType::kF8E4M3 || w.dtype == DType::kInt8,
              mxfp4 = w.dtype == DType::kMxfp4;
   if (fp8 || mxfp4) {

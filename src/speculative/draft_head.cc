@@ -23,7 +23,7 @@ DraftHead DraftHead::GatherInt8Tiled(const MatrixWeight& lm, std::vector<int32_t
   buf->scales.resize(static_cast<size_t>(n * nb));
   for (int64_t j = 0; j < n; ++j) {
     for (int64_t c = 0; c < cols; ++c) buf->codes[j * cols + c] = lm.Int8Code(ids[j], c);
-    for (int64_t b = 0; b < nb; ++b) buf->scales[j * nb + b] = lm.scale_inv[lm.Int8ScaleIndex(ids[j], b)];
+    for (int64_t b = 0; b < nb; ++b) buf->scales[j * nb + b] = lm.Int8Scale(ids[j], b);
   }
   h.head_.data = buf->codes.data();
   h.head_.scale_inv = buf->scales.data();
@@ -32,6 +32,7 @@ DraftHead DraftHead::GatherInt8Tiled(const MatrixWeight& lm, std::vector<int32_t
   h.head_.num_scale_rows = n;
   h.head_.scale_row.clear();
   h.head_.int8_tile_rows = 0;
+  h.head_.int8_scale_bf16 = nullptr;
   h.ids_ = std::move(ids);
   return h;
 }

@@ -101,22 +101,24 @@ TEST(Mxfp4Rounding, RoutedExpertNames) {
   EXPECT_FALSE(IsRoutedExpertWeight("model.layers.3.mlp.gate.weight"));
 }
 
-// The int8 rule by hand: per row, per 32 columns, scale amax / 127 and codes rounded to nearest
-// even; a short last block over its own elements; an all-zero block scale 1; FP8 input converted.
+// The int8 rule by hand: per row, per 32 columns, scale the smallest bf16 value at or above
+// amax / 127 and codes rounded to nearest even; a short last block over its own elements; an
+// all-zero block scale 1; FP8 input converted.
 TEST(QuantizeWeightToInt8, BlockScalesAndRoundingByHand) {
-  // Row 0: 40 columns. Block 0: amax 12.7 at column 3 -> scale fp32(12.7 / 127), whose quotients
-  // 0.25 / scale and -0.05 / scale are exactly 2.5 and -0.5 in fp32 (numpy): ties, to even 2 and
-  // 0. Block 1 (8 columns): amax 2.54 -> scale fp32(2.54 / 127); 0.01 / scale is exactly 0.5
-  // (to even: 0) and -1 / scale exactly -50. Row 1: all zero -> scales 1, codes 0.
+  // Row 0: 40 columns. Block 0: amax 15.875 -> 15.875 / 127 = 0.125 exactly, a bf16 value kept
+  // as is; 0.3125 / 0.125 and -0.0625 / 0.125 are exactly 2.5 and -0.5: ties, to even 2 and 0.
+  // Block 1 (8 columns): amax 1 -> fp32(1 / 127) = 0x3c010204, rounded up to the bf16 0x3c02 =
+  // 65 / 8192, so 1 codes as rint(126.03) = 126, not 127; 325 / 16384 over it is exactly 2.5
+  // (to even: 2) and -0.5 codes as rint(-63.02) = -63. Row 1: all zero -> scales 1, codes 0.
   constexpr int64_t kCols = 40;
   std::vector<float> v(2 * kCols, 0.0f);
-  v[0] = 0.25f;
-  v[1] = -0.05f;
-  v[3] = 12.7f;
-  v[5] = -12.7f;
-  v[32] = 2.54f;
-  v[33] = 0.01f;
-  v[39] = -1.0f;
+  v[0] = 0.3125f;
+  v[1] = -0.0625f;
+  v[3] = 15.875f;
+  v[5] = -15.875f;
+  v[32] = 1.0f;
+  v[33] = 325.0f / 16384.0f;
+  v[39] = -0.5f;
   MatrixWeight w;
   w.dtype = DType::kF32;
   w.rows = 2;
@@ -129,21 +131,23 @@ TEST(QuantizeWeightToInt8, BlockScalesAndRoundingByHand) {
   ASSERT_EQ(q->scale_cols, 2);
   ASSERT_EQ(q->block_cols, 32);
   const auto* codes = static_cast<const int8_t*>(q->data);
-  const float s0 = 12.7f / 127.0f, s1 = 2.54f / 127.0f;
+  const float s0 = 0.125f, s1 = 65.0f / 8192.0f;
+  ASSERT_EQ(15.875f / 127.0f, s0);
+  ASSERT_LT(1.0f / 127.0f, s1);
   EXPECT_EQ(q->scale_inv[0], s0);
   EXPECT_EQ(q->scale_inv[1], s1);
   EXPECT_EQ(q->scale_inv[2], 1.0f);
   EXPECT_EQ(q->scale_inv[3], 1.0f);
-  ASSERT_EQ(0.25f / s0, 2.5f);
-  ASSERT_EQ(-0.05f / s0, -0.5f);
-  ASSERT_EQ(0.01f / s1, 0.5f);
+  ASSERT_EQ(0.3125f / s0, 2.5f);
+  ASSERT_EQ(-0.0625f / s0, -0.5f);
+  ASSERT_EQ(v[33] / s1, 2.5f);
   EXPECT_EQ(codes[0], 2);
   EXPECT_EQ(codes[1], 0);
   EXPECT_EQ(codes[3], 127);
   EXPECT_EQ(codes[5], -127);
-  EXPECT_EQ(codes[32], 127);
-  EXPECT_EQ(codes[33], 0);
-  EXPECT_EQ(codes[39], -50);
+  EXPECT_EQ(codes[32], 126);
+  EXPECT_EQ(codes[33], 2);
+  EXPECT_EQ(codes[39], -63);
   for (int64_t c = 0; c < kCols; ++c) EXPECT_EQ(codes[kCols + c], 0);
   EXPECT_EQ(stats.blocks, 4);
   // A NaN is refused naming the row.
@@ -153,6 +157,23 @@ TEST(QuantizeWeightToInt8, BlockScalesAndRoundingByHand) {
   EXPECT_NE(bad.status().message().find("model.layers.0.mlp.up_proj.weight: row 1"),
             std::string::npos)
       << bad.status().message();
+}
+
+// A block whose amax / 127 is below fp32's least subnormal (0 in fp32) still gets a positive
+// scale, so no code is 0 / 0: the least bf16 subnormal, against which its values code as 0.
+TEST(QuantizeWeightToInt8, TinyBlockGetsAPositiveScale) {
+  std::vector<float> v(32, 0.0f);
+  v[4] = 1e-44f;  // a subnormal: / 127 is 0 in fp32
+  ASSERT_EQ(v[4] / 127.0f, 0.0f);
+  MatrixWeight w;
+  w.dtype = DType::kF32;
+  w.rows = 1;
+  w.cols = 32;
+  w.data = v.data();
+  auto q = QuantizeWeightToInt8(w, nullptr, "t", nullptr);
+  ASSERT_TRUE(q.ok()) << q.status().message();
+  EXPECT_EQ(q->scale_inv[0], BF16ToF32(1));
+  for (int c = 0; c < 32; ++c) EXPECT_EQ(static_cast<const int8_t*>(q->data)[c], 0) << c;
 }
 
 // --experts / --dense / --lm-head: what each flag's value selects, and the one message a bad value

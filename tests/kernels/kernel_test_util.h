@@ -125,7 +125,9 @@ inline OwnedWeight MakeWeight(DType dtype, int64_t rows, int64_t cols, std::mt19
       w.scale_cols = (cols + 31) / 32;
       w.num_scale_rows = rows;
       o.scales.resize(rows * w.scale_cols);
-      for (float& s : o.scales) s = std::ldexp(1.0f + 0.5f * (u(rng) + 1.0f), ex(rng));
+      // bf16 values, as the int8 rule's scales are (the grouped layout stores them so).
+      for (float& s : o.scales)
+        s = BF16ToF32(F32ToBF16(std::ldexp(1.0f + 0.5f * (u(rng) + 1.0f), ex(rng))));
       w.scale_inv = o.scales.data();
       break;
     }

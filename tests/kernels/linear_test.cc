@@ -478,11 +478,13 @@ TEST(Linear, Int8InterleavedLayoutByHand) {
   auto code = [](int64_t r, int64_t c) {
     return static_cast<int8_t>((r * kCols + c) % 255 - 127);
   };
+  // bf16 values (the int8 rule's scales are), distinct in every (row, block).
+  auto Scale = [](int64_t r, int64_t j) { return static_cast<float>(32 * r + 2 * j + 1) / 32; };
   std::vector<int8_t> codes(kRows * kCols);
   std::vector<float> scales(kRows * kBlocks);
   for (int64_t r = 0; r < kRows; ++r) {
     for (int64_t c = 0; c < kCols; ++c) codes[r * kCols + c] = code(r, c);
-    for (int64_t j = 0; j < kBlocks; ++j) scales[r * kBlocks + j] = static_cast<float>(100 * r + j + 1);
+    for (int64_t j = 0; j < kBlocks; ++j) scales[r * kBlocks + j] = Scale(r, j);
   }
   MatrixWeight w;
   w.dtype = DType::kInt8;
@@ -499,7 +501,8 @@ TEST(Linear, Int8InterleavedLayoutByHand) {
   EXPECT_FALSE(InterleaveInt8Rows(&t, nullptr)) << "already interleaved";
   EXPECT_EQ(t.int8_tile_rows, 4);
   EXPECT_EQ(t.DataBytes(), kRows * 512);
-  EXPECT_EQ(t.ScaleBytes(), 4 * kRows * 16);
+  EXPECT_EQ(t.ScaleBytes(), 2 * kRows * 16);  // bf16
+  EXPECT_EQ(t.scale_inv, nullptr);
   // Stored as w + 128 (w ^ 0x80): d is the signed code back.
   auto d = [&](int64_t i) { return static_cast<int8_t>(static_cast<const int8_t*>(t.data)[i] ^ 0x80); };
   EXPECT_EQ(static_cast<const uint8_t*>(t.data)[0], code(0, 0) + 128);
@@ -522,7 +525,7 @@ TEST(Linear, Int8InterleavedLayoutByHand) {
   // Scales: rows 0-3 at 16 r, rows 4-5 at 64 + 16 (r - 4); zero past block 2.
   for (int64_t r = 0; r < kRows; ++r) {
     for (int64_t j = 0; j < 16; ++j) {
-      EXPECT_EQ(t.scale_inv[16 * r + j], j < kBlocks ? static_cast<float>(100 * r + j + 1) : 0.0f)
+      EXPECT_EQ(BF16ToF32(t.int8_scale_bf16[16 * r + j]), j < kBlocks ? Scale(r, j) : 0.0f)
           << r << "," << j;
     }
   }
@@ -543,7 +546,7 @@ TEST(Linear, Int8InterleavedLayoutByHand) {
     for (int64_t r = 0; r < kRows; ++r) {
       double want = 0;
       for (int64_t c = 0; c < kCols; ++c)
-        want += code(r, c) * static_cast<double>(100 * r + c / 32 + 1);
+        want += code(r, c) * static_cast<double>(Scale(r, c / 32));
       EXPECT_NEAR(y[r], want, 1e-5 * std::fabs(want) + 1e-3) << "row " << r;
     }
   }
@@ -551,6 +554,13 @@ TEST(Linear, Int8InterleavedLayoutByHand) {
   MatrixWeight mapped = w;
   mapped.scale_row = {0, 1, 2, 3, 4, 5};
   EXPECT_DEATH(InterleaveInt8Rows(&mapped, nullptr), "needs one scale row per weight row");
+  // Nor one whose scale is not a bf16 value (its layout holds them in 16 bits).
+  std::vector<float> odd = scales;
+  odd[2 * kBlocks + 1] = 1.0f + 0x1p-10f;
+  MatrixWeight unrounded = w;
+  unrounded.scale_inv = odd.data();
+  EXPECT_DEATH(InterleaveInt8Rows(&unrounded, nullptr),
+               "the scale 1.00098 of row 2, block 1 is not a bf16 value");
 }
 
 // The int8 mode leaves every other weight dtype on the exact kernels (same bits), gives a NaN

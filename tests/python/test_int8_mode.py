@@ -1,6 +1,7 @@
 """--precision int8, the int8-activation mode (issue 48, item 2), with int8 weights
 (`--experts/--dense/--lm-head int8`): each token's activations are quantized per 32 columns by
-the weights' own rule and every block's dot product is exact in integers (AVX512_VNNI vpdpbusd,
+Q8_0's rule (the weights' own, less its bf16 rounding of the scale) and every block's dot
+product is exact in integers (AVX512_VNNI vpdpbusd,
 AVX2 vpmaddubsw, NEON smull).
 
 * Batch invariance within the mode: a token's logits are the same bits whether its sequence
@@ -83,15 +84,22 @@ def test_engine_outputs_equal_alone_and_batched(mimo_bin, checkpoint, tmp_path):
             assert got[r["id"]] == alone[r["id"]], (budget, r["id"])
 
 
-# (median, 99th percentile, max) of the row's relative error and the least argmax agreement, as
-# measured on this host when the mode was written, widened by ~1.25 (the agreement by 0.5 point).
+# (median, 99th percentile, max) of the row's relative error and the least argmax agreement,
+# widened by ~1.25 (the agreement by 0.5 point) from the worst of several realizations of the
+# int8 weights, measured on a Zen 3 host (AVX2) on 2026-12-07: the rule with an fp32 scale (as the
+# mode was written), the same with every scale times 1 + 2^-9, the scale rounded up to fp16,
+# and the shipped rule (rounded up to bf16), each in both layouts where it can be. Their medians
+# agree within 10%, but the tails swing: the 99th percentile by 0.145-0.209 and the max by
+# 0.33-0.66 between realizations that the mode treats alike (a 0.2% rescale of the weights
+# moves which positions sit at a routing tie), so bounds taken from one realization (0.185 and
+# 0.41 for the first row, from the fp32 rule) fail the next one.
 # "activations": int8 mode against the same int8 weights run exact; "all": int8 weights and mode
 # against the checkpoint as stored.
 BOUNDS = {
-    ("mimo-v2-nano", "activations"): (0.0102, 0.185, 0.41, 0.981),
-    ("mimo-v2-nano", "all"): (0.0162, 0.223, 0.49, 0.976),
-    ("mimo-v2-nano-fp8", "activations"): (0.0105, 0.203, 0.43, 0.978),
-    ("mimo-v2-nano-fp8", "all"): (0.0159, 0.227, 0.82, 0.978),
+    ("mimo-v2-nano", "activations"): (0.0103, 0.246, 0.59, 0.973),
+    ("mimo-v2-nano", "all"): (0.0161, 0.245, 0.59, 0.972),
+    ("mimo-v2-nano-fp8", "activations"): (0.0105, 0.261, 0.83, 0.972),
+    ("mimo-v2-nano-fp8", "all"): (0.0162, 0.257, 0.83, 0.973),
 }
 
 

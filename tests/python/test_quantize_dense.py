@@ -9,8 +9,9 @@ through a numpy implementation of the format's rule:
   the e4m3 value nearest x / scale_inv in fp32 (ties to the even code, above 448 saturated),
   dequantized as code x scale_inv;
 * MXFP4: test_quantize.py's implementation of the 32-element E2M1/E8M0 rule;
-* int8: per row, per 32 columns, scale = amax / 127 in fp32 (1 for an all-zero block), each
-  element rint(x / scale) in fp32 (ties to even) within [-127, 127], dequantized as code x scale.
+* int8: per row, per 32 columns, scale = the smallest bf16 value at or above amax / 127 in fp32
+  (1 for an all-zero block), each element rint(x / scale) in fp32 (ties to even) within
+  [-127, 127], dequantized as code x scale.
 Weights already stored in FP8 stay as stored under fp8 (a checkpoint's own K/V grids included)
 and are converted under int8 and mxfp4,
 and the router and embedding are never touched. Each case also checks that the quantization
@@ -75,13 +76,20 @@ def mxfp4(w32):
     return (mag * scale).reshape(rows, cols).astype(np.float32)
 
 
+def bf16_up(x):
+    """float32 >= 0 -> the smallest bf16 value at or above it (as float32)."""
+    u = np.maximum(x.astype(np.float32), np.float32(np.finfo(np.float32).smallest_subnormal))
+    u = u.view(np.uint32)
+    return (((u >> 16) + ((u & 0xffff) != 0)) << 16).astype(np.uint32).view(np.float32)
+
+
 def int8_rows(w32):
     """float32 [R, C] -> its int8 quantization (32-column blocks of a row), dequantized (fp32)."""
     out = np.empty_like(w32)
     for c0 in range(0, w32.shape[1], 32):
         b = w32[:, c0:c0 + 32]
         amax = np.abs(b).max(axis=1, keepdims=True).astype(np.float32)
-        s = np.where(amax > 0, amax / np.float32(127), np.float32(1)).astype(np.float32)
+        s = np.where(amax > 0, bf16_up(amax / np.float32(127)), np.float32(1)).astype(np.float32)
         q = np.clip(np.rint(b / s), -127, 127).astype(np.float32)
         out[:, c0:c0 + 32] = q * s
     return out

@@ -170,7 +170,7 @@ BenchWeights MakeBenchWeights(ThreadPool& pool, DType dt, int64_t rows, int64_t 
       w.block_rows = 1;
       w.scale_cols = (cols + 31) / 32;
       w.num_scale_rows = rows;
-      b.scales.emplace_back(rows * w.scale_cols, 0.001f);
+      b.scales.emplace_back(rows * w.scale_cols, BF16ToF32(F32ToBF16(0.001f)));  // a bf16 value
       w.scale_inv = b.scales.back().data();
     }
     w.data = buf.get();
@@ -253,8 +253,9 @@ int RunKernels(const Args& a) {
           MarkFp8PlainBlocks(&bw.w[i], &pool);
         }
       }
-      if (tiled) {
+      if (tiled) {  // its bytes: padded rows, bf16 scales
         for (MatrixWeight& w : bw.w) InterleaveInt8Rows(&w, &pool);
+        bw.bytes_per_matrix = static_cast<size_t>(bw.w[0].DataBytes() + bw.w[0].ScaleBytes());
       }
       const size_t n = bw.w.size();
       for (size_t i = 0; i < n; ++i) LinearOn(k, ctx, x.data(), 1, bw.w[i], y.data());  // warm-up

@@ -34,7 +34,9 @@ double QuantizedBytes(const SafetensorsEntry& e, WeightFormat f) {
     const double blocks = static_cast<double>((e.shape[0] + 127) / 128) * ((k + 127) / 128);
     return rows * static_cast<double>(k) + 4 * blocks;
   }
-  if (f == WeightFormat::kInt8) {  // a byte per weight and an fp32 scale per 32 of a row
+  // A byte per weight and an fp32 scale per 32 of a row (as loaded; --precision int8's grouped
+  // layout then holds the scales in bf16 and pads rows to 512 columns).
+  if (f == WeightFormat::kInt8) {
     return rows * static_cast<double>(k) + 4 * rows * static_cast<double>((k + 31) / 32);
   }
   return rows * static_cast<double>((k + 1) / 2) + rows * static_cast<double>((k + 31) / 32);

@@ -4,13 +4,14 @@
 // vpmaddubsw + vpmaddwd, 32 columns a step). The unit defines MIMO_INT8_TARGET, the function
 // attribute that enables P's instructions (empty where the unit's flags already do).
 //
-// Each token's activations are quantized once per call by the weights' own rule (per 32 columns:
-// scale amax / 127 in fp32, 1 for an all-zero block, NaN where a value is not finite; codes x /
-// scale rounded to nearest even within [-127, 127]). A step of P::kChunk columns of a row gives,
-// per int32 lane, the exact sum of 4 products of weight and activation codes (P::Dot); lanes of
-// one 32-column block are converted to fp32 and added into the (row, token)'s running total with
-// one FMA against weight scale x activation scale (one fp32 product, computed per group of
-// kLanes blocks); one ReduceAdd at the end.
+// Each token's activations are quantized once per call by llama.cpp's Q8_0 rule with an fp32 scale
+// (per 32 columns: scale amax / 127 in fp32, 1 for an all-zero block, NaN where a value is not
+// finite; codes x / scale rounded to nearest even within [-127, 127]; the weights' own scales are
+// that quotient rounded up to bf16, expert_quantizer.h). A step of P::kChunk columns of a row
+// gives, per int32 lane, the exact sum of 4 products of weight and activation codes (P::Dot); lanes
+// of one 32-column block are converted to fp32 and added into the (row, token)'s running total with
+// one FMA against weight scale x activation scale (one fp32 product, computed per group of kLanes
+// blocks); one ReduceAdd at the end.
 //
 // Batch invariance within the mode: a (row, token) is reduced in exactly that order whatever T
 // and whichever tile (R rows x TT tokens) runs it; the integer parts are exact, the fp32 steps the
@@ -186,13 +187,13 @@ inline void ForEachInt8Tile(int64_t T, int64_t row_begin, int64_t row_end, Tile&
 }
 
 // ---- The grouped layout (MatrixWeight::int8_tile_rows, InterleaveInt8Rows) ----
-// Each int32 lane of P's dot product sums one block: a group's 16 blocks take 16 / kLanes passes
-// of kLanes lanes (one pass with AVX-512), each pass 8 steps of 4 columns a lane, accumulated in
-// int32 (exact: at most 32 x 127 x 127 a lane, plus P's bias); then, per pass, one convert and
-// one FMA against weight scale x activation scale (one fp32 product per block) into the (row,
-// token)'s running total; one ReduceAdd at the end. The same definition as the row-major tiles
-// (each block's dot product exact, scaled by the fp32 product of the scales, summed in fp32),
-// in another fp32 summation order.
+// Each int32 lane of P's dot product sums one block: a group's 16 blocks take 16 / kLanes passes of
+// kLanes lanes (one pass with AVX-512), each pass 8 steps of 4 columns a lane, accumulated in int32
+// (exact: at most 32 x 127 x 127 a lane, plus P's bias); then, per pass, one convert and one FMA
+// against weight scale (stored bf16, widened exactly) x activation scale (one fp32 product per
+// block) into the (row, token)'s running total; one ReduceAdd at the end. The same definition as
+// the row-major tiles (each block's dot product exact, scaled by the fp32 product of the scales,
+// summed in fp32), in another fp32 summation order.
 //
 // P (static members, besides QuantizeBlock):
 //   W, LoadGroupWeights(p)       kLanes x 4 weight codes, prepared for GroupDot
@@ -241,7 +242,7 @@ MIMO_INT8_TARGET void Int8GroupTile(const Int8GroupActivations& xa, int64_t t0,
   static_assert(kGroupBlocks % kLanes == 0, "a pass is whole lanes of the group");
   const int64_t cp = xa.padded_cols, bp = cp / kInt8Block, groups = cp / kGroupCols;
   const int8_t* tile = static_cast<const int8_t*>(w.data) + r0 * cp;
-  const float* tile_scales = w.scale_inv + r0 * bp;
+  const uint16_t* tile_scales = w.int8_scale_bf16 + r0 * bp;
   F total[R][TT];
 #pragma GCC unroll 16
   for (int i = 0; i < R; ++i)
@@ -249,7 +250,7 @@ MIMO_INT8_TARGET void Int8GroupTile(const Int8GroupActivations& xa, int64_t t0,
     for (int t = 0; t < TT; ++t) total[i][t] = V::Zero();
   for (int64_t g = 0; g < groups; ++g) {
     const int8_t* wg = tile + g * R * kGroupCols;          // [R, 512]
-    const float* sg = tile_scales + g * R * kGroupBlocks;  // [R, 16]
+    const uint16_t* sg = tile_scales + g * R * kGroupBlocks;  // [R, 16] bf16
 #pragma GCC unroll 16
     for (int64_t p = 0; p < kGroupBlocks; p += kLanes) {
       A acc[R][TT];
@@ -279,7 +280,7 @@ MIMO_INT8_TARGET void Int8GroupTile(const Int8GroupActivations& xa, int64_t t0,
       }
 #pragma GCC unroll 16
       for (int i = 0; i < R; ++i) {
-        const F ws = V::Load(sg + i * kGroupBlocks + p);
+        const F ws = V::LoadBf16(sg + i * kGroupBlocks + p);
 #pragma GCC unroll 16
         for (int t = 0; t < TT; ++t) {
           const F s = ws * V::Load(xa.scale.data() + (t0 + t) * bp + g * kGroupBlocks + p);
